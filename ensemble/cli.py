@@ -1,0 +1,84 @@
+"""The `ensemble` command.
+
+Start-up is kept cheap: this module and the command modules it registers import neither
+litellm nor the numerical stack at module level; each command imports what it needs when run.
+Every failure a user can cause ends as one line on stderr and a non-zero exit, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import EnsembleError
+
+__all__ = ["main", "build_parser"]
+
+# Subcommand modules under ensemble.commands; each defines register(subparsers).
+COMMANDS = ("theory", "sample", "testing", "eval", "calibrate", "models")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a single line naming the fix."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(
+        prog="ensemble",
+        description=(
+            "LLM ensemble voting under quantal response. "
+            "λ is always in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; utility and regret in ±1 units."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"ensemble {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f".commands.{name}", __package__)
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__package__}.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        target = getattr(args, "_parser", parser)
+        target.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = func(args)
+    except EnsembleError as exc:
+        print(f"ensemble: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("ensemble: interrupted; completed samples are kept in the store", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_ERROR
+    return int(result or 0)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The sampling engine: provider client (litellm), async sampler, retries, store, parsing."""

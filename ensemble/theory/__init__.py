@@ -1,0 +1,1 @@
+"""Decision-aggregation theory: structures, regret, robust aggregator, threshold g(n)."""

@@ -1,0 +1,26 @@
+"""Shared fixtures. Paths to ../shared are relative to the project root, never absolute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+MATHQA_TEST = SHARED / "data" / "mathqa" / "test.json"
+SMOLLM2_GGUF = SHARED / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def mathqa_path() -> Path:
+    if not MATHQA_TEST.exists():
+        pytest.skip(f"MathQA test split not found at {MATHQA_TEST} (it lives in ../shared)")
+    return MATHQA_TEST
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    if not SMOLLM2_GGUF.exists():
+        pytest.skip(f"SmolLM2 GGUF not found at {SMOLLM2_GGUF} (it lives in ../shared)")
+    return SMOLLM2_GGUF

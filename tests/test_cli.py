@@ -1,0 +1,27 @@
+"""The CLI skeleton: help, start-up cost, one-line errors."""
+
+import subprocess
+import sys
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_works_and_does_not_import_litellm():
+    code = ("import sys; from ensemble.cli import build_parser; build_parser().format_help(); "
+            "import ensemble; ensemble.psi; print('litellm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    res = run("--help")
+    assert res.returncode == 0 and "quantal response" in res.stdout
+
+
+def test_unknown_command_is_one_line_usage_error():
+    res = run("frobnicate")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "invalid choice" in lines[0]
+    assert "Traceback" not in res.stderr
