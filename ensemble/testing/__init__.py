@@ -1,1 +1,14 @@
-"""A simulated OpenAI-compatible expert server (real HTTP on 127.0.0.1) for tests and users."""
+"""A simulated OpenAI-compatible expert server (real HTTP on 127.0.0.1) for tests and users.
+
+    from ensemble.testing import SimulatedServer
+    with SimulatedServer(lam1=10.0, seed=0) as server:
+        Ensemble(model="openai/sim-expert", api_base=server.base_url, ...).decide(prompt)
+
+See `ensemble.testing.server` for the planted expert's answer model and `FaultPlan` for faults.
+"""
+
+from .faults import FAULT_KINDS, FaultPlan
+from .server import ServerStats, SimulatedServer, answer_key_from_questions, question_text
+
+__all__ = ["FAULT_KINDS", "FaultPlan", "ServerStats", "SimulatedServer",
+           "answer_key_from_questions", "question_text"]
