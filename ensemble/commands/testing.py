@@ -1,0 +1,80 @@
+"""`ensemble testing serve`: the simulated OpenAI-compatible expert server."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._args import lam_value, nonneg_float, nonneg_int, probability
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("testing", help="the simulated expert server for tests")
+    p.set_defaults(_parser=p)
+    sub = p.add_subparsers(dest="testing_command", metavar="WHAT", parser_class=type(p))
+    s = sub.add_parser("serve", help="serve a simulated OpenAI-compatible expert on 127.0.0.1",
+                       description="Prints its base URL (http://127.0.0.1:P/v1) on the first line, "
+                                   "then serves until interrupted. λ₁ (--lam) is the expert's "
+                                   "rationality at t = 1 in ψ_λ units; at t it answers with λ₁/t.")
+    s.add_argument("--lam", type=lam_value, default=10.0, help="λ₁, rationality at t = 1")
+    s.add_argument("--port", type=nonneg_int, default=0, help="port (default: a free one)")
+    s.add_argument("--bias", type=float, default=0.0, help="logit bias towards 'L'")
+    s.add_argument("--latency", type=nonneg_float, default=0.0, help="seconds per request")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--fault-rate", type=probability, default=0.0)
+    s.add_argument("--faults", default="429,500,503,malformed,drop",
+                   help="comma-separated kinds: 429,500,503,timeout,slow,malformed,drop,short_n")
+    s.add_argument("--fail-first", type=nonneg_int, default=0, help="fail the first K requests")
+    s.add_argument("--retry-after", type=nonneg_float, default=0.05)
+    s.add_argument("--reject-n", action="store_true", help="reject n > 1 (like llama.cpp)")
+    s.add_argument("--invalid-rate", type=probability, default=0.0,
+                   help="fraction of replies without an answer")
+    s.add_argument("--answer-key", metavar="FILE",
+                   help="JSON object: question text -> correct letter")
+    s.set_defaults(func=run_serve, _parser=s)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import signal
+    import sys
+
+    from ..errors import InputError
+    from ..testing import FaultPlan, SimulatedServer
+
+    key = None
+    if args.answer_key:
+        try:
+            with open(args.answer_key, encoding="utf-8") as fh:
+                key = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read answer key {args.answer_key}: {exc}") from None
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
+                       retry_after=args.retry_after, seed=args.seed)
+    server = SimulatedServer(lam1=args.lam, bias=args.bias, answer_key=key, latency=args.latency,
+                             faults=faults, seed=args.seed, port=args.port,
+                             reject_n=args.reject_n, invalid_rate=args.invalid_rate)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(server.serve_forever())
+        while server.port == 0 and not task.done():
+            await asyncio.sleep(0.01)
+        if task.done():
+            task.result()
+        print(server.base_url, flush=True)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        raise InputError(f"cannot serve on port {args.port}: {exc.strerror}") from None
+    sys.stderr.flush()
+    return 0
