@@ -1,0 +1,80 @@
+"""`Ensemble` and `@vote` end to end against the simulated server (real HTTP, litellm)."""
+
+import asyncio
+
+import pytest
+
+from ensemble import Decision, Ensemble, vote
+from ensemble.errors import InputError
+from ensemble.testing import SimulatedServer
+from tasks import get_task
+
+QS = get_task("boxball").questions()
+CLEAR_L = next(q for q in QS if q.posterior > 0.9)
+CLEAR_R = next(q for q in QS if q.posterior < 0.1)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with SimulatedServer(lam1=5.0, seed=1) as srv:
+        yield srv
+
+
+def test_decide_returns_decision_votes_and_samples(server):
+    ens = Ensemble("openai/sim-expert", api_base=server.base_url, temperature=0.5, n=5,
+                   choices=["L", "R"], aggregator="majority")
+    d = ens.decide(CLEAR_L.prompt)
+    assert isinstance(d, Decision) and d.decision == "L"
+    assert sum(d.votes.values()) == 5 and len(d.samples) == 5
+    assert all(s.text and s.answer == "L" for s in d.samples)
+    assert d.margin == 5 and d.n_invalid == 0 and d.prompt_tokens > 0
+
+
+def test_decide_many_and_async(server):
+    ens = Ensemble("openai/sim-expert", api_base=server.base_url, temperature=0.5, n=3,
+                   choices=["L", "R"])
+    ds = ens.decide_many([CLEAR_L.prompt, CLEAR_R.prompt])
+    assert [d.decision for d in ds] == ["L", "R"]
+    d = asyncio.run(ens.adecide(CLEAR_R.prompt))
+    assert d.decision == "R"
+
+
+def test_sync_wrapper_inside_running_loop(server):
+    ens = Ensemble("openai/sim-expert", api_base=server.base_url, temperature=0.5, n=3,
+                   choices=["L", "R"])
+
+    async def inside():
+        return ens.decide(CLEAR_L.prompt)  # a sync call from async code (as in Jupyter)
+
+    assert asyncio.run(inside()).decision == "L"
+
+
+def test_vote_decorator(server):
+    @vote(model="openai/sim-expert", api_base=server.base_url, temperature=0.5, n=5,
+          choices=["L", "R"])
+    def which_box(q):
+        return q.prompt
+
+    assert which_box(CLEAR_R).decision == "R"
+    assert asyncio.run(which_box.adecide(CLEAR_L)).decision == "L"
+
+    @vote(model="openai/sim-expert", api_base=server.base_url, temperature=0.5, n=3,
+          choices=["L", "R"])
+    async def which_box_async(q):
+        return q.prompt
+
+    assert asyncio.run(which_box_async(CLEAR_L)).decision == "L"
+
+
+def test_chat_messages_and_invalid_counted():
+    with SimulatedServer(lam1=5.0, invalid_rate=1.0) as srv:
+        ens = Ensemble("openai/sim-expert", api_base=srv.base_url, n=4, choices=["L", "R"])
+        d = ens.decide([{"role": "user", "content": CLEAR_L.prompt}])
+    assert d.decision is None and d.n_invalid == 4
+
+
+@pytest.mark.parametrize("kw", [{"n": 0}, {"temperature": -1}, {"aggregator": "nope"},
+                                {"aggregator": "robust"}])
+def test_bad_options(kw):
+    with pytest.raises(InputError):
+        Ensemble("openai/sim-expert", **kw)
