@@ -297,7 +297,10 @@ class Sampler:
 
     # -- progress ----------------------------------------------------------------------------
     def _start_progress(self) -> None:
-        if not self.progress or self._bar is not None:
+        import sys
+
+        # a progress bar is for people: none when stderr is a pipe or a file
+        if not self.progress or self._bar is not None or not sys.stderr.isatty():
             return
         from rich.console import Console
         from rich.progress import (
