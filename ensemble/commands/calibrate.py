@@ -1,0 +1,76 @@
+"""`ensemble calibrate`: λ per temperature with honest uncertainty, a report and advice."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._args import positive_int, temperature
+from ._output import emit_json, fmt_lam
+from .sample import add_provider_args
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="fit each temperature's rationality λ (quantal response)",
+        description="Sample the box-and-ball task (or --task jsonl --data with posteriors), fit "
+                    "logit P(L) = 2λ(2p−1) + b per temperature (binomial GLM, profile-likelihood "
+                    "intervals, λ = ∞ with a lower bound under separation), test λ(t) = λ₁/t, "
+                    "and recommend a temperature and an aggregator.")
+    add_provider_args(p)
+    p.add_argument("--t", type=temperature, nargs="+", required=True, help="temperatures")
+    p.add_argument("--samples", type=positive_int, default=20, help="samples per question")
+    p.add_argument("--task", default="boxball", choices=("boxball", "jsonl"))
+    p.add_argument("--data", help="jsonl/csv questions with a posterior field")
+    p.add_argument("--limit", type=positive_int, help="random subset of the questions")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-bias", dest="bias", action="store_false", help="fit without a bias term")
+    p.add_argument("--mirror", action="store_true", help="the paper's symmetric mirroring")
+    p.add_argument("--mode", choices=("sample", "logprob"), default="sample")
+    p.add_argument("--n-budget", type=positive_int, default=5, help="samples you can afford")
+    p.add_argument("--eval-dir", help="an eval run directory, for expected accuracy")
+    p.add_argument("--out", help="report directory (default runs/calibrate-MODEL)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run, _parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from evals.calibrate import CalibrationConfig, run_calibration
+
+    from .._sync import run_sync
+
+    cfg = CalibrationConfig(
+        model=args.model, temperatures=tuple(args.t), samples=args.samples, task=args.task,
+        data=args.data, limit=args.limit, seed=args.seed, bias=args.bias, mirror=args.mirror,
+        mode=args.mode, n_budget=args.n_budget, eval_dir=args.eval_dir, out=args.out,
+        api_base=args.api_base, api_key=args.api_key, max_concurrency=args.max_concurrency,
+        progress=not args.json,
+        sampler_options=dict(rpm=args.rpm, timeout=args.timeout, max_attempts=args.max_attempts,
+                             max_retry_time=args.max_retry_time))
+    doc = run_sync(run_calibration(cfg))
+    if args.json:
+        emit_json(doc)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Calibration of {args.model} ({doc['mode']} mode)",
+                  caption=doc["units"])
+    for col in ("t", "λ", "SE", "95% interval", "bias", "separated"):
+        table.add_column(col, justify="right")
+    for f in doc["fits"]:
+        table.add_row(f"{f['t']:g}", fmt_lam(f["lam"]),
+                      "–" if f["se"] is None else f"{f['se']:.3g}",
+                      f"[{fmt_lam(f['ci'][0])}, {fmt_lam(f['ci'][1])}]",
+                      "–" if f["bias"] is None else f"{f['bias']:.3g}",
+                      "yes" if f["separated"] else "no")
+    con = Console()
+    con.print(table)
+    if doc["joint"]:
+        j = doc["joint"]
+        con.print(f"λ(t) = λ₁/t: λ₁ = {j['lam1']:.4g}, LRT p = {j['lrt_pvalue']:.3g} "
+                  f"({'holds' if j['holds'] else 'rejected'})")
+    if doc["recommendation"]:
+        con.print(f"[bold]{doc['recommendation']['summary']}[/]")
+    con.print(f"report: {doc['report']['html']}")
+    return 0

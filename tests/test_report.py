@@ -1,0 +1,23 @@
+import math
+
+import numpy as np
+
+from ensemble.calibration import LambdaFit
+from ensemble.report import write_report
+
+
+def test_html_escapes_text_and_embeds_images(tmp_path):
+    fit = LambdaFit(3.0, 0.2, (2.6, 3.4), -0.2, 0.05, False, 10, 100, 8.0, 8, 0.4, 1.0, t=1.0,
+                    notes=("<script>alert(1)</script>",))
+    sep = LambdaFit(math.inf, None, (40.0, math.inf), None, None, True, 10, 100, None, 9, None,
+                    None, t=0.0)
+    p = np.linspace(0, 1, 10)
+    panels = [{"t": 0.0, "fit": sep, "posteriors": p, "proportions": (p > 0.5).astype(float)},
+              {"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}]
+    paths = write_report(tmp_path, model="<b>evil</b>", fits=[sep, fit], joint=None,
+                         panels=panels, recommendation=None, mode="sample")
+    html = paths["html"].read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert "<b>evil</b>" not in html and "&lt;b&gt;evil" in html
+    assert html.count("data:image/png;base64,") == 2 and "src=\"http" not in html
+    assert (tmp_path / "report.md").exists() and (tmp_path / "qr_curves.png").stat().st_size > 1000
