@@ -74,6 +74,14 @@ def extract_answer(text: str | None, choices: Sequence[str] | None = None) -> st
         got = normalise(text, choices)
         if got is not None and len(text.strip()) <= 8:
             return got
+        # Word choices ("yes"/"no", "positive"/"negative"): exactly one of them named in the
+        # reply. Never for single letters, which occur in ordinary words and sentences.
+        words = [c for c in choices if len(c) > 1]
+        if words and len(words) == len(choices):
+            named = [c for c in words
+                     if re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", text, re.IGNORECASE)]
+            if len(named) == 1:
+                return named[0]
     return None
 
 

@@ -28,3 +28,9 @@ def test_choice_parser_box():
     assert parse("<answer>L</answer>") == "L"
     assert parse("<answer>Left</answer>") is None
     assert parse("<answer>X</answer>") is None
+
+
+def test_word_choices_named_once_in_free_text():
+    assert extract_answer("Yes, Paris is in France.", ["yes", "no"]) == "yes"
+    assert extract_answer("yes or no? hard to say", ["yes", "no"]) is None  # both named
+    assert extract_answer("A is fine", ["A", "B"]) is None  # letters need the answer format
