@@ -72,7 +72,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import *  # noqa: F403
+    from .errors import *
     from .qr import lam_at_temperature, psi, psi_inverse, temperature_for_lam  # noqa: F401
     from .sampling.parsing import extract_answer  # noqa: F401
     from .sampling.types import JobStats, Sample, SampleRequest, SamplingParams  # noqa: F401

@@ -24,16 +24,16 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import InputError
 
 __all__ = [
-    "Vote",
-    "Aggregator",
-    "get_aggregator",
-    "aggregator_names",
-    "aggregator_f",
-    "plurality_winner",
-    "plurality_credit",
-    "majority_credit",
     "INVALID_POLICIES",
     "TIE_RULES",
+    "Aggregator",
+    "Vote",
+    "aggregator_f",
+    "aggregator_names",
+    "get_aggregator",
+    "majority_credit",
+    "plurality_credit",
+    "plurality_winner",
 ]
 
 INVALID_POLICIES = ("ignore", "abstain", "fail")

@@ -23,7 +23,7 @@ from .errors import InputError
 from .sampling.parsing import choice_parser, extract_answer
 from .sampling.types import Message, Sample, SampleRequest, SamplingParams, as_messages
 
-__all__ = ["Ensemble", "Decision", "vote"]
+__all__ = ["Decision", "Ensemble", "vote"]
 
 Prompt = str | Sequence[Message]
 

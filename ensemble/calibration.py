@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import InputError
 
-__all__ = ["LambdaFit", "JointFit", "fit_lambda", "fit_joint", "fit_probabilities"]
+__all__ = ["JointFit", "LambdaFit", "fit_joint", "fit_lambda", "fit_probabilities"]
 
 _CHI2_95 = 3.841458820694124  # χ²₁ 0.95 quantile: two-sided 95% profile interval
 _CHI2_90 = 2.705543454095404  # χ²₁ 0.90 quantile: one-sided 95% bound
@@ -155,7 +155,7 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
     if _separated(x, k, n, bias):
         sup = _profile(_LAM_MAX, x, k, n, bias)
         target = sup - _CHI2_90 / 2
-        f = lambda lam: _profile(lam, x, k, n, bias) - target  # noqa: E731
+        f = lambda lam: _profile(lam, x, k, n, bias) - target
         lo = brentq(f, 1e-9, _LAM_MAX, xtol=1e-10) if f(1e-9) < 0 else 0.0
         b = None
         if bias:
@@ -171,7 +171,7 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
     b_se = float(res.bse[1]) if bias else None
     best = _profile(lam, x, k, n, bias)
     target = best - _CHI2_95 / 2
-    f = lambda v: _profile(v, x, k, n, bias) - target  # noqa: E731
+    f = lambda v: _profile(v, x, k, n, bias) - target
     step = max(se, 1e-3)
     lo_end = lam - step
     while f(lo_end) > 0 and lo_end > -_LAM_MAX:

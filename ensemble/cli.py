@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .errors import EnsembleError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 # Subcommand modules under ensemble.commands; each defines register(subparsers).
 COMMANDS = ("theory", "sample", "testing", "eval", "calibrate", "models")

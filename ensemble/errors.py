@@ -23,21 +23,21 @@ contain API keys: build them from `ProviderError` fields, never from raw request
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "DataError",
     "EnsembleError",
     "InputError",
-    "DataError",
-    "ProviderError",
-    "AuthenticationError",
-    "ModelNotFoundError",
-    "BadRequestError",
-    "RateLimitError",
-    "ServerError",
-    "ProviderTimeoutError",
-    "ProviderConnectionError",
-    "MalformedResponseError",
-    "RetryBudgetExceeded",
-    "StoreError",
     "LocalModelError",
+    "MalformedResponseError",
+    "ModelNotFoundError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "RetryBudgetExceeded",
+    "ServerError",
+    "StoreError",
 ]
 
 

@@ -27,8 +27,17 @@ from typing import Any
 
 from .errors import LocalModelError
 
-__all__ = ["LocalEndpoint", "acquire", "release", "resolve_weights", "cache_dir", "pull",
-           "DEFAULT_FILE", "DEFAULT_SHA256", "running"]
+__all__ = [
+    "DEFAULT_FILE",
+    "DEFAULT_SHA256",
+    "LocalEndpoint",
+    "acquire",
+    "cache_dir",
+    "pull",
+    "release",
+    "resolve_weights",
+    "running",
+]
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -22,9 +22,9 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import InputError
 
 __all__ = [
+    "lam_at_temperature",
     "psi",
     "psi_inverse",
-    "lam_at_temperature",
     "temperature_for_lam",
     "validate_lam",
     "validate_probability",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["qr_curves_png", "lambda_t_png", "write_report"]
+__all__ = ["lambda_t_png", "qr_curves_png", "write_report"]
 
 UNITS = ("λ in ψ_λ units: ψ_λ(p) = 1/(1+exp(2λ(1−2p))), the probability of answering L (report 1) "
          "with posterior p; the bias b adds to the logit. Utility and regret in ±1 units.")
@@ -133,7 +133,7 @@ def write_report(out: Path, *, model: str, fits: Sequence[Any], joint: Any,
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
 
     e = html.escape
-    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    b64 = lambda data: base64.b64encode(data).decode()
     table = "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>" + "".join(
         "<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>"
     page = f"""<!doctype html>

@@ -17,7 +17,7 @@ from ensemble.errors import InputError
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, get_task
 
-__all__ = ["CalibrationConfig", "run_calibration", "recommend", "LOGPROB_INSTRUCTION"]
+__all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "recommend", "run_calibration"]
 
 LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
                        "Left Box or R for the Right Box.")

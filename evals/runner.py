@@ -20,9 +20,9 @@ from ensemble.errors import InputError
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
 
-from .analysis import bootstrap_vote_accuracy, box_utility_bootstrap
+from .analysis import BOX_RULES, VOTE_RULES, box_utility_draws, estimate, vote_draws
 
-__all__ = ["EvalConfig", "run_eval", "analyse", "load_task"]
+__all__ = ["EvalConfig", "analyse", "load_task", "run_dir", "run_eval", "select_questions"]
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,13 @@ class EvalConfig:
     api_key: str | None = None
     bootstrap: int = 1000
     max_concurrency: int = 16
+    max_tokens: int | None = None
+    skip_invalid: bool = False
     sampler_options: dict[str, Any] = field(default_factory=dict)
     progress: bool = False
 
     def k(self) -> int:
+        """Samples per question and temperature (default: the largest n)."""
         return self.samples if self.samples is not None else max(self.ns)
 
     def validate(self) -> None:
@@ -58,12 +61,15 @@ class EvalConfig:
                              f"({max(self.ns)}); draw at least as many samples as the group size")
         if self.bootstrap < 2:
             raise InputError("--bootstrap must be >= 2")
+        if self.limit is not None and self.limit < 1:
+            raise InputError("--limit must be >= 1")
 
 
 def load_task(cfg: EvalConfig) -> Task:
+    """The task of a config (data, limit and seed passed to the tasks that take them)."""
     opts: dict[str, Any] = {}
     if cfg.task in ("mathqa", "jsonl"):
-        opts.update(data=cfg.data, limit=cfg.limit, seed=cfg.seed)
+        opts.update(data=cfg.data, limit=cfg.limit, seed=cfg.seed, skip_invalid=cfg.skip_invalid)
     elif cfg.data is not None:
         raise InputError(f"task {cfg.task!r} takes no --data")
     return get_task(cfg.task, **opts)
@@ -77,12 +83,8 @@ def run_dir(cfg: EvalConfig) -> Path:
     return Path(cfg.out) if cfg.out else Path("runs") / f"{cfg.task}-{_slug(cfg.model)}"
 
 
-async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
-    """Sample what is missing, analyse everything, write the outputs; return the summary."""
-    from ensemble.sampling.sampler import Sampler
-
-    cfg.validate()
-    task = load_task(cfg)
+def select_questions(cfg: EvalConfig, task: Task) -> list[Question]:
+    """The questions of a run: for boxball `limit` picks whole scenarios (both colours)."""
     questions = list(task.questions())
     if cfg.task == "boxball" and cfg.limit is not None:
         import random
@@ -92,10 +94,25 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         questions = [q for q in questions if q.meta["scenario"] in keep]
     if not questions:
         raise InputError("the task has no questions")
+    return questions
+
+
+async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
+    """Sample what is missing, analyse everything, write the outputs; return the summary."""
+    from ensemble.sampling.sampler import Sampler
+
+    cfg.validate()
+    task = load_task(cfg)
+    questions = select_questions(cfg, task)
+    if cfg.task != "boxball" and any(q.correct is None for q in questions):
+        bad = next(q for q in questions if q.correct is None)
+        raise InputError(f"question {bad.id!r} has no answer: every question needs one to be "
+                         "scored (field 'answer')")
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     k = cfg.k()
-    reqs = [SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id)
+    extra = {} if cfg.max_tokens is None else {"max_tokens": cfg.max_tokens}
+    reqs = [SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **extra)
             for t in cfg.temperatures for q in questions]
     t0 = time.perf_counter()
     async with Sampler(cfg.model, api_base=cfg.api_base, api_key=cfg.api_key,
@@ -104,74 +121,118 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         rows = await sampler.sample(reqs, parser=task.parse)
         stats = sampler.stats
     wall = time.perf_counter() - t0
+    parse_for = getattr(task, "parse_for", None)
     answers = np.empty((len(cfg.temperatures), len(questions), k), dtype=object)
     for i, row in enumerate(rows):
         ti, qi = divmod(i, len(questions))
-        answers[ti, qi] = [s.answer for s in row]
+        q = questions[qi]
+        # an answer counts only if it is one of this question's own choices
+        got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
+        answers[ti, qi] = [a if a in q.choices else None for a in got]
+    t1 = time.perf_counter()
     summary = analyse(cfg, questions, answers)
     summary.update({
         "requests": stats.requests, "cost_usd": stats.cost_usd,
         "tokens": {"prompt": stats.prompt_tokens, "completion": stats.completion_tokens},
         "samples": {"total": stats.samples_total, "from_store": stats.samples_cached},
-        "retries": stats.retries, "wall_time_s": wall, "run_dir": str(out),
+        "retries": stats.retries, "errors": stats.errors, "wall_time_s": wall,
+        "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
+        "data": _data_notes(task),
     })
     _write_outputs(out, summary)
     return summary
 
 
+def _data_notes(task: Task) -> dict[str, Any]:
+    notes: dict[str, Any] = {}
+    skipped = getattr(task, "skipped", None)
+    if skipped:
+        notes["skipped"] = [{"row": r, "reason": why} for r, why in skipped]
+    issues = getattr(task, "issues", None)
+    if issues:
+        notes["issues"] = {kind: len(rows) for kind, rows in issues.items()}
+    return notes
+
+
 def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray) -> dict[str, Any]:
-    """The result grid from answers[t, q, k] (None = invalid)."""
-    invalid = float(np.mean([a is None for a in answers.ravel()]))
-    results = []
+    """The result grid from answers[t, q, k] (None = invalid); no requests."""
+    invalid = np.array([[a is None for a in answers[ti].ravel()]
+                        for ti in range(answers.shape[0])], dtype=float)
     ns = sorted(set(cfg.ns))
+    temps = list(cfg.temperatures)
+    results: list[dict[str, Any]] = []
+    contrasts: list[dict[str, Any]] = []
     if cfg.task == "boxball":
-        metric = "expected utility of the vote in ±1 units; accuracy = (1 + utility) / 2"
+        metric = ("expected utility of the vote in ±1 units (exact over each expert's own ball; "
+                  "accuracy = (1 + utility) / 2), bootstrap over each question's samples")
+        rules = BOX_RULES
         scen = sorted({q.meta["scenario"] for q in questions})
         si = {s: i for i, s in enumerate(scen)}
         joint = np.zeros((len(scen), 2, 2))
-        for ti, t in enumerate(cfg.temperatures):
-            ones = np.zeros((len(scen), 2), dtype=np.int64)
-            valid = np.zeros((len(scen), 2), dtype=np.int64)
-            for qi, q in enumerate(questions):
-                c = 0 if q.meta["colour"] == "red" else 1
-                s = si[q.meta["scenario"]]
-                joint[s, c] = q.meta["joint"]
-                a = answers[ti, qi]
-                ones[s, c] = sum(x == "L" for x in a)
-                valid[s, c] = sum(x is not None for x in a)
-            est = box_utility_bootstrap(ones, valid, joint, ns, reps=cfg.bootstrap, rng=cfg.seed)
-            for n in ns:
-                for rule, e in est[n].items():
+        loc = []
+        for q in questions:
+            c = 0 if q.meta["colour"] == "red" else 1
+            joint[si[q.meta["scenario"]], c] = q.meta["joint"]
+            loc.append((si[q.meta["scenario"]], c))
+        g = np.random.default_rng(cfg.seed)
+        for ti, t in enumerate(temps):
+            counts = np.zeros((3, len(scen), 2), dtype=np.int64)  # L, R, all
+            for qi, (s, c) in enumerate(loc):
+                a = list(answers[ti, qi])
+                counts[:, s, c] = (a.count("L"), a.count("R"), len(a))
+            point, draws = box_utility_draws(counts[0], counts[1], counts[2], joint, ns,
+                                             reps=cfg.bootstrap, rng=g)
+            for ni, n in enumerate(ns):
+                for ri, rule in enumerate(rules):
+                    e = estimate(draws[ni, ri], point[ni, ri])
                     results.append({
                         "t": t, "n": n, "aggregator": rule,
                         "accuracy": (1 + e.value) / 2, "sem": e.sem / 2,
                         "ci": [(1 + e.ci[0]) / 2, (1 + e.ci[1]) / 2],
-                        "utility": e.value, "utility_sem": e.sem, "items": len(scen)})
+                        "utility": e.value, "utility_sem": e.sem, "utility_ci": list(e.ci),
+                        "items": len(scen)})
     else:
-        metric = "accuracy of the vote (plurality, random tie-break), bootstrap over questions " \
-                 "and n-subsets of the samples"
-        choices = list(questions[0].choices)
+        metric = ("accuracy of the vote (plurality, ties broken at random, seeded), bootstrap "
+                  "over questions and n-subsets of the samples without replacement")
+        rules = VOTE_RULES
+        choices: list[str] = []
         for q in questions:
-            for c in q.choices:
-                if c not in choices:
-                    choices.append(c)
+            choices.extend(c for c in q.choices if c not in choices)
         idx = {c: i for i, c in enumerate(choices)}
-        correct = np.array([idx.get(q.correct, -2) if q.correct is not None else -2
-                            for q in questions])
-        if (correct < 0).any():
-            raise InputError("every question needs a correct answer to be scored")
-        for ti, t in enumerate(cfg.temperatures):
-            codes = np.array([[idx.get(a, -1) if a is not None else -1 for a in row]
-                              for row in answers[ti]], dtype=np.int64)
-            est = bootstrap_vote_accuracy(codes, correct, ns, n_options=len(choices),
-                                          reps=cfg.bootstrap, rng=cfg.seed)
-            for n in ns:
-                for rule in ("plurality", "random-follow"):
-                    e = est[n][rule]
+        correct = np.array([idx[str(q.correct)] for q in questions])
+        codes = np.array([[[idx[a] if a is not None else -1 for a in row] for row in answers[ti]]
+                          for ti in range(len(temps))], dtype=np.int64)
+        draws = vote_draws(codes, correct, ns, n_options=len(choices), reps=cfg.bootstrap,
+                           rng=cfg.seed)
+        for ti, t in enumerate(temps):
+            for ni, n in enumerate(ns):
+                for ri, rule in enumerate(rules):
+                    e = estimate(draws[ti, ni, ri])
                     results.append({"t": t, "n": n, "aggregator": rule, "accuracy": e.value,
                                     "sem": e.sem, "ci": list(e.ci), "items": len(questions)})
-    return {"task": cfg.task, "model": cfg.model, "metric": metric, "samples_per_question": cfg.k(),
-            "bootstrap": cfg.bootstrap, "results": results, "invalid_rate": invalid}
+        # paired differences (the same question and subset draws at every temperature)
+        base = min(range(len(temps)), key=lambda i: temps[i])
+        for ti, t in enumerate(temps):
+            if ti == base:
+                continue
+            for ni, n in enumerate(ns):
+                for ri, rule in enumerate(rules):
+                    e = estimate(draws[ti, ni, ri] - draws[base, ni, ri])
+                    contrasts.append({"t": t, "vs_t": temps[base], "n": n, "aggregator": rule,
+                                      "difference": e.value, "sem": e.sem, "ci": list(e.ci)})
+    summary: dict[str, Any] = {
+        "task": cfg.task, "model": cfg.model, "metric": metric,
+        "samples_per_question": cfg.k(), "bootstrap": cfg.bootstrap, "seed": cfg.seed,
+        "results": results,
+        "invalid_rate": float(invalid.mean()),
+        "invalid_rate_by_t": [{"t": t, "invalid_rate": float(invalid[ti].mean())}
+                              for ti, t in enumerate(temps)],
+        "invalid_policy": "invalid answers abstain from the vote; a group with no valid answer "
+                          "counts as wrong; random-follow counts an invalid answer as wrong",
+    }
+    if contrasts:
+        summary["contrasts"] = contrasts
+    return summary
 
 
 def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
@@ -180,10 +241,13 @@ def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
     with open(out / "grid.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high", "items"])
+        w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high", "utility",
+                    "utility_sem", "items"])
         for r in summary["results"]:
+            u = [f"{r['utility']:.6f}", f"{r['utility_sem']:.6f}"] if "utility" in r else ["", ""]
             w.writerow([r["t"], r["n"], r["aggregator"], f"{r['accuracy']:.6f}",
-                        f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}", f"{r['ci'][1]:.6f}", r["items"]])
+                        f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}", f"{r['ci'][1]:.6f}", *u,
+                        r["items"]])
     _plot(out / "accuracy.png", summary)
 
 

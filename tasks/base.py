@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Question", "Task", "register_task", "get_task", "task_names"]
+__all__ = ["Question", "Task", "get_task", "register_task", "task_names"]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ensemble.sampling.parsing import extract_answer
 
 from .base import Question, register_task
 
-__all__ = ["BoxBallTask", "Scenario", "PROMPT_TEMPLATE", "parse_prompt", "posterior_from_prompt"]
+__all__ = ["PROMPT_TEMPLATE", "BoxBallTask", "Scenario", "parse_prompt", "posterior_from_prompt"]
 
 CHOICES = ("L", "R")
 COLOURS = ("red", "blue")

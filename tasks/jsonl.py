@@ -1,18 +1,30 @@
-"""Users' own questions from a JSONL or CSV file.
+"""Users' own multiple-choice or binary questions from a JSONL or CSV file.
 
-Fields (one object per line, or CSV columns):
-- `question` (required): the prompt text shown to the model;
-- `choices` (required): a list, or a string "A|B|C"; answers are normalised to these;
-- `answer` (optional): the correct choice, for scoring;
-- `id` (optional): defaults to the row number;
-- `posterior` (optional, binary tasks): P(first choice is right), for calibration.
-The prompt asks for the answer in <answer></answer> tags.
+Fields (one JSON object per line in a `.jsonl`/`.json` file, or the columns of a `.csv` file
+with a header row):
+
+- `question` (required): the question text shown to the model;
+- `choices` (required): the allowed answers, at least two, distinct: a JSON list
+  (`["yes", "no"]`) or a string `"A|B|C"` (the only form a CSV cell can hold, besides a JSON list
+  written in the cell);
+- `answer` (optional, needed to score): the correct choice (matched case-insensitively and
+  stored as spelled in `choices`);
+- `id` (optional): a unique id; defaults to `row-<N>`;
+- `posterior` (optional, binary questions only): P(the first choice is right) in [0, 1], used
+  by calibration to fit λ (answering the first choice is the report X = 1).
+
+Other fields are kept in `Question.meta["extra"]`. Rows are numbered as in the file: the line
+number for JSONL, the line where the record starts for CSV (the header is line 1). The prompt is
+the question, the choices, and the paper's answer format (<answer></answer>).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import random
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,101 +33,188 @@ from ensemble.sampling.parsing import extract_answer
 
 from .base import Question, register_task
 
-__all__ = ["JsonlTask"]
+__all__ = ["FIELDS", "PROMPT_SUFFIX", "JsonlTask"]
 
-SUFFIX = ("\n\nChoices: {choices}.\nGive your reasoning in <reason></reason> and your final "
-          "answer, exactly one of the choices, in <answer></answer>.")
+FIELDS = ("id", "question", "choices", "answer", "posterior")
+
+PROMPT_SUFFIX = ("\n\nChoices: {choices}\n\nGive your reasoning in <reason></reason>, then your "
+                 "final answer, exactly one of the choices as written above, in "
+                 "<answer></answer>.")
 
 
 @register_task("jsonl")
 class JsonlTask:
+    """Questions from a user's JSONL or CSV file (see the module docstring for the fields).
+
+    `limit` picks a random subset with `seed` (kept in file order); `skip_invalid=True` skips
+    malformed rows and lists them in `skipped` as (row, reason) instead of raising DataError.
+    """
+
     name = "jsonl"
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
                  seed: int = 0, skip_invalid: bool = False) -> None:
         if data is None:
-            raise InputError("the jsonl task needs --data PATH (a .jsonl or .csv file)")
+            raise InputError("the jsonl task needs --data PATH (a .jsonl or .csv file with "
+                             "fields question, choices, answer)")
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InputError(f"limit must be an integer >= 1, got {limit!r}")
         self.path = Path(data)
         self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
         self.skipped: list[tuple[int, str]] = []
         self._qs: list[Question] | None = None
+        self._all_choices: tuple[str, ...] | None = None
 
-    def _rows(self) -> list[tuple[int, Any]]:
+    # -- reading -----------------------------------------------------------------------------
+    def _text(self) -> str:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            return self.path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise DataError("file not found", path=str(self.path)) from None
+        except IsADirectoryError:
+            raise DataError("is a directory, expected a .jsonl or .csv file",
+                            path=str(self.path)) from None
+        except UnicodeDecodeError:
+            raise DataError("not UTF-8 text", path=str(self.path)) from None
+        except OSError as exc:
+            raise DataError(f"cannot read ({exc.strerror})", path=str(self.path)) from None
+
+    def _rows(self) -> Iterator[tuple[int, Any]]:
+        text = self._text()
         if self.path.suffix.lower() == ".csv":
-            return list(enumerate(csv.DictReader(text.splitlines()), start=2))
-        rows = []
+            yield from self._csv_rows(text)
+            return
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                rows.append((i, json.loads(line)))
+                yield i, json.loads(line)
             except json.JSONDecodeError as exc:
-                err = DataError(f"not valid JSON ({exc.msg})", path=str(self.path), row=i)
-                if not self.skip_invalid:
-                    raise err from None
-                self.skipped.append((i, str(err)))
-        return rows
+                yield i, DataError(f"not valid JSON ({exc.msg} at column {exc.colno})",
+                                   path=str(self.path), row=i)
 
+    def _csv_rows(self, text: str) -> Iterator[tuple[int, Any]]:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        for col in ("question", "choices"):
+            if col not in header:
+                raise DataError(f"the header has no {col!r} column (columns: "
+                                f"{', '.join(header) or 'none'})", path=str(self.path), row=1,
+                                field=col)
+        start = reader.line_num + 1
+        try:
+            for rec in reader:
+                if None in rec:  # more cells than header columns
+                    yield start, DataError("more cells than header columns",
+                                           path=str(self.path), row=start)
+                elif any((v or "").strip() for v in rec.values()):
+                    yield start, rec
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            raise DataError(f"malformed CSV ({exc})", path=str(self.path),
+                            row=reader.line_num) from None
+
+    # -- questions ---------------------------------------------------------------------------
     def questions(self) -> list[Question]:
-        if self._qs is None:
-            out = []
-            for row, rec in self._rows():
-                try:
-                    out.append(self._question(row, rec))
-                except DataError as exc:
-                    if not self.skip_invalid:
-                        raise
-                    self.skipped.append((row, str(exc)))
-            if self.limit is not None and self.limit < len(out):
-                import random
-
-                idx = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
-                out = [out[i] for i in idx]
-            self._qs = out
-        return self._qs
+        """The questions (all, or the seeded subset of `limit`), in file order."""
+        if self._qs is not None:
+            return self._qs
+        out: list[Question] = []
+        seen: dict[str, int] = {}
+        for row, rec in self._rows():
+            try:
+                if isinstance(rec, DataError):
+                    raise rec
+                q = self._question(row, rec)
+                if q.id in seen:
+                    raise DataError(f"duplicate id {q.id!r} (first at row {seen[q.id]})",
+                                    path=str(self.path), row=row, field="id")
+                seen[q.id] = row
+                out.append(q)
+            except DataError as exc:
+                if not self.skip_invalid:
+                    raise
+                self.skipped.append((row, str(exc)))
+        if not out:
+            raise DataError("no questions in the file", path=str(self.path))
+        if self.limit is not None and self.limit < len(out):
+            idx = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
+            out = [out[i] for i in idx]
+        self._qs = out
+        return out
 
     def _question(self, row: int, rec: Any) -> Question:
-        where = {"path": str(self.path), "row": row}
-        if not isinstance(rec, dict):
-            raise DataError("expected an object", **where)
+        where: dict[str, Any] = {"path": str(self.path), "row": row}
+        if not isinstance(rec, Mapping):
+            raise DataError("expected a JSON object", **where)
         q = rec.get("question")
         if not isinstance(q, str) or not q.strip():
-            raise DataError("missing or empty", field="question", **where)
-        ch = rec.get("choices")
-        if isinstance(ch, str):
-            ch = [c.strip() for c in ch.split("|") if c.strip()]
-        if not isinstance(ch, list) or len(ch) < 2 or not all(isinstance(c, str) for c in ch):
-            raise DataError("needs at least two choices (a list or 'A|B')", field="choices",
-                            **where)
+            raise DataError("missing or empty (the question text)", field="question", **where)
+        choices = _choices(rec.get("choices"))
+        if choices is None:
+            raise DataError("needs at least two distinct non-empty choices, as a list or "
+                            "'A|B|C'", field="choices", **where)
         ans = rec.get("answer")
-        if ans in ("", None):
-            ans = None
-        elif str(ans) not in ch:
-            raise DataError(f"answer {ans!r} is not one of the choices", field="answer", **where)
+        correct = None
+        if ans not in (None, ""):
+            by_key = {c.casefold(): c for c in choices}
+            correct = by_key.get(str(ans).strip().casefold())
+            if correct is None:
+                raise DataError(f"{ans!r} is not one of the choices {list(choices)}",
+                                field="answer", **where)
         post = rec.get("posterior")
+        posterior = None
         if post not in (None, ""):
+            if len(choices) != 2:
+                raise DataError("a posterior needs exactly two choices (P(first is right))",
+                                field="posterior", **where)
             try:
-                post = float(post)
+                posterior = float(post)
             except (TypeError, ValueError):
-                raise DataError("must be a number in [0, 1]", field="posterior", **where) from None
-            if not 0 <= post <= 1:
-                raise DataError("must be a number in [0, 1]", field="posterior", **where)
-        else:
-            post = None
-        return Question(id=str(rec.get("id") or f"row-{row}"),
-                        prompt=q.strip() + SUFFIX.format(choices=", ".join(ch)),
-                        choices=tuple(ch), correct=None if ans is None else str(ans),
-                        posterior=post, meta={"row": row})
+                posterior = float("nan")
+            if not 0.0 <= posterior <= 1.0:  # also rejects nan
+                raise DataError(f"must be a number in [0, 1], got {post!r}", field="posterior",
+                                **where)
+        qid = rec.get("id")
+        qid = f"row-{row}" if qid in (None, "") else str(qid)
+        extra = {k: v for k, v in rec.items() if k not in FIELDS}
+        return Question(id=qid, prompt=q.strip() + PROMPT_SUFFIX.format(choices=", ".join(choices)),
+                        choices=choices, correct=correct, posterior=posterior,
+                        meta={"row": row, "extra": extra})
 
+    # -- answers -----------------------------------------------------------------------------
     def parse(self, text: str) -> str | None:
-        # the union of all questions' choices (questions may offer different ones)
-        if not hasattr(self, "_all_choices"):
+        """The answer in a completion, normalised against the union of all questions' choices.
+
+        Questions may offer different choices; `parse_for` checks one question's own choices.
+        """
+        if self._all_choices is None:
             seen: dict[str, None] = {}
             for q in self.questions():
                 seen.update(dict.fromkeys(q.choices))
             self._all_choices = tuple(seen)
         return extract_answer(text, self._all_choices)
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
+        """The answer in a completion, one of `question.choices`, or None."""
+        return extract_answer(text, question.choices)
+
+
+def _choices(raw: Any) -> tuple[str, ...] | None:
+    if isinstance(raw, str):
+        s = raw.strip()
+        if s.startswith("["):
+            try:
+                raw = json.loads(s)
+            except json.JSONDecodeError:
+                return None
+        else:
+            raw = s.split("|")
+    if not isinstance(raw, list):
+        return None
+    if not all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in raw):
+        return None
+    out = tuple(str(c).strip() for c in raw)
+    if len(out) < 2 or not all(out) or len({c.casefold() for c in out}) != len(out):
+        return None
+    return out

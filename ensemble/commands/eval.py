@@ -23,10 +23,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--samples", type=positive_int, help="samples per question (default: max n)")
     p.add_argument("--limit", type=positive_int, help="random subset of questions (scenarios "
                                                       "for boxball)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the question subset, the bootstrap and the tie-breaks")
     p.add_argument("--data", help="data file (mathqa: test.json; jsonl: .jsonl/.csv)")
     p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
-    p.add_argument("--bootstrap", type=positive_int, default=1000)
+    p.add_argument("--bootstrap", type=positive_int, default=1000,
+                   help="bootstrap repetitions (default 1000, as in the paper)")
+    p.add_argument("--max-tokens", type=positive_int, help="completion token limit per sample")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="skip malformed data rows (counted in summary.json) instead of failing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -40,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
                      ns=tuple(args.n), samples=args.samples, limit=args.limit, seed=args.seed,
                      data=args.data, out=args.out, api_base=args.api_base, api_key=args.api_key,
                      bootstrap=args.bootstrap, max_concurrency=args.max_concurrency,
+                     max_tokens=args.max_tokens, skip_invalid=args.skip_invalid,
                      progress=not args.json,
                      sampler_options=dict(rpm=args.rpm, timeout=args.timeout,
                                           max_attempts=args.max_attempts,
@@ -68,6 +74,13 @@ def _table(summary: dict[str, Any]) -> None:
     con = Console()
     con.print(table)
     cost = "unknown" if summary["cost_usd"] is None else f"${summary['cost_usd']:.4f}"
+    for c in summary.get("contrasts", []):
+        if c["aggregator"] == "plurality":
+            con.print(f"n = {c['n']}: t = {c['t']:g} vs {c['vs_t']:g}: "
+                      f"{c['difference']:+.4f} ± {c['sem']:.4f} (paired SEM)")
+    skipped = summary.get("data", {}).get("skipped")
+    if skipped:
+        con.print(f"[yellow]skipped {len(skipped)} malformed data rows (see summary.json)[/]")
     con.print(f"invalid answers {summary['invalid_rate']:.1%} · requests {summary['requests']} · "
               f"from store {summary['samples']['from_store']} of {summary['samples']['total']} · "
               f"tokens {summary['tokens']['prompt'] + summary['tokens']['completion']} · "

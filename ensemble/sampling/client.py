@@ -29,8 +29,15 @@ from ..errors import (
 )
 from .types import SamplingParams
 
-__all__ = ["Choice", "Completion", "complete", "translate_error", "litellm", "is_loopback",
-           "NUnsupported"]
+__all__ = [
+    "Choice",
+    "Completion",
+    "NUnsupported",
+    "complete",
+    "is_loopback",
+    "litellm",
+    "translate_error",
+]
 
 _litellm: Any = None
 LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"

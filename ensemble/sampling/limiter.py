@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 
 class AdaptiveLimiter:
@@ -20,14 +19,14 @@ class AdaptiveLimiter:
             self._cond = asyncio.Condition()
         return self._cond
 
-    async def __aenter__(self) -> "AdaptiveLimiter":
+    async def __aenter__(self) -> AdaptiveLimiter:
         cond = self._condition()
         async with cond:
             await cond.wait_for(lambda: self.in_flight < max(1, int(self.limit)))
             self.in_flight += 1
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         cond = self._condition()
         async with cond:
             self.in_flight -= 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["extract_answer", "choice_parser", "normalise"]
+__all__ = ["choice_parser", "extract_answer", "normalise"]
 
 _TAG = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _PHRASE = re.compile(

@@ -35,7 +35,7 @@ from .parsing import extract_answer
 from .store import SampleStore
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
 
-__all__ = ["Sampler", "INDEX_HEADER"]
+__all__ = ["INDEX_HEADER", "Sampler"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
 
@@ -94,11 +94,11 @@ class Sampler:
         return f"Sampler(model={self.model!r}, api_base={self.api_base!r})"
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def __aenter__(self) -> "Sampler":
+    async def __aenter__(self) -> Sampler:
         await self._resolve()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -225,7 +225,39 @@ class Sampler:
             self._advance(len(got))
             todo = batch[len(got):] + todo[len(batch):]
 
+    async def _attempt(self, req: SampleRequest, n: int, headers: dict[str, str]) -> Any:
+        async with self._limiter:
+            if self._throttler is not None:
+                async with self._throttler:
+                    pass
+            self.stats.requests += 1
+            try:
+                comp = await complete(self._target_model, req.messages, req.params, n=n,
+                                      api_base=self._target_base, api_key=self._api_key,
+                                      timeout=self.timeout, extra_headers=headers)
+            except ProviderError as exc:
+                self.stats.errors += 1
+                if isinstance(exc, RateLimitError):
+                    self._limiter.backoff()
+                raise
+        self._limiter.success()
+        return comp
+
     async def _request(self, req: SampleRequest, *, n: int, start: int) -> Any:
+        headers = {**self.extra_headers, INDEX_HEADER: str(start)}
+        t0 = time.monotonic()
+        try:
+            # fast path: most requests succeed at once, without building a retry loop
+            comp = await self._attempt(req, n, headers)
+        except ProviderError as exc:
+            if not exc.retryable:
+                raise
+            comp = await self._retry(req, n, headers, exc, t0)
+        self._account(comp)
+        return comp
+
+    async def _retry(self, req: SampleRequest, n: int, headers: dict[str, str],
+                     first: ProviderError, t0: float) -> Any:
         from tenacity import (
             AsyncRetrying,
             retry_if_exception,
@@ -235,56 +267,57 @@ class Sampler:
         )
 
         backoff = wait_random_exponential(multiplier=0.25, max=20.0)
+        attempts = 1
+        last: ProviderError = first
 
         def wait(state: Any) -> float:
-            exc = state.outcome.exception() if state.outcome else None
+            exc = state.outcome.exception() if state.outcome else last
             ra = getattr(exc, "retry_after", None)
-            base = backoff(state)
-            return min(max(base, ra or 0.0), self.max_retry_time)
+            return min(max(backoff(state), ra or 0.0), self.max_retry_time)
+
+        def sleep_first() -> float:
+            ra = first.retry_after or 0.0
+            return min(max(ra, 0.25 * (0.5 + __import__("random").random())),
+                       self.max_retry_time)
+
+        if self.max_attempts <= 1 or time.monotonic() - t0 >= self.max_retry_time:
+            raise self._gave_up(first, attempts, t0)
+        self.stats.retries += 1
+        self._advance(0)
+        await asyncio.sleep(sleep_first())
+        remaining = self.max_retry_time - (time.monotonic() - t0)
 
         def before_sleep(state: Any) -> None:
             self.stats.retries += 1
             self._advance(0)
 
-        headers = {**self.extra_headers, INDEX_HEADER: str(start)}
-        t0 = time.monotonic()
-        last: ProviderError | None = None
         try:
             async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(self.max_attempts) | stop_after_delay(
-                        self.max_retry_time),
+                    stop=stop_after_attempt(self.max_attempts - 1) | stop_after_delay(
+                        max(0.0, remaining)),
                     wait=wait, reraise=True, before_sleep=before_sleep,
                     retry=retry_if_exception(lambda e: isinstance(e, ProviderError)
                                              and e.retryable)):
                 with attempt:
-                    async with self._limiter:
-                        if self._throttler is not None:
-                            async with self._throttler:
-                                pass
-                        self.stats.requests += 1
-                        try:
-                            comp = await complete(
-                                self._target_model, req.messages, req.params, n=n,
-                                api_base=self._target_base, api_key=self._api_key,
-                                timeout=self.timeout, extra_headers=headers)
-                        except ProviderError as exc:
-                            last = exc
-                            self.stats.errors += 1
-                            if isinstance(exc, RateLimitError):
-                                self._limiter.backoff()
-                            raise
-                    self._limiter.success()
+                    attempts += 1
+                    try:
+                        return await self._attempt(req, n, headers)
+                    except ProviderError as exc:
+                        last = exc
+                        raise
         except ProviderError as exc:
             if exc.retryable:
-                waited = time.monotonic() - t0
-                raise RetryBudgetExceeded(
-                    f"{self.model}: gave up after {attempt.retry_state.attempt_number} attempts "
-                    f"in {waited:.1f} s (last error: {exc}); completed samples are kept in the "
-                    "store, rerun to resume", model=self.model, provider=exc.provider,
-                    status=exc.status, retry_after=exc.retry_after) from None
+                raise self._gave_up(exc, attempts, t0) from None
             raise
-        self._account(comp)
-        return comp
+        raise self._gave_up(last, attempts, t0)  # pragma: no cover
+
+    def _gave_up(self, exc: ProviderError, attempts: int, t0: float) -> RetryBudgetExceeded:
+        waited = time.monotonic() - t0
+        return RetryBudgetExceeded(
+            f"{self.model}: gave up after {attempts} attempts in {waited:.1f} s (last error: "
+            f"{exc}); completed samples are kept in the store, rerun to resume",
+            model=self.model, provider=exc.provider, status=exc.status,
+            retry_after=exc.retry_after)
 
     def _account(self, comp: Any) -> None:
         self.stats.prompt_tokens += comp.prompt_tokens or 0

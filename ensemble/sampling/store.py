@@ -67,10 +67,10 @@ class SampleStore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "SampleStore":
+    def __enter__(self) -> SampleStore:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def get(self, key: str, indices: Iterable[int], *, parser: Parser | None = None

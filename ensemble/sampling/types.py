@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "JobStats",
     "Message",
     "Parser",
-    "SamplingParams",
-    "SampleRequest",
     "Sample",
-    "JobStats",
+    "SampleRequest",
+    "SamplingParams",
     "as_messages",
     "request_key",
 ]
@@ -64,7 +64,7 @@ class SamplingParams:
 
     @classmethod
     def make(cls, temperature: float, *, extra: Mapping[str, Any] | None = None,
-             stop: Sequence[str] | str | None = None, **kwargs: Any) -> "SamplingParams":
+             stop: Sequence[str] | str | None = None, **kwargs: Any) -> SamplingParams:
         """Build from plain keyword arguments (a dict for `extra`, a list or str for `stop`)."""
         stop_t: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
         extra_t = tuple(sorted((extra or {}).items()))
@@ -107,7 +107,7 @@ class SampleRequest:
 
     @classmethod
     def of(cls, prompt: str | Sequence[Message], *, temperature: float, k: int = 1,
-           tag: str | None = None, **params: Any) -> "SampleRequest":
+           tag: str | None = None, **params: Any) -> SampleRequest:
         return cls(as_messages(prompt), SamplingParams.make(temperature, **params), k, tag)
 
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from .faults import FaultPlan
 
-__all__ = ["SimulatedServer", "ServerStats", "answer_key_from_questions", "question_text"]
+__all__ = ["ServerStats", "SimulatedServer", "answer_key_from_questions", "question_text"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
 _QUESTION = re.compile(r"### Question:\s*(.*?)\s*### Options:\s*(.*?)(?:\n\s*\n|###|$)", re.DOTALL)
@@ -128,7 +128,7 @@ class SimulatedServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "SimulatedServer":
+    def start(self) -> SimulatedServer:
         if self._thread is not None:
             return self
         self._thread = threading.Thread(target=self._run, name="ensemble-sim-server", daemon=True)
@@ -151,17 +151,17 @@ class SimulatedServer:
         self._thread = None
         self._loop = None
 
-    def __enter__(self) -> "SimulatedServer":
+    def __enter__(self) -> SimulatedServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def __aenter__(self) -> "SimulatedServer":
+    async def __aenter__(self) -> SimulatedServer:
         await asyncio.to_thread(self.start)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.stop)
 
     def _run(self) -> None:

@@ -21,7 +21,7 @@ from ..qr import validate_lam
 from .structures import three_signal_reports
 from .utility import count_weights, validate_f
 
-__all__ = ["WorstCase", "worst_case_regret", "regret_batch", "structure_grid", "candidates"]
+__all__ = ["WorstCase", "candidates", "regret_batch", "structure_grid", "worst_case_regret"]
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def _from_params(p: NDArray[np.float64], g0: NDArray[np.float64], g1: NDArray[np
     return np.stack([p, g0, np.clip(b, 0.0, 1.0)], axis=-1)
 
 
-def candidates(f: NDArray[np.float64], lam: float, n: int, *, top: int = 8,
-               grid: tuple[int, int] = (81, 41), zoom_steps: int = 14
+def candidates(f: NDArray[np.float64], lam: float, n: int, *, top: int = 6,
+               grid: tuple[int, int] = (61, 31), zoom_steps: int = 14
                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The `top` locally-refined structures of largest regret: (params (k, 3), regrets (k,))."""
     P, G0, G1 = structure_grid(*grid)

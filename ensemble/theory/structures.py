@@ -18,12 +18,12 @@ from ..qr import psi, validate_lam
 
 __all__ = [
     "ReportStructure",
-    "validate_joint",
+    "parse_joint",
     "posteriors",
     "report_structure",
     "report_structure_from_probs",
     "three_signal_reports",
-    "parse_joint",
+    "validate_joint",
 ]
 
 _SUM_TOL = 1e-9

@@ -15,7 +15,7 @@ by bisection. g(n) = ∞ for n <= 2 and g(2k) = g(2k − 1) (same k).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,7 +80,7 @@ def threshold(n: int, *, rtol: float = 1e-9) -> float:
     return _threshold((n - 1) // 2, rtol)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _threshold(k: int, rtol: float) -> float:
     n = 2 * k + 1
     lo, hi = 0.0, 1.0

@@ -19,11 +19,11 @@ __all__ = [
     "binom_pmf",
     "count_weights",
     "expected_utility",
+    "majority_f",
     "omniscient",
     "omniscient_utility",
-    "regret",
-    "majority_f",
     "random_follow_f",
+    "regret",
     "validate_f",
     "validate_n",
 ]

@@ -60,3 +60,40 @@ def test_box_bootstrap_point_is_exact_and_error_shrinks():
     assert big[3]["majority"].sem < small[3]["majority"].sem / 2
     binom = comb(3, 2)
     assert binom == 3
+
+
+def test_bootstrap_sem_is_the_binomial_sem_of_the_exact_accuracy():
+    # each bootstrap term is a Bernoulli(A) draw (random question, random subset, random
+    # tie-break), so the replicate means are Binomial(Q, A) / Q: SEM = sqrt(A (1 − A) / Q)
+    g = np.random.default_rng(5)
+    codes = g.choice([0, 1, 2, 3, 4], p=[0.4, 0.3, 0.1, 0.1, 0.1], size=(80, 8))
+    correct = np.zeros(80, dtype=int)
+    exact = exact_plurality(codes, correct, 3, 5)
+    e = bootstrap_vote_accuracy(codes, correct, [3], n_options=5, reps=3000, rng=2)[3]
+    ref = np.sqrt(exact * (1 - exact) / 80)
+    assert e["plurality"].sem == pytest.approx(ref, rel=0.08)  # 3000 reps: ~1.3% rel. error
+
+
+def test_box_utility_with_invalid_answers_by_enumeration():
+    # one scenario; per colour P(L), P(R), invalid the rest; majority of valid votes, ties a
+    # coin, no valid vote = wrong. Reference: enumerate every colour and answer of 3 experts.
+    from itertools import product
+
+    joint = np.array([[[0.18, 0.32], [0.42, 0.08]]])
+    a, b = np.array([[0.7, 0.1]]), np.array([[0.2, 0.6]])
+    ref = 0.0
+    for w in (0, 1):
+        pw = joint[0, :, w].sum()
+        for combo in product(range(2), repeat=3):  # colours
+            pc = np.prod([joint[0, c, w] / pw for c in combo])
+            for ans in product("LRI", repeat=3):
+                pa = np.prod([{"L": a[0, c], "R": b[0, c], "I": 1 - a[0, c] - b[0, c]}[x]
+                              for c, x in zip(combo, ans)])
+                nl, nr = ans.count("L"), ans.count("R")
+                if nl + nr == 0:
+                    u = -1.0
+                else:
+                    d = np.sign(nl - nr)
+                    u = d if w == 1 else -d
+                ref += pw * pc * pa * u
+    assert box_utility(a, joint, 3, r_right=b)[0] == pytest.approx(ref, abs=1e-12)

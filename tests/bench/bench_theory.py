@@ -1,0 +1,61 @@
+"""Benchmark: g(n) for n = 3..20 and worst-case regret curves (n = 1, 3, 5; 101 λ in [0, 5]),
+checked against a slow dense-grid-and-refine search in the same run.
+
+    python tests/bench/bench_theory.py [--check-every 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from ensemble.theory import majority_f, worst_case_regret
+from ensemble.theory.regret import dense_worst_case_regret
+from ensemble.theory.threshold import _threshold, threshold
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check-every", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    g_times = []
+    for _ in range(args.repeats):
+        _threshold.cache_clear()
+        t0 = time.perf_counter()
+        gs = [threshold(n) for n in range(3, 21)]
+        g_times.append(time.perf_counter() - t0)
+    print(f"g(n), n = 3..20: median {statistics.median(g_times):.3f} s over {args.repeats} runs "
+          f"(target < 1 s); g(3) = {gs[0]:.6f}, g(20) = {gs[-1]:.6f}")
+    lams = np.linspace(0, 5, 101)
+    curve_times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        fast = {(n, lam): worst_case_regret(majority_f(n), lam).value
+                for n in (1, 3, 5) for lam in lams}
+        curve_times.append(time.perf_counter() - t0)
+    print(f"regret curves, 3 x 101 values: median {statistics.median(curve_times):.2f} s "
+          f"(target < 10 s)")
+    diffs, slow_t, fast_t = [], [], []
+    for n in (1, 3, 5):
+        for lam in lams[::args.check_every]:
+            t0 = time.perf_counter()
+            slow = dense_worst_case_regret(majority_f(n), lam)
+            slow_t.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            worst_case_regret(majority_f(n), lam)
+            fast_t.append(time.perf_counter() - t0)
+            diffs.append(fast[(n, lam)] - slow)
+    d = np.array(diffs)
+    print(f"vs dense grid (401 x 201 x 201 / 2 structures + Nelder-Mead) on {d.size} points: "
+          f"max |diff| {np.abs(d).max():.2e}, min (fast - dense) {d.min():+.2e} (target 1e-4); "
+          f"median time per value {statistics.median(fast_t) * 1e3:.0f} ms vs "
+          f"{statistics.median(slow_t) * 1e3:.0f} ms (ratio "
+          f"{statistics.median(slow_t) / statistics.median(fast_t):.0f}x)")
+
+
+if __name__ == "__main__":
+    main()
