@@ -53,14 +53,30 @@ class SampleStore:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=60000")
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the sample store {self.path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder of the sample store {self.path}: "
+                             f"{exc.strerror}") from None
+        # Switching a new file to WAL and creating the schema take an exclusive lock that
+        # SQLite does not wait for (no busy handler there): two runs opening one new store at
+        # once retry here instead of failing.
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                self._conn = sqlite3.connect(str(self.path), timeout=60.0,
+                                             isolation_level=None, check_same_thread=False)
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"cannot open the sample store {self.path}: {exc}") \
+                        from None
+                self._conn.close()
+                time.sleep(0.05)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open the sample store {self.path}: {exc}") from None
         self._lock = threading.Lock()
 
     def close(self) -> None:
