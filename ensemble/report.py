@@ -75,11 +75,19 @@ def lambda_t_png(fits: Sequence[Any], joint: Any) -> bytes:
     for f in finite:
         ax.errorbar([f.t], [f.lam], yerr=[[f.lam - f.ci[0]], [max(0, f.ci[1] - f.lam)]],
                     fmt="o", color="tab:blue", capsize=4)
+    tops = [f.ci[1] for f in finite if math.isfinite(f.ci[1])] or [1.0]
+    ymax = 1.35 * max(tops)
     for f in fits:
         if math.isinf(f.lam):
-            ax.annotate(f"t = {f.t:g}: λ = ∞ (≥ {f.ci[0]:.3g})", (f.t, f.ci[0]),
-                        textcoords="offset points", xytext=(6, 6), fontsize=8)
-            ax.plot([f.t], [f.ci[0]], marker="^", color="tab:red")
+            # λ = ∞ cannot be drawn to scale: an arrow at the top, labelled with its lower bound
+            ax.annotate(f"t = {f.t:g}: λ = ∞\n(≥ {f.ci[0]:.3g})", xy=(f.t, ymax * 0.97),
+                        xytext=(f.t, ymax * 0.72), ha="center", fontsize=8,
+                        arrowprops={"arrowstyle": "->", "color": "tab:red"}, color="tab:red")
+    ax.set_ylim(0, ymax)
+    all_t = [f.t for f in fits if f.t is not None]
+    if all_t:
+        pad = 0.1 * max(0.5, max(all_t) - min(all_t))
+        ax.set_xlim(min(all_t) - pad, max(all_t) + pad)
     if joint is not None:
         ts = np.linspace(min(joint.temperatures) * 0.8, max(joint.temperatures) * 1.1, 100)
         ax.plot(ts, joint.lam1 / ts, "--", color="tab:orange",

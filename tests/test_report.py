@@ -21,3 +21,28 @@ def test_html_escapes_text_and_embeds_images(tmp_path):
     assert "<b>evil</b>" not in html and "&lt;b&gt;evil" in html
     assert html.count("data:image/png;base64,") == 2 and "src=\"http" not in html
     assert (tmp_path / "report.md").exists() and (tmp_path / "qr_curves.png").stat().st_size > 1000
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    """Render the HTML offline in Debian's chromium (apt-get install chromium) and screenshot it."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install chromium) - render check skipped")
+    fit = LambdaFit(3.0, 0.2, (2.6, 3.4), -0.2, 0.05, False, 10, 100, 8.0, 8, 0.4, 1.0, t=1.0)
+    p = np.linspace(0, 1, 10)
+    paths = write_report(tmp_path, model="sim", fits=[fit], joint=None,
+                         panels=[{"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}],
+                         recommendation=None, mode="sample")
+    shot = tmp_path / "shot.png"
+    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+                    "--window-size=1200,1600", paths["html"].as_uri()],
+                   capture_output=True, timeout=90)
+    assert shot.exists() and shot.stat().st_size > 20_000  # a page with its images, not blank
