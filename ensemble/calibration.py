@@ -114,8 +114,10 @@ def _profile(lam: float, x: NDArray[np.float64], k: NDArray[np.float64], n: NDAr
 
 
 def _separated(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
-               bias: bool) -> bool:
-    """True when some λ-direction separates the answers (MLE at λ = ∞)."""
+               bias: bool, *, sign: float = 1.0) -> bool:
+    """True when the answers are separated along +λ (sign = 1: MLE at λ = ∞) or along −λ
+    (sign = −1: answers anti-correlated with the evidence, MLE at λ = −∞)."""
+    x = sign * x
     has_l = x[k > 0]
     has_r = x[k < n]
     if has_l.size == 0 or has_r.size == 0:
@@ -152,19 +154,33 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
         raise InputError("every valid answer is the same: λ is not identified (the model may "
                          "ignore the evidence); check the parser or the prompt")
     nq, nv = int(p.size), int(n.sum())
-    if _separated(x, k, n, bias):
-        sup = _profile(_LAM_MAX, x, k, n, bias)
+    for sign in (1.0, -1.0):
+        if not _separated(x, k, n, bias, sign=sign):
+            continue
+        sup = _profile(sign * _LAM_MAX, x, k, n, bias)
         target = sup - _CHI2_90 / 2
-        f = lambda lam: _profile(lam, x, k, n, bias) - target
-        lo = brentq(f, 1e-9, _LAM_MAX, xtol=1e-10) if f(1e-9) < 0 else 0.0
-        b = None
+
+        def slack(lam: float, sign: float = sign, target: float = target) -> float:
+            return _profile(sign * lam, x, k, n, bias) - target
+
+        bound = brentq(slack, 1e-9, _LAM_MAX, xtol=1e-10) if slack(1e-9) < 0 else 0.0
         if bias:
             notes.append("bias not estimated under separation")
-        return LambdaFit(math.inf, None, (float(lo), math.inf), b, None, True, nq, nv, None,
-                         nq - (2 if bias else 1), None, None, mode, t, mirror, tuple(notes))
+        if sign > 0:
+            return LambdaFit(math.inf, None, (float(bound), math.inf), None, None, True, nq, nv,
+                             None, nq - (2 if bias else 1), None, None, mode, t, mirror,
+                             tuple(notes))
+        notes.append("answers are separated AGAINST the evidence (λ = −∞): the model picks the "
+                     "less likely box; check the prompt and the answer mapping")
+        return LambdaFit(-math.inf, None, (-math.inf, -float(bound)), None, None, True, nq, nv,
+                         None, nq - (2 if bias else 1), None, None, mode, t, mirror, tuple(notes))
     exog = np.column_stack([x, np.ones_like(x)]) if bias else x[:, None]
+    import warnings
+
     model = sm.GLM(np.column_stack([k, n - k]), exog, family=sm.families.Binomial())
-    res = model.fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # separation was handled above; tiny data may still warn
+        res = model.fit()
     lam = float(res.params[0])
     se = float(res.bse[0])
     b = float(res.params[1]) if bias else None
@@ -177,7 +193,7 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
     while f(lo_end) > 0 and lo_end > -_LAM_MAX:
         lo_end -= 2 * step
         step *= 2
-    lo = brentq(f, lo_end, lam, xtol=1e-9)
+    lo = brentq(f, lo_end, lam, xtol=1e-9) if f(lo_end) < 0 else -math.inf
     step = max(se, 1e-3)
     hi_end = lam + step
     while f(hi_end) > 0 and hi_end < _LAM_MAX:

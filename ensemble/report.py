@@ -50,8 +50,10 @@ def qr_curves_png(panels: Sequence[dict[str, Any]]) -> bytes:
         ax.scatter(pn["posteriors"], pn["proportions"], s=12, color="0.55", alpha=0.6,
                    label="questions")
         if math.isinf(fit.lam):
-            curve = np.where(grid > 0.5, 1.0, np.where(grid < 0.5, 0.0, 0.5))
-            label = f"λ = ∞ (λ ≥ {fit.ci[0]:.3g})"
+            step = np.where(grid > 0.5, 1.0, np.where(grid < 0.5, 0.0, 0.5))
+            curve = step if fit.lam > 0 else 1.0 - step
+            label = (f"λ = ∞ (λ ≥ {fit.ci[0]:.3g})" if fit.lam > 0
+                     else f"λ = −∞ (λ ≤ {fit.ci[1]:.3g})")
         else:
             z = 2 * fit.lam * (2 * grid - 1) + (fit.bias or 0.0)
             curve = 1 / (1 + np.exp(-z))
@@ -105,7 +107,7 @@ def _fmt(v: float | None, nd: int = 3) -> str:
     if v is None:
         return "–"
     if isinstance(v, float) and math.isinf(v):
-        return "∞"
+        return "∞" if v > 0 else "−∞"
     return f"{v:.{nd}g}"
 
 

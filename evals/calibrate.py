@@ -173,8 +173,8 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None
     opts = []
     for f in fits:
         lam = f.lam
-        if not math.isinf(lam) and lam < 0:
-            continue
+        if lam < 0:
+            continue  # anti-correlated with the evidence: no aggregation rule helps
         lam_eff = max(lam, 0.0)
         res = robust_aggregator(n, lam_eff)
         rule = "majority" if lam_eff <= g else "robust"

@@ -141,3 +141,10 @@ def test_real_local_model_calibration_reports_honestly(tmp_path, smollm2_path):
         assert len(lines) == 1 and ("not identified" in lines[0] or "no valid" in lines[0]
                                     or "two questions" in lines[0])
     assert (tmp_path / "local" / "samples.sqlite").exists()  # samples kept either way
+
+
+def test_separation_against_the_evidence_is_reported_not_crashed():
+    p = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
+    f = fit_lambda(p, np.array([2, 2, 2, 0, 0, 0]), np.full(6, 2))
+    assert f.separated and f.lam == -math.inf and f.ci[1] < 0
+    assert any("AGAINST" in n for n in f.notes)

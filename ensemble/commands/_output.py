@@ -53,5 +53,5 @@ def console(stderr: bool = False):  # type: ignore[no-untyped-def]
 def fmt_lam(lam: float | None) -> str:
     """λ for people: '∞' for an infinite value."""
     if lam is None or (isinstance(lam, float) and math.isinf(lam)):
-        return "∞"
+        return "−∞" if lam is not None and lam < 0 else "∞"
     return f"{lam:.4g}"
