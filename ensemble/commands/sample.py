@@ -28,14 +28,14 @@ def register(subparsers: Any) -> None:
     add_provider_args(p)
     p.add_argument("--t", type=temperature, default=1.0, help="temperature")
     p.add_argument("-k", type=positive_int, default=5, help="number of samples")
-    p.add_argument("--choices", type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
-                   help="allowed answers, comma-separated, e.g. L,R or A,B,C,D,E")
+    p.add_argument("--choices", nargs="+", metavar="C",
+                   help="allowed answers: --choices L R, or comma-separated L,R")
     p.add_argument("--max-tokens", type=positive_int)
     p.add_argument("--store", help="SQLite store path (resumable); default: none")
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("prompt", help="the prompt text")
+    p.add_argument("prompt", nargs="?", help="the prompt text")
     p.set_defaults(func=run, _parser=p)
 
 
@@ -47,8 +47,14 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.sampler import Sampler
     from ..sampling.types import SampleRequest
 
-    parser = choice_parser(args.choices) if args.choices else extract_answer
-    req = SampleRequest.of(args.prompt, temperature=args.t, k=args.k,
+    from ..errors import InputError
+
+    choices, prompt = _split_choices(args.choices, args.prompt)
+    if not prompt:
+        raise InputError("give the prompt text as the last argument, e.g. "
+                         "ensemble sample --model M --t 0.7 -k 10 \"Which box?\"")
+    parser = choice_parser(choices) if choices else extract_answer
+    req = SampleRequest.of(prompt, temperature=args.t, k=args.k,
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
 
     async def go() -> tuple[Any, Any]:
@@ -62,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     samples, stats = run_sync(go())
     counts = Counter(s.answer if s.answer is not None else "(invalid)" for s in samples)
-    doc = {"model": args.model, "t": args.t, "k": args.k,
+    doc = {"model": args.model, "t": args.t, "k": args.k, "choices": choices,
            "counts": dict(counts.most_common()),
            "answers": [s.answer for s in samples],
            "invalid": stats.invalid, "requests": stats.requests, "cached": stats.samples_cached,
@@ -85,3 +91,16 @@ def run(args: argparse.Namespace) -> int:
     con.print(f"requests {stats.requests}, from store {stats.samples_cached}, "
               f"invalid {stats.invalid}, cost {cost}")
     return 0
+
+
+def _split_choices(raw: list[str] | None, prompt: str | None
+                   ) -> tuple[list[str] | None, str | None]:
+    """Choices from `--choices L R` or `--choices L,R`. argparse hands a prompt written right
+    after the choices to --choices; it is recognised as the last item with a space in it."""
+    if not raw:
+        return None, prompt
+    items = list(raw)
+    if prompt is None and len(items) > 1 and any(ch.isspace() for ch in items[-1]):
+        prompt = items.pop()
+    choices = [c.strip() for item in items for c in item.split(",") if c.strip()]
+    return choices or None, prompt

@@ -25,7 +25,14 @@ def register(subparsers: Any) -> None:
     s.add_argument("--faults", default="429,500,503,malformed,drop",
                    help="comma-separated kinds: 429,500,503,timeout,slow,malformed,drop,short_n")
     s.add_argument("--fail-first", type=nonneg_int, default=0, help="fail the first K requests")
-    s.add_argument("--retry-after", type=nonneg_float, default=0.05)
+    s.add_argument("--fail-every", type=nonneg_int, default=0,
+                   help="fail every m-th request (0: never)")
+    s.add_argument("--retry-after", type=nonneg_float, default=0.05,
+                   help="seconds sent in Retry-After with injected 429s")
+    s.add_argument("--hang", type=nonneg_float, default=30.0,
+                   help="seconds an injected 'timeout' fault holds the request")
+    s.add_argument("--slow", type=nonneg_float, default=0.5,
+                   help="extra seconds of an injected 'slow' response")
     s.add_argument("--reject-n", action="store_true", help="reject n > 1 (like llama.cpp)")
     s.add_argument("--invalid-rate", type=probability, default=0.0,
                    help="fraction of replies without an answer")
@@ -50,9 +57,13 @@ def run_serve(args: argparse.Namespace) -> int:
                 key = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read answer key {args.answer_key}: {exc}") from None
+        if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
+            raise InputError(f"answer key {args.answer_key} must be a JSON object mapping "
+                             "question text to a letter")
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
-                       retry_after=args.retry_after, seed=args.seed)
+                       every=args.fail_every, retry_after=args.retry_after, hang=args.hang,
+                       slow=args.slow, seed=args.seed)
     server = SimulatedServer(lam1=args.lam, bias=args.bias, answer_key=key, latency=args.latency,
                              faults=faults, seed=args.seed, port=args.port,
                              reject_n=args.reject_n, invalid_rate=args.invalid_rate)

@@ -36,6 +36,8 @@ __all__ = [
     "complete",
     "is_loopback",
     "litellm",
+    "pool_capacity",
+    "size_http_pool",
     "translate_error",
 ]
 
@@ -54,6 +56,75 @@ def litellm() -> Any:
         _ll.drop_params = False  # never drop a parameter (e.g. n) behind the user's back
         _litellm = _ll
     return _litellm
+
+
+_pool_size = 0
+
+
+def size_http_pool(max_connections: int) -> None:
+    """Make litellm's HTTP connection pool hold at least `max_connections` connections per host.
+
+    A pool smaller than the sampler's concurrency silently caps it (a trap seen in a peer).
+    litellm talks to providers through an httpx client; by default with its aiohttp transport
+    (a TCPConnector capped by AIOHTTP_CONNECTOR_LIMIT=1000 and AIOHTTP_CONNECTOR_LIMIT_PER_HOST=500,
+    read at import), and with httpx's own transport when DISABLE_AIOHTTP_TRANSPORT is set, whose
+    default pool is 100 connections with 20 kept alive. Both are raised here, before litellm
+    creates the clients it caches; a client created earlier with a smaller pool keeps it until
+    litellm's client cache expires it. Best effort: a litellm without these hooks is left as is.
+    """
+    global _pool_size
+    if max_connections <= _pool_size:
+        return
+    litellm()
+    try:
+        from litellm.llms.custom_httpx import http_handler as hh
+    except ImportError:  # pragma: no cover - another litellm layout
+        return
+    _pool_size = int(max_connections)
+    for name in ("AIOHTTP_CONNECTOR_LIMIT", "AIOHTTP_CONNECTOR_LIMIT_PER_HOST"):
+        cur = getattr(hh, name, None)
+        if isinstance(cur, int) and 0 < cur < _pool_size:
+            setattr(hh, name, _pool_size)
+    handler = getattr(hh, "AsyncHTTPHandler", None)
+    original = getattr(handler, "_create_httpx_transport", None)
+    if handler is None or original is None or getattr(original, "_ensemble_sized", False):
+        return
+
+    def sized_httpx_transport() -> Any:
+        import httpx
+
+        ll = litellm()
+        size = max(_pool_size, 100)
+        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+        kw: dict[str, Any] = {"limits": limits}
+        if getattr(ll, "force_ipv4", False):
+            kw["local_address"] = "0.0.0.0"
+        try:
+            from litellm.llms.custom_httpx.http_handler import http2_enabled
+
+            kw["http2"] = bool(http2_enabled())
+        except ImportError:  # pragma: no cover
+            pass
+        return httpx.AsyncHTTPTransport(**kw)
+
+    sized_httpx_transport._ensemble_sized = True  # type: ignore[attr-defined]
+    handler._create_httpx_transport = staticmethod(sized_httpx_transport)
+
+
+def pool_capacity() -> int | None:
+    """Connections per host litellm's async transport may open now (None: unknown)."""
+    litellm()
+    try:
+        from litellm.llms.custom_httpx import http_handler as hh
+
+        if hh.AsyncHTTPHandler.should_use_aiohttp_transport():
+            caps = [v for v in (hh.AIOHTTP_CONNECTOR_LIMIT, hh.AIOHTTP_CONNECTOR_LIMIT_PER_HOST)
+                    if isinstance(v, int) and v > 0]
+            return min(caps) if caps else 100  # aiohttp's own default limit
+        sized = getattr(hh.AsyncHTTPHandler._create_httpx_transport, "_ensemble_sized", False)
+        return max(_pool_size, 100) if sized else 100
+    except Exception:  # noqa: BLE001 - another litellm layout
+        return None
 
 
 def is_loopback(api_base: str | None) -> bool:
@@ -207,6 +278,9 @@ async def complete(model: str, messages: Sequence[Mapping[str, str]], params: Sa
     except Exception as exc:  # noqa: BLE001
         raise MalformedResponseError(f"{model}: malformed reply ({type(exc).__name__})",
                                      model=model, provider=provider_of(model)) from None
+    if not choices:
+        raise MalformedResponseError(f"{model}: reply without choices",
+                                     model=model, provider=provider_of(model))
     usage = getattr(resp, "usage", None)
     cost: float | None
     try:

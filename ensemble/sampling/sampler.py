@@ -1,7 +1,9 @@
 """The async sampler: k samples per (prompt, parameters), concurrent, throttled, retried, durable.
 
-- Concurrency is bounded per sampler (one sampler per provider endpoint) and adapts: halved on
-  429, regrown on success. An optional requests-per-minute throttle uses asyncio-throttle.
+- Concurrency is bounded per provider endpoint (samplers on one endpoint in one event loop share
+  the bound) and adapts: halved on 429, regrown on success. An optional requests-per-minute
+  throttle uses asyncio-throttle. litellm's HTTP connection pool is sized to the concurrency so
+  that it never caps it.
 - The provider's `n` carries several samples in one request where it works; the number of
   choices returned is checked, missing ones are requested again, and a provider that rejects
   `n` is remembered and served by separate requests. Never fewer samples than asked, silently.
@@ -17,20 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import (
-    BadRequestError,
     EnsembleError,
     InputError,
     ProviderError,
     RateLimitError,
     RetryBudgetExceeded,
 )
-from .client import NUnsupported, complete
-from .limiter import AdaptiveLimiter
+from .client import NUnsupported, complete, pool_capacity, provider_of, size_http_pool
+from .limiter import ProviderGate, gate_for
 from .parsing import extract_answer
 from .store import SampleStore
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
@@ -78,11 +80,14 @@ class Sampler:
         self.extra_headers = dict(extra_headers or {})
         self._n_ok: bool | None = None if use_n == "auto" else bool(use_n)
         self._own_store = not isinstance(store, SampleStore) and store is not None
+        self._store_path = store if self._own_store else None
         self.store: SampleStore | None = (SampleStore(store) if self._own_store
                                           else store)  # type: ignore[assignment]
         self.stats = JobStats()
-        self._limiter = AdaptiveLimiter(max_concurrency)
-        self._throttler: Any = None
+        self.max_concurrency = int(max_concurrency)
+        self._gate: ProviderGate | None = None
+        self._gate_loop: Any = None
+        self._probe: asyncio.Lock | None = None
         self._rpm = rpm
         self._endpoint: Any = None
         self._target_model = model
@@ -112,16 +117,29 @@ class Sampler:
             self.store = None
 
     async def _resolve(self) -> None:
+        if self._own_store and self.store is None:  # reused after aclose()
+            self.store = SampleStore(self._store_path)  # type: ignore[arg-type]
         if self._endpoint is None and (self.model == "local" or self.model.startswith("local/")):
             from .. import local
 
             self._endpoint = await asyncio.to_thread(local.acquire, self.model)
             self._target_model = self._endpoint.model
             self._target_base = self._endpoint.api_base
-        if self._rpm is not None and self._throttler is None:
-            from asyncio_throttle import Throttler
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            # gates hold asyncio primitives of one loop: sample_sync runs a new loop each time
+            self._gate_loop = loop
+            size_http_pool(self.max_concurrency)
+            cap = pool_capacity()
+            if cap is not None and cap < self.max_concurrency:
+                import warnings
 
-            self._throttler = Throttler(rate_limit=max(1, int(self._rpm)), period=60.0)
+                msg = (f"litellm's HTTP pool holds {cap} connections per host, fewer than "
+                       f"max_concurrency={self.max_concurrency}: concurrency is capped at {cap}")
+                self.stats.notes.append(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            self._gate = gate_for(provider_of(self._target_model), self._target_base,
+                                  max_concurrency=self.max_concurrency, rpm=self._rpm)
 
     # -- sampling ----------------------------------------------------------------------------
     def sample_sync(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
@@ -158,6 +176,7 @@ class Sampler:
             for run in _contiguous(missing):
                 for s in range(0, len(run), self.max_n):
                     units.append((ri, key, run[s:s + self.max_n]))
+        self._probe = asyncio.Lock()
         self._start_progress()
         try:
             tasks = [asyncio.ensure_future(self._run_unit(requests[ri], key, idx, results[ri],
@@ -173,41 +192,53 @@ class Sampler:
         finally:
             self.stats.wall_time_s += time.perf_counter() - t0
             self._stop_progress()
-        out = []
         for row in results:
-            assert all(s is not None for s in row), "sampler returned fewer samples than asked"
-            out.append(row)  # type: ignore[arg-type]
-        return out  # type: ignore[return-value]
+            if any(s is None for s in row):  # never fewer samples than asked, silently
+                raise EnsembleError(f"{self.model}: the sampler got fewer samples than asked; "
+                                    "this is a bug, please report it")
+        return results  # type: ignore[return-value]
 
     async def _run_unit(self, req: SampleRequest, key: str, indices: list[int],
                         row: list[Sample | None], parse: Parser) -> None:
         todo = list(indices)
         while todo:
+            if self._n_ok is None and len(todo) > 1 and self._probe is not None \
+                    and self._probe.locked():
+                # another unit is finding out whether the provider honours n: wait for it
+                # rather than sending a burst of requests that may all be rejected
+                async with self._probe:
+                    pass
             use_n = self._n_ok is not False and len(todo) > 1
             if not use_n and len(todo) > 1:
-                # n unsupported: one request per sample, concurrently (bounded by the limiter)
+                # n unsupported: one request per sample, concurrently (bounded by the gate)
                 await asyncio.gather(*(self._run_unit(req, key, [i], row, parse) for i in todo))
                 return
             batch = todo if use_n else todo[:1]
             try:
-                comp = await self._request(req, n=len(batch), start=batch[0])
+                if use_n and self._n_ok is None and self._probe is not None:
+                    async with self._probe:
+                        if self._n_ok is False:
+                            continue
+                        comp = await self._request(req, n=len(batch), start=batch[0])
+                        self._learn_n(len(batch), len(comp.choices))
+                else:
+                    comp = await self._request(req, n=len(batch), start=batch[0])
+                    if len(batch) > 1:
+                        self._learn_n(len(batch), len(comp.choices))
             except NUnsupported:
                 if self._n_ok is not False:
                     self._n_ok = False
-                    self.stats.notes.append(
-                        f"{self.model} rejects n > 1: falling back to one request per sample")
+                    self._note(f"{self.model} rejects n > 1: falling back to one request per "
+                               "sample")
                 continue
             got = list(comp.choices[:len(batch)])
-            if len(batch) > 1 and got:
-                self._n_ok = True
-            if len(got) < len(batch):
-                self.stats.notes.append(
-                    f"{self.model} returned {len(got)} of {len(batch)} choices; requesting the rest")
+            if 1 < len(got) < len(batch):
+                self._note(f"{self.model} returned fewer choices than n; requested the rest")
             share = max(1, len(got))
             for j, ch in enumerate(got):
                 idx = batch[j]
                 sample = Sample(
-                    key=key, index=idx, text=ch.text, answer=parse(ch.text) if ch.text else None,
+                    key=key, index=idx, text=ch.text, answer=self._parse(parse, ch.text),
                     finish_reason=ch.finish_reason,
                     prompt_tokens=comp.prompt_tokens if j == 0 else 0,
                     completion_tokens=(None if comp.completion_tokens is None
@@ -215,9 +246,7 @@ class Sampler:
                     cost_usd=None if comp.cost_usd is None else comp.cost_usd / share,
                     latency_s=comp.latency_s, logprobs=ch.logprobs)
                 if self.store is not None:
-                    self.store.put(sample, model=self.model,
-                                   request={"model": self.model, "messages": list(req.messages),
-                                            "params": req.params.as_dict()})
+                    self.store.put(sample, model=self.model, request=_request_meta(self.model, req))
                 row[idx] = sample
                 self.stats.samples_done += 1
                 if not sample.valid:
@@ -225,11 +254,34 @@ class Sampler:
             self._advance(len(got))
             todo = batch[len(got):] + todo[len(batch):]
 
+    def _learn_n(self, asked: int, got: int) -> None:
+        """What one n > 1 reply says about the provider's support for n."""
+        if got >= 2:
+            self._n_ok = True
+        elif got == 1 and self._n_ok is None:
+            # n silently ignored (one choice for n > 1): separate requests from now on
+            self._n_ok = False
+            self._note(f"{self.model} answered n = {asked} with one choice: it ignores n; "
+                       "falling back to one request per sample")
+
+    def _note(self, msg: str) -> None:
+        if msg not in self.stats.notes:
+            self.stats.notes.append(msg)
+
+    def _parse(self, parse: Parser, text: str | None) -> str | None:
+        if not text:
+            return None
+        try:
+            return parse(text)
+        except Exception as exc:  # noqa: BLE001 - a parser bug makes an invalid answer, not a crash
+            self._note(f"the answer parser raised {type(exc).__name__}; answer counted invalid")
+            return None
+
     async def _attempt(self, req: SampleRequest, n: int, headers: dict[str, str]) -> Any:
-        async with self._limiter:
-            if self._throttler is not None:
-                async with self._throttler:
-                    pass
+        gate = self._gate
+        assert gate is not None  # set by _resolve
+        async with gate.limiter:
+            await gate.throttle()
             self.stats.requests += 1
             try:
                 comp = await complete(self._target_model, req.messages, req.params, n=n,
@@ -238,9 +290,9 @@ class Sampler:
             except ProviderError as exc:
                 self.stats.errors += 1
                 if isinstance(exc, RateLimitError):
-                    self._limiter.backoff()
+                    gate.limiter.backoff()
                 raise
-        self._limiter.success()
+        gate.limiter.success()
         return comp
 
     async def _request(self, req: SampleRequest, *, n: int, start: int) -> Any:
@@ -372,6 +424,16 @@ class Sampler:
             self._bar = None
 
 
+_SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|access_token|"
+                          r"auth_token|bearer)$", re.IGNORECASE)
+
+
+def _request_meta(model: str, req: SampleRequest) -> dict[str, Any]:
+    """What the store keeps of a request: model, messages and parameters, never credentials."""
+    params = {k: v for k, v in req.params.as_dict().items() if not _SECRET_NAME.search(k)}
+    return {"model": model, "messages": list(req.messages), "params": params}
+
+
 def _contiguous(indices: list[int]) -> list[list[int]]:
     runs: list[list[int]] = []
     for i in indices:
@@ -381,5 +443,3 @@ def _contiguous(indices: list[int]) -> list[list[int]]:
             runs.append([i])
     return runs
 
-
-_ = (BadRequestError, EnsembleError)

@@ -80,8 +80,16 @@ class SampleStore:
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        """Close the connection (idempotent)."""
         with self._lock:
             self._conn.close()
+
+    def request_of(self, key: str) -> dict[str, Any] | None:
+        """The stored request metadata of `key` (model, messages, params), or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT request FROM prompts WHERE key = ?",
+                                     (key,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def __enter__(self) -> SampleStore:
         return self
@@ -110,8 +118,16 @@ class SampleStore:
                                   cached=True)
         return out
 
-    def put(self, sample: Sample, *, model: str, request: dict[str, Any] | None = None) -> None:
-        """Write one sample (and, once, its request) durably. Overwrites (key, idx)."""
+    def put(self, sample: Sample, *, model: str, request_json: str | dict[str, Any] | None = None,
+            request: dict[str, Any] | None = None) -> None:
+        """Write one sample (and, once, its request) durably. Overwrites (key, idx).
+
+        `request_json` (or `request`, a dict) is the request's metadata: model, messages and
+        sampling parameters. Never pass API keys or headers in it.
+        """
+        if request is None and request_json is not None:
+            request = (json.loads(request_json) if isinstance(request_json, str)
+                       else request_json)
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")

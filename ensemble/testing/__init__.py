@@ -8,7 +8,16 @@ See `ensemble.testing.server` for the planted expert's answer model and `FaultPl
 """
 
 from .faults import FAULT_KINDS, FaultPlan
-from .server import ServerStats, SimulatedServer, answer_key_from_questions, question_text
+from .server import (
+    INDEX_HEADER,
+    MCModel,
+    ServerStats,
+    SimulatedServer,
+    answer_key_from_questions,
+    prompt_hash,
+    prompt_key,
+    question_text,
+)
 
-__all__ = ["FAULT_KINDS", "FaultPlan", "ServerStats", "SimulatedServer",
-           "answer_key_from_questions", "question_text"]
+__all__ = ["FAULT_KINDS", "INDEX_HEADER", "FaultPlan", "MCModel", "ServerStats",
+           "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]

@@ -16,7 +16,11 @@ question (correct iff U_q < ρ_q, U_q fixed by the hash), repeated by every samp
 greedy answer is right with probability E[ρ], a single sample at t > 0 a little less often, and
 a plurality of several samples at moderate t is right whenever ρ_q > 1/2: at n = 1 higher t
 hurts, at n >= 3 a moderate t helps (the paper's pattern). The correct letters come from
-`answer_key` (question text -> letter; build it with `answer_key_from_questions`).
+`answer_key`: it maps the question text (between "### Question:" and "### Options:",
+whitespace-normalised) or, for prompts in another format, "sha256:" + the hex digest of the whole
+last user message, to the correct letter; `answer_key_from_questions` builds it from
+`tasks.Question` objects. A question missing from the key gets a correct letter drawn from the
+hash (so the server still answers, but accuracy is then measured against that letter).
 
 Every draw is a deterministic function of (seed, messages, temperature, sample index). Clients
 send the first sample index of a request in the `x-ensemble-sample-index` header (choices of an
@@ -43,7 +47,8 @@ import numpy as np
 
 from .faults import FaultPlan
 
-__all__ = ["ServerStats", "SimulatedServer", "answer_key_from_questions", "question_text"]
+__all__ = ["MCModel", "ServerStats", "SimulatedServer", "answer_key_from_questions",
+           "prompt_hash", "prompt_key", "question_text"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
 _QUESTION = re.compile(r"### Question:\s*(.*?)\s*### Options:\s*(.*?)(?:\n\s*\n|###|$)", re.DOTALL)
@@ -60,14 +65,39 @@ def question_text(prompt: str) -> str | None:
     return _norm(m.group(1)) if m else None
 
 
+def prompt_key(messages: Any, temperature: float) -> str:
+    """The server's key of a prompt (`ServerStats.served` is keyed by (prompt_key, index))."""
+    return hashlib.sha256(json.dumps([messages, float(temperature)], sort_keys=True)
+                          .encode()).hexdigest()[:16]
+
+
+def prompt_hash(prompt: str) -> str:
+    """The answer-key entry of a prompt that is not in the MathQA format: "sha256:<hex>"."""
+    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
 def answer_key_from_questions(questions: Iterable[Any]) -> dict[str, str]:
-    """An answer key (question text -> correct letter) from `tasks.Question` objects."""
+    """An answer key for `SimulatedServer` from `tasks.Question` objects.
+
+    Each question is keyed by its question text (the paper's MathQA prompt: the text between
+    "### Question:" and "### Options:") or, for prompts in other formats, by `prompt_hash` of
+    the whole prompt. Question ids are not used: the server sees only the prompt.
+    """
     key = {}
     for q in questions:
-        text = question_text(q.prompt) or _norm(q.prompt)
-        if q.correct is not None:
-            key[text] = str(q.correct).upper()
+        if q.correct is None:
+            continue
+        text = question_text(q.prompt) or prompt_hash(q.prompt)
+        key[text] = str(q.correct).upper()
     return key
+
+
+@dataclass(frozen=True)
+class MCModel:
+    """The multiple-choice accuracy model: reading accuracy ρ_q ~ Beta(a, b) per question."""
+
+    a: float = 3.0
+    b: float = 2.0
 
 
 @dataclass
@@ -80,6 +110,15 @@ class ServerStats:
     served: Counter = field(default_factory=Counter)  # (prompt key, sample index) -> times served
     temperatures: list = field(default_factory=list)
     n_values: list = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0  # most requests being handled at once (connection-pool checks)
+
+    def indices_served(self) -> dict[str, list[int]]:
+        """Per prompt key (hash of messages and temperature), the sample indices served."""
+        out: dict[str, list[int]] = {}
+        for (key, idx), _count in sorted(self.served.items()):
+            out.setdefault(key, []).append(idx)
+        return out
 
 
 def _u64(*parts: Any) -> int:
@@ -91,18 +130,33 @@ class SimulatedServer:
     """A real OpenAI-compatible HTTP server with a planted quantal-response expert.
 
     Use as a context manager (sync or async); `base_url` is "http://127.0.0.1:PORT/v1".
-    `lam1` is λ₁, the expert's rationality at t = 1 (λ = λ₁ / t; greedy at t = 0).
+    `lam1` is λ₁, the expert's rationality at t = 1 in ψ_λ units (λ = λ₁ / t; greedy at t = 0);
+    `bias` is added on the logit scale of P("L"). `mc_model` (or `mc_a`, `mc_b`) sets the
+    multiple-choice reading accuracy Beta(a, b). `faults` injects failures, `reject_n` answers
+    400 to n > 1 (like llama.cpp), `invalid_rate` is the share of replies without an answer,
+    `require_api_key` makes it answer 401 to any other key, `models` 404 to other model names.
+    `stats` counts requests, completions, faults and the (prompt, sample index) pairs served.
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0,
-                 answer_key: Mapping[str, str] | None = None, mc_a: float = 3.0,
-                 mc_b: float = 2.0, latency: float = 0.0, faults: FaultPlan | None = None,
+                 answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
+                 mc_a: float = 3.0, mc_b: float = 2.0, latency: float = 0.0, faults: FaultPlan | None = None,
                  seed: int = 0, port: int = 0, host: str = "127.0.0.1", reject_n: bool = False,
                  invalid_rate: float = 0.0, require_api_key: str | None = None,
                  models: Iterable[str] | None = None, max_n: int = 128) -> None:
         self.lam1 = float(lam1)
         self.bias = float(bias)
         self.answer_key = {_norm(k): v.upper() for k, v in (answer_key or {}).items()}
+        if mc_model is not None:
+            mc_a, mc_b = mc_model.a, mc_model.b
+        if not (mc_a > 0 and mc_b > 0):
+            from ..errors import InputError
+
+            raise InputError(f"the Beta(a, b) reading accuracy needs a, b > 0, got {mc_a}, {mc_b}")
+        if not 0.0 <= invalid_rate <= 1.0:
+            from ..errors import InputError
+
+            raise InputError(f"invalid_rate must lie in [0, 1], got {invalid_rate}")
         self.mc_a, self.mc_b = float(mc_a), float(mc_b)
         self.latency = float(latency)
         self.faults = faults or FaultPlan()
@@ -186,7 +240,9 @@ class SimulatedServer:
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/health", self._handle_health)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # a hanging "timeout" fault must not hold up stop() for its whole duration
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
@@ -227,6 +283,16 @@ class SimulatedServer:
                                             "code": None}}, status=status, headers=headers)
 
     async def _handle_chat(self, request: Any) -> Any:
+        with self._lock:
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            return await self._chat(request)
+        finally:
+            with self._lock:
+                self.stats.in_flight -= 1
+
+    async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
         with self._lock:
@@ -278,8 +344,7 @@ class SimulatedServer:
         messages = body.get("messages") or []
         temperature = float(body.get("temperature", 1.0))
         prompt = str(messages[-1].get("content", "")) if messages else ""
-        pkey = hashlib.sha256(json.dumps([messages, temperature], sort_keys=True)
-                              .encode()).hexdigest()[:16]
+        pkey = prompt_key(messages, temperature)
         start_hdr = request.headers.get(INDEX_HEADER)
         with self._lock:
             if start_hdr is not None and start_hdr.isdigit():
@@ -339,11 +404,17 @@ class SimulatedServer:
         if q is not None:
             letters = _OPTION.findall(prompt[prompt.find("### Options:"):])
             return self._mc_answer(q, letters or list("ABCDE"), temperature, rng), None
-        return "<answer>OK</answer>", None
+        h = prompt_hash(prompt)
+        if h in self.answer_key:
+            letters = _OPTION.findall(prompt) or list("ABCDE")
+            return self._mc_answer(h, letters, temperature, rng), None
+        return "<reason>simulated: a generic reply.</reason>\n<answer>OK</answer>", None
 
     def _box_answer(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool
                     ) -> tuple[str, dict[str, float]]:
         lam = self._lam(temperature)
+        if abs(p - 0.5) < 1e-9:
+            p = 0.5  # the prompt's fractions give 0.5 only up to rounding: a tie is a tie
         if math.isinf(lam):
             z = (2 * p - 1) * 1e9 + self.bias
             prob_l = 1.0 if z > 0 else (0.0 if z < 0 else 0.5)
@@ -354,23 +425,25 @@ class SimulatedServer:
         lp = {"L": math.log(max(prob_l, 1e-300)), "R": math.log(max(1 - prob_l, 1e-300))}
         if short:
             return letter, lp
-        return (f"<reason>Simulated expert: posterior P(left) = {p:.4f}.</reason>\n"
+        return (f"<reason>simulated: posterior P(left) = {p:.4f}</reason>\n"
                 f"<answer>{letter}</answer>"), lp
 
     def _mc_answer(self, question: str, letters: list[str], temperature: float,
                    rng: np.random.Generator) -> str:
-        K = len(letters)
         qrng = self._rng("mc", question)
         rho = float(qrng.beta(self.mc_a, self.mc_b))
         frozen_u = float(qrng.random())
         correct = self.answer_key.get(question)
+        if correct is not None and correct not in letters:
+            letters = sorted(set(letters) | {correct})
+        K = len(letters)
         if correct not in letters:
             correct = letters[int(qrng.integers(K))]
         ci = letters.index(correct)
         di = (ci + 1 + int(qrng.integers(K - 1))) % K if K > 1 else ci
         lam = self._lam(temperature)
         if math.isinf(lam):
-            choice = ci if frozen_u < rho else di
+            choice = read = ci if frozen_u < rho else di
         else:
             read = ci if rng.random() < rho else di
             logits = np.full(K, -2.0 * lam)
@@ -378,7 +451,7 @@ class SimulatedServer:
             probs = np.exp(logits - logits.max())
             probs /= probs.sum()
             choice = int(rng.choice(K, p=probs))
-        return (f"<reason>Simulated reasoning about the question.</reason>\n"
+        return (f"<reason>simulated: read option {letters[read]}</reason>\n"
                 f"<answer>{letters[choice]}</answer>")
 
     @staticmethod
