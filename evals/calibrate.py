@@ -133,9 +133,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
         "report": {k: str(v) for k, v in paths.items()},
     }
-    from ensemble.commands._output import to_jsonable
+    from ensemble.jsonio import dumps
 
-    (out / "calibration.json").write_text(json.dumps(to_jsonable(doc), indent=2) + "\n")
+    (out / "calibration.json").write_text(dumps(doc, indent=2) + "\n")
     return doc
 
 

@@ -236,9 +236,9 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray) -> 
 
 
 def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
-    from ensemble.commands._output import to_jsonable
+    from ensemble.jsonio import dumps
 
-    (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
+    (out / "summary.json").write_text(dumps(summary, indent=2) + "\n")
     with open(out / "grid.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high", "utility",

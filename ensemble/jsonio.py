@@ -1,0 +1,120 @@
+"""JSON for everything `ensemble` writes: plain values, and infinities that keep their sign.
+
+JSON has no infinity. The design's contract writes an infinite λ as `null`; on its own that
+would make a perfectly wrong model (λ = −∞) read like a perfectly rational one (λ = +∞). So a
+non-finite number under key `k` is written as `null` *and* a sibling `k_inf` says which it was:
+
+    {"lam": inf}            ->  {"lam": null, "lam_inf": "+"}
+    {"lam": -inf}           ->  {"lam": null, "lam_inf": "-"}
+    {"ci": [2.5, inf]}      ->  {"ci": [2.5, null], "ci_inf": [null, "+"]}
+    {"x": nan}              ->  {"x": null, "x_inf": "nan"}
+
+(`k_inf` holds "nan" for a NaN, which is neither.) A `null` without a `k_inf` is a missing value.
+`from_jsonable` reverses the encoding, so ±∞ round-trip distinctly through every file and every
+`--json` document. Numpy values, dataclasses, pydantic models and tuples become plain JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from typing import Any
+
+__all__ = ["dumps", "emit_json", "from_jsonable", "loads", "to_jsonable"]
+
+_MARK = {math.inf: "+", -math.inf: "-"}
+
+
+def _mark(x: float) -> str:
+    return "nan" if math.isnan(x) else _MARK[x]
+
+
+def _plain(obj: Any) -> Any:
+    """numpy / dataclass / pydantic / tuple -> dicts, lists and Python scalars (floats kept)."""
+    if obj is None or isinstance(obj, (bool, str, int, float)):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    model_dump = getattr(obj, "model_dump", None)  # pydantic models
+    if callable(model_dump):
+        return _plain(model_dump())
+    tolist = getattr(obj, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist):
+        return _plain(tolist())
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
+
+
+def _encode(value: Any) -> tuple[Any, Any]:
+    """(JSON value, its `_inf` marker or None)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, _mark(value)
+    if isinstance(value, dict):
+        return _encode_dict(value), None
+    if isinstance(value, list):
+        pairs = [_encode(v) for v in value]
+        marks = [m for _, m in pairs]
+        return [v for v, _ in pairs], (marks if any(isinstance(m, str) for m in marks) else None)
+    return value, None
+
+
+def _encode_dict(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        enc, mark = _encode(v)
+        out[k] = enc
+        if mark is not None:
+            out[f"{k}_inf"] = mark
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON values, with ±∞ and NaN encoded as `null` plus a `k_inf` sibling."""
+    enc, mark = _encode(_plain(obj))
+    if mark is not None and not isinstance(enc, dict):
+        # a bare non-finite number (or list) has no key to hang the marker on
+        return {"value": enc, "value_inf": mark}
+    return enc
+
+
+def _decode_value(v: Any, mark: Any) -> Any:
+    if isinstance(mark, str):
+        return {"+": math.inf, "-": -math.inf, "nan": math.nan}[mark]
+    if isinstance(mark, list) and isinstance(v, list):
+        return [_decode_value(x, m) for x, m in zip(v, mark, strict=False)]
+    return from_jsonable(v)
+
+
+def from_jsonable(obj: Any) -> Any:
+    """Undo `to_jsonable`'s encoding of non-finite numbers (the `_inf` keys are consumed)."""
+    if isinstance(obj, list):
+        return [from_jsonable(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k.endswith("_inf") and k[:-4] in obj:
+            continue
+        out[k] = _decode_value(v, obj.get(f"{k}_inf"))
+    return out
+
+
+def dumps(obj: Any, *, indent: int | None = None) -> str:
+    """`to_jsonable` then strict JSON text (no NaN or Infinity tokens)."""
+    return json.dumps(to_jsonable(obj), indent=indent, allow_nan=False)
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text written by `dumps`, restoring ±∞."""
+    return from_jsonable(json.loads(text))
+
+
+def emit_json(obj: Any) -> None:
+    """Print exactly one JSON document on stdout (the `--json` contract)."""
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
