@@ -130,6 +130,10 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
         answers[ti, qi] = [a if a in q.choices else None for a in got]
     t1 = time.perf_counter()
+    from .records import write_run_log
+
+    write_run_log(out, questions, cfg.temperatures, rows, answers, ns=cfg.ns,
+                  rule="majority" if cfg.task == "boxball" else "plurality")
     summary = analyse(cfg, questions, answers)
     summary.update({
         "requests": stats.requests, "cost_usd": stats.cost_usd,

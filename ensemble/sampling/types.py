@@ -126,6 +126,7 @@ class Sample:
     latency_s: float | None = None
     logprobs: Any = None
     cached: bool = False
+    source: str = "online"  # how it was drawn: "online" or "batch" (kept in the store)
 
     @property
     def valid(self) -> bool:

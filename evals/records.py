@@ -1,0 +1,232 @@
+"""The legible record of a run: what was asked, every sample drawn, and the votes.
+
+A run folder holds, beside `samples.sqlite` (the durable store) and `summary.json`:
+
+    questions.jsonl   one line per question:  QuestionRecord (id, prompt, choices, truth, meta)
+    samples.jsonl     one line per sample:    SampleRecord   (id, t, sample, text, answer, ...)
+    votes.jsonl       one line per (question, t, n, aggregator): VoteRecord, the votes of the
+                      first n samples by index and their decision
+
+`samples.jsonl` refers to its prompt through `id` (the prompt is written once, in
+questions.jsonl). The three files are rewritten by every run of the folder, never appended, so
+they always describe the run's current state; they are written through one buffered writer
+each, into a temporary file renamed into place at the end (a reader never sees half a file).
+The tables of `summary.json` average over many random n-subsets of the samples (bootstrap);
+`votes.jsonl` shows one of them, the first n by index, so a person can follow a vote by hand.
+
+Each record type is a pydantic model: `SampleRecord.model_json_schema()` is its schema, and
+`read_samples` / `read_questions` / `read_votes` validate what they read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "QUESTIONS_FILE",
+    "SAMPLES_FILE",
+    "VOTES_FILE",
+    "JsonlWriter",
+    "QuestionRecord",
+    "SampleRecord",
+    "VoteRecord",
+    "read_questions",
+    "read_samples",
+    "read_votes",
+]
+
+QUESTIONS_FILE = "questions.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+VOTES_FILE = "votes.jsonl"
+
+Source = Literal["cache", "online", "batch"]
+
+
+class QuestionRecord(BaseModel):
+    """One question of the run, as the task defines it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    prompt: str
+    choices: list[str]
+    correct: str | None = None  # the right choice (box-ball: the Bayes-optimal box; None at 1/2)
+    posterior: float | None = None  # calibration tasks: exact P(ω = 1 | signal)
+    meta: dict[str, Any] = {}
+
+
+class SampleRecord(BaseModel):
+    """One sample drawn for the run (from the store or online)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str  # the question's id in the task (see questions.jsonl for its prompt)
+    t: float
+    sample: int  # the sample's index for this (question, t): 0, 1, ...
+    text: str | None  # the model's raw reply
+    answer: str | None  # the parsed answer; None when invalid
+    valid: bool
+    correct: bool | None  # answer == the question's truth; None when the task has no truth
+    tokens: int | None  # completion tokens of this sample (prompt tokens are per request)
+    cost_usd: float | None  # None when the price is unknown
+    latency_s: float | None
+    source: Source  # "cache": read from the store; "online": drawn now; "batch": a Batch API
+
+
+class VoteRecord(BaseModel):
+    """The vote of the first n samples (by index) of one question at one temperature."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    t: float
+    n: int
+    aggregator: str
+    votes: list[str | None]  # the answers of samples 0..n-1 (None: invalid)
+    counts: dict[str, int]
+    decision: str | None  # None: no valid vote, or a tie left open
+    correct: bool | None
+
+
+class JsonlWriter:
+    """Write records as JSON lines into `path`, through one buffered file, replaced atomically.
+
+        with JsonlWriter(out / SAMPLES_FILE) as w:
+            w.write({...})          # a dict (fast path) or a pydantic model
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, buffer: int = 1 << 20) -> None:
+        self.path = Path(path)
+        self._tmp = self.path.with_name(self.path.name + ".tmp")
+        self._fh = open(self._tmp, "w", encoding="utf-8", buffering=buffer)  # noqa: SIM115
+        self.lines = 0
+
+    def write(self, record: BaseModel | dict[str, Any]) -> None:
+        doc = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+        self._fh.write(json.dumps(doc, ensure_ascii=False, allow_nan=False))
+        self._fh.write("\n")
+        self.lines += 1
+
+    def write_all(self, records: Iterable[BaseModel | dict[str, Any]]) -> None:
+        for r in records:
+            self.write(r)
+
+    def close(self, *, keep: bool = True) -> None:
+        if self._fh.closed:
+            return
+        self._fh.close()
+        if keep:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(keep=exc_type is None)
+
+
+def _read(path: Path, model: type[BaseModel]) -> Iterator[Any]:
+    from ensemble.errors import DataError
+
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise DataError(f"cannot read {exc.strerror or exc}; is this a run folder written by "
+                        "`ensemble eval` or `ensemble calibrate`?", path=str(path)) from None
+    with fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield model.model_validate_json(line)
+            except ValueError as exc:
+                first = str(exc).splitlines()[0]
+                raise DataError(f"not a valid {model.__name__}: {first}", path=str(path),
+                                row=i) from None
+
+
+def read_questions(run: str | os.PathLike[str]) -> Iterator[QuestionRecord]:
+    """The questions of a run folder."""
+    return _read(Path(run) / QUESTIONS_FILE, QuestionRecord)
+
+
+def read_samples(run: str | os.PathLike[str]) -> Iterator[SampleRecord]:
+    """The samples of a run folder, in the order written (question, t, then index)."""
+    return _read(Path(run) / SAMPLES_FILE, SampleRecord)
+
+
+def read_votes(run: str | os.PathLike[str]) -> Iterator[VoteRecord]:
+    """The first-n votes of a run folder."""
+    return _read(Path(run) / VOTES_FILE, VoteRecord)
+
+
+def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
+                  answers: Any, *, ns: Iterable[int], rule: str) -> dict[str, int]:
+    """Write questions.jsonl, samples.jsonl and votes.jsonl for an eval or calibration run.
+
+    `rows[ti * Q + qi]` holds the samples of question qi at temperature ti (the sampler's order);
+    `answers[ti, qi, k]` the answer each counts as (None: invalid or not one of the question's
+    choices). `rule` names the vote of votes.jsonl ("plurality" or "majority"); ties are left
+    open (decision None, `tie` true). Returns the number of lines written per file.
+    """
+    from collections import Counter
+
+    out = Path(out)
+    Q = len(questions)
+    counts = {}
+    with JsonlWriter(out / QUESTIONS_FILE) as w:
+        for q in questions:
+            w.write({"id": q.id, "prompt": q.prompt, "choices": list(q.choices),
+                     "correct": q.correct, "posterior": q.posterior,
+                     "meta": {k: (list(v) if isinstance(v, tuple) else v)
+                              for k, v in dict(q.meta).items()}})
+        counts["questions"] = w.lines
+    with JsonlWriter(out / SAMPLES_FILE) as w:
+        for i, row in enumerate(rows):
+            ti, qi = divmod(i, Q)
+            q, t = questions[qi], float(temperatures[ti])
+            for k, s in enumerate(row):
+                if s is None:
+                    continue
+                a = answers[ti, qi, k]
+                w.write({"id": q.id, "t": t, "sample": s.index, "text": s.text, "answer": a,
+                         "valid": a is not None,
+                         "correct": None if q.correct is None else a == q.correct,
+                         "tokens": s.completion_tokens, "cost_usd": s.cost_usd,
+                         "latency_s": s.latency_s,
+                         "source": "cache" if s.cached else s.source})
+        counts["samples"] = w.lines
+    with JsonlWriter(out / VOTES_FILE) as w:
+        for ti, t in enumerate(temperatures):
+            for qi, q in enumerate(questions):
+                row = list(answers[ti, qi])
+                for n in sorted(set(ns)):
+                    if n > len(row):
+                        continue
+                    votes = row[:n]
+                    c = Counter(a for a in votes if a is not None)
+                    top = c.most_common()
+                    tie = len(top) > 1 and top[0][1] == top[1][1]
+                    decision = top[0][0] if top and not tie else None
+                    w.write({"id": q.id, "t": float(t), "n": n, "aggregator": rule,
+                             "votes": votes, "counts": dict(c), "decision": decision,
+                             "tie": tie,
+                             # a tie is decided by a coin in the tables: neither right nor wrong
+                             # here; no valid vote at all counts as wrong, as in the tables
+                             "correct": None if q.correct is None or tie
+                             else decision == q.correct})
+                first = row[0] if row else None
+                w.write({"id": q.id, "t": float(t), "n": 1, "aggregator": "random-follow",
+                         "votes": row[:1], "counts": {first: 1} if first is not None else {},
+                         "decision": first, "tie": False,
+                         "correct": None if q.correct is None else first == q.correct})
+        counts["votes"] = w.lines
+    return counts
