@@ -3,21 +3,30 @@
     EnsembleError
     ├── InputError              bad user input: a value, an option, a file name (also a ValueError)
     │   └── DataError           a malformed data file: names the file, row and field
-    ├── ProviderError           the model provider failed; carries model, provider, status, retry_after
-    │   ├── AuthenticationError     401/403 or a missing API key (fail fast)
-    │   ├── ModelNotFoundError      404 / unknown model (fail fast)
-    │   ├── BadRequestError         400 / unsupported parameter (fail fast)
-    │   ├── RateLimitError          429 (retried, honours retry_after)
-    │   ├── ServerError             5xx (retried)
-    │   ├── ProviderTimeoutError    a request timed out (retried)
-    │   ├── ProviderConnectionError the connection dropped or was refused (retried)
-    │   ├── MalformedResponseError  the reply could not be read (retried)
-    │   └── RetryBudgetExceeded     attempts or total retry time used up
+    ├── ProviderError           the model provider failed; carries model, provider, status,
+    │   │                       retry_after, api_base, and whether it is retryable / systemic
+    │   ├── AuthenticationError     401/403 or a missing API key (systemic: the run stops)
+    │   ├── ModelNotFoundError      404 for the model, or an unknown model string (systemic)
+    │   ├── EndpointNotFoundError   404 on the route: --api-base points at the wrong URL (systemic)
+    │   ├── EndpointUnreachable     connection refused, DNS or TLS failure, invalid URL (systemic
+    │   │                           once its attempts are used up)
+    │   ├── BadRequestError         400/422: the request is wrong (fails at once)
+    │   │   └── ContentRefusedError     the provider refuses this prompt for good (content policy)
+    │   ├── RateLimitError          429: backpressure, retried until the time budget ends
+    │   │   └── OverloadedError         503/529 "overloaded" with Retry-After: backpressure too
+    │   ├── ServerError             5xx (retried, bounded attempts)
+    │   ├── ProviderTimeoutError    a request timed out (retried, bounded attempts)
+    │   ├── ProviderConnectionError the connection dropped mid-request (retried, bounded)
+    │   ├── MalformedResponseError  the reply could not be read: not JSON, HTML, no choices
+    │   └── RetryBudgetExceeded     attempts or the per-sample time budget used up
+    ├── SamplingFailed          some prompts failed for good; the others finished and are stored
+    │   └── RunStopped              a systemic failure stopped new requests (keys, endpoint, a run
+    │                               of consecutive permanent failures, the cost cap)
     ├── StoreError              the sample store cannot be opened or written
     └── LocalModelError         the embedded llama.cpp server cannot start or answer
 
-Messages are one line, name the problem and, where there is one, the fix. They never
-contain API keys: build them from `ProviderError` fields, never from raw request data.
+Messages are one line, name the problem and, where there is one, the fix. They never contain
+API keys: every message passes through `ensemble.secrets.redact` when the error is built.
 """
 
 from __future__ import annotations
@@ -25,24 +34,35 @@ from __future__ import annotations
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
+    "ContentRefusedError",
     "DataError",
+    "EndpointNotFoundError",
+    "EndpointUnreachable",
     "EnsembleError",
     "InputError",
     "LocalModelError",
     "MalformedResponseError",
     "ModelNotFoundError",
+    "OverloadedError",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
     "RetryBudgetExceeded",
+    "RunStopped",
+    "SamplingFailed",
     "ServerError",
     "StoreError",
 ]
 
 
 class EnsembleError(Exception):
-    """Root of every error raised by `ensemble`."""
+    """Root of every error raised by `ensemble`. Its message is redacted of API keys."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        from .secrets import redact
+
+        super().__init__(redact(str(message)), *args)
 
 
 class InputError(EnsembleError, ValueError):
@@ -74,33 +94,64 @@ class ProviderError(EnsembleError):
     Attributes carry what a user needs to act on it; none of them ever holds a secret.
     """
 
-    retryable: bool = False
+    retryable: bool = False  # worth another attempt (bounded by max_attempts)
+    backpressure: bool = False  # the endpoint asks us to slow down: retried within the time budget
+    systemic: bool = False  # every other request would fail the same way: stop the run
 
     def __init__(self, message: str, *, model: str | None = None, provider: str | None = None,
-                 status: int | None = None, retry_after: float | None = None) -> None:
+                 status: int | None = None, retry_after: float | None = None,
+                 api_base: str | None = None, reason: str | None = None) -> None:
         self.model = model
         self.provider = provider
         self.status = status
         self.retry_after = retry_after
+        self.api_base = api_base
+        self.reason = reason or type(self).__name__  # a short label: "400 content policy"
         super().__init__(message)
 
 
 class AuthenticationError(ProviderError):
     """The provider refused the credentials, or no API key was found."""
 
+    systemic = True
+
 
 class ModelNotFoundError(ProviderError):
     """The provider does not know this model."""
 
+    systemic = True
+
+
+class EndpointNotFoundError(ProviderError):
+    """404 on the route itself (an HTML or plain page): the api_base is not an API's base URL."""
+
+    systemic = True
+
+
+class EndpointUnreachable(ProviderError):
+    """Connection refused, DNS or TLS failure, or an invalid URL: nothing answers there."""
+
+    retryable = True
+    systemic = True
+
 
 class BadRequestError(ProviderError):
-    """The provider rejected the request (400), e.g. an unsupported parameter."""
+    """The provider rejected the request (400/422), e.g. an unsupported parameter."""
+
+
+class ContentRefusedError(BadRequestError):
+    """The provider refuses this prompt for good (content policy): it costs the question."""
 
 
 class RateLimitError(ProviderError):
-    """429: too many requests."""
+    """429: too many requests. Backpressure for the whole endpoint, not a failed attempt."""
 
     retryable = True
+    backpressure = True
+
+
+class OverloadedError(RateLimitError):
+    """503/529 "overloaded" with Retry-After: backpressure like a 429."""
 
 
 class ServerError(ProviderError):
@@ -128,7 +179,29 @@ class MalformedResponseError(ProviderError):
 
 
 class RetryBudgetExceeded(ProviderError):
-    """Retries stopped: the attempt or total-time budget is used up."""
+    """Retries stopped: the attempt or per-sample time budget is used up."""
+
+
+class SamplingFailed(EnsembleError):
+    """Some requests failed for good. Every other sample was drawn and stored.
+
+    `failures` lists them (`ensemble.sampling.SampleFailure`: request index, tag, status,
+    reason); the message is one line summarising them.
+    """
+
+    def __init__(self, message: str, *, failures: list[object] | None = None) -> None:
+        self.failures = list(failures or [])
+        super().__init__(message)
+
+
+class RunStopped(SamplingFailed):
+    """A systemic failure stopped new requests at once (credentials, endpoint, a run of
+    consecutive permanent failures, or the cost cap). `cause` is the error that stopped it."""
+
+    def __init__(self, message: str, *, failures: list[object] | None = None,
+                 cause: BaseException | None = None) -> None:
+        self.cause = cause
+        super().__init__(message, failures=failures)
 
 
 class StoreError(EnsembleError):
