@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_FILE",
     "DEFAULT_SHA256",
     "LocalEndpoint",
+    "LocalProvider",
     "acquire",
     "cache_dir",
     "pull",
@@ -71,11 +72,22 @@ def cache_dir() -> Path:
     return Path(base) / "ensemble" / "models"
 
 
+def _spec(model: str) -> str:
+    """The path part of `local`, `local/<path>` or `local:<path>` (absolute paths work with
+    both: `local:/models/x.gguf`, `local//models/x.gguf`)."""
+    if model == "local":
+        return ""
+    for prefix in ("local:", "local/"):
+        if model.startswith(prefix):
+            return model[len(prefix):]
+    raise LocalModelError(f"{model!r} is not a local model (use 'local', 'local/<path>' or "
+                          "'local:<path>')")
+
+
 def resolve_weights(model: str) -> Path:
-    """The GGUF file for `local` or `local/<path-or-name>`; LocalModelError if none is found."""
-    if model != "local" and not model.startswith("local/"):
-        raise LocalModelError(f"{model!r} is not a local model (use 'local' or 'local/<path>')")
-    spec = model[len("local/"):] if model.startswith("local/") else ""
+    """The GGUF file for `local`, `local/<path-or-name>` or `local:<path>`; LocalModelError if
+    none is found."""
+    spec = _spec(model)
     if spec:
         p = Path(spec).expanduser()
         if p.is_file():
@@ -135,6 +147,71 @@ def release(endpoint: LocalEndpoint) -> None:
 def running() -> list[LocalEndpoint]:
     with _lock:
         return [r.endpoint for r in _running.values()]
+
+
+class LocalProvider:
+    """The embedded llama.cpp model behind the provider seam (`ensemble.sampling.provider`).
+
+    The server starts on first use (`start`) and stays up until `aclose` (an `Ensemble`
+    closes it in `close()`; every server still running stops at interpreter exit), so
+    sequential `decide()` calls do not reload the model. Requests go through litellm to the
+    server's OpenAI-compatible API. llama.cpp's server does not honour `n`: one request per
+    sample (`supports_n = False`), noted in run summaries.
+    """
+
+    supports_n: bool | None = False
+    # the server decodes one sequence at a time (n_parallel = 1): requests beyond one in flight
+    # only wait in its queue, where they can run into their timeout
+    max_concurrency = 1
+
+    def __init__(self, model: str, options: Any = None) -> None:
+        from .sampling.options import ProviderOptions
+
+        self.model = model
+        self.options = options or ProviderOptions()
+        self.path = resolve_weights(model)  # fail early, with the fix in the message
+        self.endpoint = ("local", str(self.path), "-")
+        self.api_base: str | None = None
+        self._local: LocalEndpoint | None = None
+        self._inner: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalProvider(model={self.model!r})"
+
+    async def start(self) -> None:
+        import asyncio
+
+        if self._inner is not None:
+            return
+        endpoint = await asyncio.to_thread(acquire, self.model)
+        from dataclasses import replace
+
+        from .sampling.client import LiteLLMProvider
+
+        with self._lock:
+            if self._inner is not None:  # started concurrently: give the extra back
+                release(endpoint)
+                return
+            self._local = endpoint
+            self.api_base = endpoint.api_base
+            self._inner = LiteLLMProvider(
+                self.model, replace(self.options, api_base=endpoint.api_base, api_key=None),
+                target_model=endpoint.model)
+
+    async def complete(self, messages: Any, params: Any, *, n: int = 1, headers: Any = None,
+                       timeout: float = 60.0) -> Any:
+        await self.start()
+        return await self._inner.complete(messages, params, n=n, headers=headers,
+                                          timeout=timeout)
+
+    async def aclose(self) -> None:
+        import asyncio
+
+        with self._lock:
+            endpoint, self._local, self._inner = self._local, None, None
+        if endpoint is not None:
+            await asyncio.to_thread(release, endpoint)
 
 
 def _start(path: Path, *, n_ctx: int, threads: int) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
+from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, get_task
 
@@ -38,11 +40,12 @@ class CalibrationConfig:
     n_budget: int = 5
     eval_dir: str | None = None
     out: str | None = None
-    api_base: str | None = None
-    api_key: str | None = None
-    max_concurrency: int = 16
+    provider: ProviderOptions = field(default_factory=ProviderOptions)
+    fail_on_error: float | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
     progress: bool = False
-    sampler_options: dict[str, Any] = field(default_factory=dict)
+    on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
 
 def _questions(cfg: CalibrationConfig) -> list[Question]:
@@ -78,13 +81,26 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                                  max_tokens=1, logprobs=True, top_logprobs=5)
                 for t in cfg.temperatures for q in qs]
     else:
-        reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples)
+        max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
+        extra = {} if max_tokens is None else {"max_tokens": max_tokens}
+        reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, **extra)
                 for t in cfg.temperatures for q in qs]
-    async with Sampler(cfg.model, api_base=cfg.api_base, api_key=cfg.api_key,
-                       store=out / "samples.sqlite", max_concurrency=cfg.max_concurrency,
-                       progress=cfg.progress, **cfg.sampler_options) as sampler:
-        rows = await sampler.sample(reqs, parser=task.parse)
+    async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
+                       progress=cfg.progress, max_cost=cfg.max_cost,
+                       on_status=cfg.on_status) as sampler:
+        result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
+    from .failures import apply_failure_policy
+
+    failed = apply_failure_policy(result, question_ids=[q.id for q in qs],
+                                  temperatures=cfg.temperatures, out=out,
+                                  fail_on_error=cfg.fail_on_error,
+                                  samples_total=stats.samples_total)
+    rows = result.rows
+    if failed.count:  # leave the failed questions out of every fit
+        keep = [qi for qi, q in enumerate(qs) if q.id not in set(failed.ids)]
+        rows = [rows[ti * len(qs) + qi] for ti in range(len(cfg.temperatures)) for qi in keep]
+        qs = [qs[qi] for qi in keep]
     post = np.array([q.posterior for q in qs], dtype=float)
     fits: list[LambdaFit] = []
     panels = []
@@ -131,6 +147,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             "holds": joint.holds},
         "recommendation": rec,
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
+        "rate_limited": stats.rate_limited, "failed": failed.to_dict(),
         "report": {k: str(v) for k, v in paths.items()},
     }
     from ensemble.jsonio import dumps

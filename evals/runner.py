@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
+from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
 
@@ -27,6 +29,10 @@ __all__ = ["EvalConfig", "analyse", "load_task", "run_dir", "run_eval", "select_
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """What an eval run does. `provider` holds the endpoint and its limits (the key hidden);
+    `fail_on_error` and `max_cost` are the run's failure policy and spending cap
+    (evals/failures.py); `on_status` receives the run's "waiting: ..." lines."""
+
     task: str
     model: str
     temperatures: tuple[float, ...]
@@ -36,14 +42,14 @@ class EvalConfig:
     seed: int = 0
     data: str | None = None
     out: str | None = None
-    api_base: str | None = None
-    api_key: str | None = None
+    provider: ProviderOptions = field(default_factory=ProviderOptions)
     bootstrap: int = 1000
-    max_concurrency: int = 16
     max_tokens: int | None = None
     skip_invalid: bool = False
-    sampler_options: dict[str, Any] = field(default_factory=dict)
+    fail_on_error: float | None = None
+    max_cost: float | None = None
     progress: bool = False
+    on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def k(self) -> int:
         """Samples per question and temperature (default: the largest n)."""
@@ -111,16 +117,31 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     k = cfg.k()
-    extra = {} if cfg.max_tokens is None else {"max_tokens": cfg.max_tokens}
+    max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
+    extra = {} if max_tokens is None else {"max_tokens": max_tokens}
     reqs = [SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **extra)
             for t in cfg.temperatures for q in questions]
     t0 = time.perf_counter()
-    async with Sampler(cfg.model, api_base=cfg.api_base, api_key=cfg.api_key,
-                       store=out / "samples.sqlite", max_concurrency=cfg.max_concurrency,
-                       progress=cfg.progress, **cfg.sampler_options) as sampler:
-        rows = await sampler.sample(reqs, parser=task.parse)
+    async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
+                       progress=cfg.progress, max_cost=cfg.max_cost,
+                       on_status=cfg.on_status) as sampler:
+        result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
     wall = time.perf_counter() - t0
+    from .failures import apply_failure_policy
+
+    failed = apply_failure_policy(result, question_ids=[q.id for q in questions],
+                                  temperatures=cfg.temperatures, out=out,
+                                  fail_on_error=cfg.fail_on_error,
+                                  samples_total=stats.samples_total)
+    rows = result.rows
+    if failed.count:  # leave the failed questions out of every estimate
+        keep = [qi for qi, q in enumerate(questions) if q.id not in set(failed.ids)]
+        rows = [rows[ti * len(questions) + qi] for ti in range(len(cfg.temperatures))
+                for qi in keep]
+        questions = [questions[qi] for qi in keep]
+        if not questions:
+            raise InputError("every question failed; see failures.jsonl")
     parse_for = getattr(task, "parse_for", None)
     answers = np.empty((len(cfg.temperatures), len(questions), k), dtype=object)
     for i, row in enumerate(rows):
@@ -139,9 +160,10 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         "requests": stats.requests, "cost_usd": stats.cost_usd,
         "tokens": {"prompt": stats.prompt_tokens, "completion": stats.completion_tokens},
         "samples": {"total": stats.samples_total, "from_store": stats.samples_cached},
-        "retries": stats.retries, "errors": stats.errors, "wall_time_s": wall,
-        "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
-        "data": _data_notes(task),
+        "retries": stats.retries, "errors": stats.errors, "rate_limited": stats.rate_limited,
+        "wall_time_s": wall, "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
+        "data": _data_notes(task), "failed": failed.to_dict(), "notes": list(stats.notes),
+        "provider": cfg.provider.public(),
     })
     _write_outputs(out, summary)
     return summary

@@ -29,7 +29,12 @@ class Question:
 
 @runtime_checkable
 class Task(Protocol):
-    """What every task provides."""
+    """What every task provides.
+
+    A task may also set `max_tokens` (an int): the completion budget a reply needs, used when
+    the user gives no --max-tokens, so that a model that rambles (a small local model) cannot
+    run a single sample to thousands of tokens.
+    """
 
     name: str
 

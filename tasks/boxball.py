@@ -59,6 +59,7 @@ class BoxBallTask:
     """The box-and-ball task on the grid {0, 1/N, ..., N/N} (N = `denominator`)."""
 
     name = "boxball"
+    max_tokens = 512  # room for a brief calculation and the answer; --max-tokens overrides
     choices = CHOICES
 
     def __init__(self, *, denominator: int = 5, balls: int = 100) -> None:

@@ -51,6 +51,7 @@ class JsonlTask:
     """
 
     name = "jsonl"
+    max_tokens = 1024  # room for a reasoned answer; --max-tokens overrides
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
                  seed: int = 0, skip_invalid: bool = False) -> None:

@@ -117,6 +117,7 @@ class MathQATask:
     """
 
     name = "mathqa"
+    max_tokens = 1024  # room for a worked solution and the answer; --max-tokens overrides
     choices = LETTERS
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,

@@ -10,6 +10,7 @@ import pytest
 
 from ensemble.calibration import fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
+from ensemble.jsonio import loads
 from ensemble.qr import psi
 from ensemble.testing import SimulatedServer
 from tasks import get_task
@@ -130,14 +131,16 @@ def test_bad_input_one_line(tmp_path):
 def test_real_local_model_calibration_reports_honestly(tmp_path, smollm2_path):
     pytest.importorskip("xllamacpp")
     r = cli("calibrate", "--model", f"local/{smollm2_path}", "--t", "1", "--samples", "2",
-            "--limit", "8", "--mode", "sample", "--out", str(tmp_path / "local"), "--json")
+            "--limit", "8", "--mode", "sample", "--max-tokens", "96", "--out",
+            str(tmp_path / "local"), "--json")
     # SmolLM2-135M rarely gives a parseable answer; the command either fits (λ near 0, wide CI)
     # or says in one line that λ is not identified / no answers were valid
     if r.returncode == 0:
-        f = json.loads(r.stdout)["fits"][0]
+        f = loads(r.stdout)["fits"][0]  # ±∞ decoded: a real model may be separated either way
         assert f["ci"][0] < 5
     else:
-        lines = r.stderr.strip().splitlines()
+        # "waiting: ..." status lines may come first (the model is slow); then one error line
+        lines = [x for x in r.stderr.strip().splitlines() if "ensemble: waiting:" not in x]
         assert len(lines) == 1 and ("not identified" in lines[0] or "no valid" in lines[0]
                                     or "two questions" in lines[0])
     assert (tmp_path / "local" / "samples.sqlite").exists()  # samples kept either way

@@ -6,6 +6,82 @@ import argparse
 import math
 
 
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def share_or_count(text: str) -> float:
+    """A share in [0, 1) or a count >= 1 (for --fail-on-error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a share below 1 (e.g. 0.05) or a count (e.g. 3), got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (value >= 1 and value != int(value)):
+        raise argparse.ArgumentTypeError(
+            f"expected a share below 1 (e.g. 0.05) or a whole count (e.g. 3), got {text!r}")
+    return value
+
+
+def add_provider_args(p: argparse.ArgumentParser) -> None:
+    """--model and the provider options shared by sample, eval and calibrate."""
+    p.add_argument("--model", required=True,
+                   help="litellm model string (openai/gpt-4o-mini, ollama/llama3, ...) or "
+                        "local / local:<path.gguf>")
+    g = p.add_argument_group("provider and limits (shared by every run on the same endpoint)")
+    g.add_argument("--api-base", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--api-key", help="API key (default: the provider's environment variable, "
+                                     "e.g. OPENAI_API_KEY)")
+    g.add_argument("--max-concurrency", type=positive_int, default=16,
+                   help="requests in flight at most (default 16)")
+    g.add_argument("--rpm", type=positive_float, help="requests per minute at most")
+    g.add_argument("--tpm", type=positive_float, help="tokens per minute at most")
+    g.add_argument("--timeout", type=positive_float, default=60.0,
+                   help="seconds to wait for one reply (default 60)")
+    g.add_argument("--max-attempts", type=positive_int, default=6,
+                   help="attempts per request for transient errors; rate limits do not count "
+                        "(default 6)")
+    g.add_argument("--max-retry-time", type=positive_float, default=900.0,
+                   help="seconds one sample may spend waiting and retrying, rate limits "
+                        "included (default 900)")
+    g.add_argument("--max-failures", type=positive_int, default=10,
+                   help="stop after this many requests in a row fail for good (default 10)")
+
+
+def add_run_policy_args(p: argparse.ArgumentParser) -> None:
+    """--fail-on-error and --max-cost (eval, calibrate)."""
+    p.add_argument("--fail-on-error", type=share_or_count, metavar="F",
+                   help="accept up to this share (below 1) or count (1 or more) of questions "
+                        "failing for good; they are left out of every estimate and listed")
+    p.add_argument("--max-cost", type=positive_float, metavar="USD",
+                   help="stop new requests before spending more than this; rerun with a higher "
+                        "cap to continue from the store")
+
+
+def provider_options(args: argparse.Namespace) -> object:
+    """The `ProviderOptions` of the parsed provider arguments (validated there)."""
+    from ..sampling.options import ProviderOptions
+
+    return ProviderOptions(api_base=args.api_base, api_key=args.api_key,
+                           timeout=args.timeout, max_concurrency=args.max_concurrency,
+                           rpm=args.rpm, tpm=args.tpm, max_attempts=args.max_attempts,
+                           max_retry_time=args.max_retry_time, max_failures=args.max_failures)
+
+
+def status_printer(line: str) -> None:
+    """Where a run's "waiting: ..." lines go: one line on stderr, terminal or not."""
+    import sys
+
+    print(f"ensemble: {line}", file=sys.stderr, flush=True)
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1."""
     try:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import positive_int, temperature
+from ._args import (
+    add_provider_args,
+    add_run_policy_args,
+    positive_int,
+    provider_options,
+    status_printer,
+    temperature,
+)
 from ._output import emit_json, fmt_lam
-from .sample import add_provider_args
 
 
 def register(subparsers: Any) -> None:
@@ -27,9 +33,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-bias", dest="bias", action="store_false", help="fit without a bias term")
     p.add_argument("--mirror", action="store_true", help="the paper's symmetric mirroring")
     p.add_argument("--mode", choices=("sample", "logprob"), default="sample")
+    p.add_argument("--max-tokens", type=positive_int,
+                   help="completion token limit per sample (default: the task's, 512 for "
+                        "boxball)")
     p.add_argument("--n-budget", type=positive_int, default=5, help="samples you can afford")
     p.add_argument("--eval-dir", help="an eval run directory, for expected accuracy")
     p.add_argument("--out", help="report directory (default runs/calibrate-MODEL)")
+    add_run_policy_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -43,10 +53,9 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, temperatures=tuple(args.t), samples=args.samples, task=args.task,
         data=args.data, limit=args.limit, seed=args.seed, bias=args.bias, mirror=args.mirror,
         mode=args.mode, n_budget=args.n_budget, eval_dir=args.eval_dir, out=args.out,
-        api_base=args.api_base, api_key=args.api_key, max_concurrency=args.max_concurrency,
-        progress=not args.json,
-        sampler_options=dict(rpm=args.rpm, timeout=args.timeout, max_attempts=args.max_attempts,
-                             max_retry_time=args.max_retry_time))
+        provider=provider_options(args), fail_on_error=args.fail_on_error,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
     doc = run_sync(run_calibration(cfg))
     if args.json:
         emit_json(doc)

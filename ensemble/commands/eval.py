@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import positive_int, temperature
+from ._args import (
+    add_provider_args,
+    add_run_policy_args,
+    positive_int,
+    provider_options,
+    status_printer,
+    temperature,
+)
 from ._output import emit_json
-from .sample import add_provider_args
 
 
 def register(subparsers: Any) -> None:
@@ -29,9 +35,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
     p.add_argument("--bootstrap", type=positive_int, default=1000,
                    help="bootstrap repetitions (default 1000, as in the paper)")
-    p.add_argument("--max-tokens", type=positive_int, help="completion token limit per sample")
+    p.add_argument("--max-tokens", type=positive_int,
+                   help="completion token limit per sample (default: the task's: 512 for "
+                        "boxball, 1024 for mathqa and jsonl)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip malformed data rows (counted in summary.json) instead of failing")
+    add_run_policy_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -43,13 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = EvalConfig(task=args.task, model=args.model, temperatures=tuple(args.t),
                      ns=tuple(args.n), samples=args.samples, limit=args.limit, seed=args.seed,
-                     data=args.data, out=args.out, api_base=args.api_base, api_key=args.api_key,
-                     bootstrap=args.bootstrap, max_concurrency=args.max_concurrency,
-                     max_tokens=args.max_tokens, skip_invalid=args.skip_invalid,
-                     progress=not args.json,
-                     sampler_options=dict(rpm=args.rpm, timeout=args.timeout,
-                                          max_attempts=args.max_attempts,
-                                          max_retry_time=args.max_retry_time))
+                     data=args.data, out=args.out, provider=provider_options(args),
+                     bootstrap=args.bootstrap, max_tokens=args.max_tokens,
+                     skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
+                     max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
     summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)

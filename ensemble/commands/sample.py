@@ -5,22 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import positive_int, temperature
+from ._args import (
+    add_provider_args,
+    positive_float,
+    positive_int,
+    provider_options,
+    status_printer,
+    temperature,
+)
 from ._output import emit_json
-
-
-def add_provider_args(p: argparse.ArgumentParser) -> None:
-    """--model, --api-base, --api-key and the limits shared by sample, eval and calibrate."""
-    p.add_argument("--model", required=True,
-                   help="litellm model string (openai/gpt-4o-mini, ollama/llama3, ...) or local")
-    p.add_argument("--api-base", help="OpenAI-compatible base URL (e.g. the simulated server)")
-    p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
-    p.add_argument("--max-concurrency", type=positive_int, default=16)
-    p.add_argument("--rpm", type=positive_int, help="requests per minute limit")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    p.add_argument("--max-attempts", type=positive_int, default=6)
-    p.add_argument("--max-retry-time", type=float, default=300.0,
-                   help="give up retrying a request after this many seconds")
 
 
 def register(subparsers: Any) -> None:
@@ -33,6 +26,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-tokens", type=positive_int)
     p.add_argument("--store", help="SQLite store path (resumable); default: none")
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
+    p.add_argument("--max-cost", type=positive_float, metavar="USD",
+                   help="stop new requests before spending more than this")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("prompt", nargs="?", help="the prompt text")
@@ -43,11 +38,10 @@ def run(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from .._sync import run_sync
-    from ..sampling.parsing import choice_parser, extract_answer
-    from ..sampling.sampler import Sampler
-    from ..sampling.types import SampleRequest
-
     from ..errors import InputError
+    from ..sampling.parsing import choice_parser, extract_answer
+    from ..sampling.sampler import Sampler, raise_for_failures
+    from ..sampling.types import SampleRequest
 
     choices, prompt = _split_choices(args.choices, args.prompt)
     if not prompt:
@@ -58,13 +52,12 @@ def run(args: argparse.Namespace) -> int:
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
 
     async def go() -> tuple[Any, Any]:
-        async with Sampler(args.model, api_base=args.api_base, api_key=args.api_key,
-                           store=args.store, max_concurrency=args.max_concurrency, rpm=args.rpm,
-                           timeout=args.timeout, max_attempts=args.max_attempts,
-                           max_retry_time=args.max_retry_time, refresh=args.refresh,
-                           progress=args.progress) as s:
-            rows = await s.sample([req], parser=parser)
-            return rows[0], s.stats
+        async with Sampler(args.model, options=provider_options(args),  # type: ignore[arg-type]
+                           store=args.store, refresh=args.refresh, progress=args.progress,
+                           max_cost=args.max_cost, on_status=status_printer) as s:
+            result = await s.run([req], parser=parser)
+            raise_for_failures(result, 1)
+            return result.rows[0], s.stats
 
     samples, stats = run_sync(go())
     counts = Counter(s.answer if s.answer is not None else "(invalid)" for s in samples)

@@ -285,9 +285,12 @@ class EndpointLimiter:
             self._successes.popleft()
         measured = len(self._successes) / _WINDOW_S
         current = self._rate(now)
-        target = measured if current is None else min(measured, current)
-        self.learned_rate = max(_MIN_RATE, _DECREASE * target)
-        self._rate_at = self.cooldown_until
+        if measured > 0:
+            target = measured if current is None else min(measured, current)
+            self.learned_rate = max(_MIN_RATE, _DECREASE * target)
+            self._rate_at = self.cooldown_until
+        # no success in the window: no rate to learn from; the cool-down and the halved
+        # concurrency slow the endpoint down until successes give a measure
         self._next_send = self.cooldown_until
 
     # -- observing ---------------------------------------------------------------------------

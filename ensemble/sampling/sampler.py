@@ -1,45 +1,122 @@
-"""The async sampler: k samples per (prompt, parameters), concurrent, throttled, retried, durable.
+"""The async sampler: k samples per (prompt, parameters), concurrent, limited, retried, durable.
 
-- Concurrency is bounded per provider endpoint (samplers on one endpoint in one event loop share
-  the bound) and adapts: halved on 429, regrown on success. An optional requests-per-minute
-  throttle uses asyncio-throttle. litellm's HTTP connection pool is sized to the concurrency so
-  that it never caps it.
+    async with Sampler("openai/gpt-4o-mini", store="run/samples.sqlite") as s:
+        rows = await s.sample([SampleRequest.of(prompt, temperature=0.7, k=10)])
+        result = await s.run(requests)   # rows and failures, never raising for one prompt
+
+- Requests go through the provider seam (`ensemble.sampling.provider`): litellm by default, the
+  embedded llama.cpp model for `local/...`, or any `Provider` passed in (the in-process fake).
+- Every request passes the endpoint's process-wide limiter (`limiter.py`): concurrency, request
+  and token rates, and one shared cool-down after a 429 or an overload. Those are backpressure:
+  the request waits and is retried without using up `max_attempts`, until its sample's time
+  budget (`max_retry_time`) runs out. Other transient errors (5xx, timeouts, dropped
+  connections, malformed replies) get `max_attempts` attempts with jittered exponential backoff
+  (tenacity's `wait_random_exponential`); 400/401/403/404 fail at once.
+- Work is fed to a fixed pool of workers from a lazy queue (no task per request created up
+  front), so the cost per sample does not grow with the size of the run.
 - The provider's `n` carries several samples in one request where it works; the number of
-  choices returned is checked, missing ones are requested again, and a provider that rejects
-  `n` is remembered and served by separate requests. Never fewer samples than asked, silently.
-- Retries (tenacity): 429, 5xx, timeouts, dropped connections and malformed replies, with
-  exponential backoff and jitter, at least the provider's Retry-After, bounded in attempts and
-  in total time. 400/401/403/404 fail at once with a message that says what to do.
-- Each sample is written to the store as it arrives; a rerun reads them back and requests only
-  what is missing. Each request carries its first sample index in the `x-ensemble-sample-index`
-  header, which the simulated server uses to make draws reproducible across interruptions.
+  choices is checked, missing ones are requested again, and a provider that rejects or ignores
+  `n` is remembered and served one request per sample. Never fewer samples than asked, silently.
+- With a store, each sample's (key, index) is leased before it is requested, written (and the
+  lease dropped) in one transaction when it arrives; a rerun requests only what is missing, and
+  a second process on the same store waits for the first one's samples instead of paying again.
+- Failure policy: a prompt that fails for good costs that prompt, not the run: every other
+  request finishes and is stored, and `run` returns the failures. Systemic failures (401/403, a
+  wrong or unreachable endpoint, `max_failures` permanent failures in a row, the cost cap) stop
+  new requests at once; requests in flight finish and are stored.
+- Each request carries its first sample index in the `x-ensemble-sample-index` header (the
+  simulated server makes draws reproducible with it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
 import os
 import re
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import (
     EnsembleError,
     InputError,
     ProviderError,
-    RateLimitError,
     RetryBudgetExceeded,
+    RunStopped,
+    SamplingFailed,
 )
-from .client import NUnsupported, complete, pool_capacity, provider_of, size_http_pool
-from .limiter import ProviderGate, gate_for
+from .limiter import EndpointLimiter, limiter_for
+from .options import ProviderKwargs, ProviderOptions
 from .parsing import extract_answer
-from .store import SampleStore
+from .provider import Completion, Provider, make_provider
+from .store import SampleStore, new_holder
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
 
-__all__ = ["INDEX_HEADER", "Sampler"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
+
+__all__ = ["INDEX_HEADER", "SampleFailure", "SampleResult", "Sampler", "raise_for_failures"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
+LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
+_BUSY_POLL = 0.5  # seconds between checks for samples another process is drawing
+log = logging.getLogger("ensemble.sampling")
+
+
+@dataclass(frozen=True)
+class SampleFailure:
+    """A request that failed for good: which prompt, which samples, and why."""
+
+    request: int  # index into the requests given to `run`
+    tag: str | None  # the request's tag (e.g. the question id)
+    key: str
+    indices: tuple[int, ...]
+    error: str  # the error's class name, e.g. "ContentRefusedError"
+    status: int | None
+    reason: str  # a short label: "400 content policy", "timeout", ...
+    message: str  # one line, redacted
+    exception: ProviderError | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request": self.request, "tag": self.tag, "indices": list(self.indices),
+                "error": self.error, "status": self.status, "reason": self.reason,
+                "message": self.message}
+
+
+@dataclass
+class SampleResult:
+    """What `Sampler.run` returns: the samples (None where a request failed) and the failures.
+
+    `stopped` is the systemic failure that stopped new requests, if one did.
+    """
+
+    rows: list[list[Sample | None]]
+    failures: list[SampleFailure] = field(default_factory=list)
+    stopped: RunStopped | None = None
+
+    @property
+    def complete(self) -> bool:
+        return not self.failures and self.stopped is None
+
+    def failed_requests(self) -> set[int]:
+        """Indices of the requests with at least one sample missing."""
+        return {i for i, row in enumerate(self.rows) if any(s is None for s in row)}
+
+
+@dataclass
+class _Unit:
+    """Contiguous sample indices of one request, requested together (the provider's `n`)."""
+
+    ri: int
+    key: str
+    indices: list[int]
+    not_before: float = 0.0  # monotonic time before which a busy unit is not re-checked
 
 
 def _default_parser(text: str) -> str | None:
@@ -49,54 +126,76 @@ def _default_parser(text: str) -> str | None:
 class Sampler:
     """Draws samples from one model. Use `async with Sampler(...) as s: await s.sample(reqs)`.
 
-    `store`: a path or SampleStore for durable, resumable sampling; None keeps nothing.
-    `use_n`: "auto" tries the provider's `n` and falls back when it is rejected; True/False force.
-    `refresh`: re-draw samples even if stored (and overwrite them).
+    options:   `ProviderOptions` (api_base, api_key, timeout, max_concurrency, rpm, tpm,
+               max_attempts, max_retry_time, max_failures), or the same names as keywords.
+    provider:  a `Provider` to use instead of the one the model string implies (e.g.
+               `ensemble.testing.FakeExpertProvider`); the caller keeps ownership of it.
+    store:     a path or SampleStore for durable, resumable sampling; None keeps nothing.
+    use_n:     "auto" tries the provider's `n` and falls back when it is rejected or ignored;
+               True / False force it. `max_n`: most samples asked in one request.
+    refresh:   re-draw samples even if stored (and overwrite them).
+    max_cost:  stop new requests once spent plus in flight would pass this many USD.
+    on_status: called with a one-line status ("waiting: ...") whenever no sample arrived for
+               `status_every` seconds; default: the "ensemble.sampling" logger.
+    progress:  a rich progress bar on stderr when it is a terminal.
     """
 
-    def __init__(self, model: str, *, api_base: str | None = None, api_key: str | None = None,
+    def __init__(self, model: str, *, options: ProviderOptions | None = None,
+                 provider: Provider | None = None,
                  store: SampleStore | str | os.PathLike[str] | None = None,
-                 max_concurrency: int = 16, rpm: float | None = None, timeout: float = 60.0,
-                 max_attempts: int = 6, max_retry_time: float = 300.0,
                  use_n: bool | str = "auto", max_n: int = 16, refresh: bool = False,
-                 progress: bool = False, extra_headers: dict[str, str] | None = None) -> None:
+                 progress: bool = False, extra_headers: dict[str, str] | None = None,
+                 max_cost: float | None = None,
+                 on_status: Callable[[str], None] | None = None, status_every: float = 10.0,
+                 **provider_options: Unpack[ProviderKwargs]) -> None:
         if not isinstance(model, str) or not model.strip():
             raise InputError("model must be a non-empty string such as openai/gpt-4o-mini")
-        if max_concurrency < 1:
-            raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if max_attempts < 1:
-            raise InputError(f"max_attempts must be >= 1, got {max_attempts}")
-        if rpm is not None and rpm <= 0:
-            raise InputError(f"rpm must be > 0, got {rpm}")
+        if use_n not in ("auto", True, False):
+            raise InputError(f"use_n must be 'auto', True or False, got {use_n!r}")
+        if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
+            raise InputError(f"max_n must be an integer >= 1, got {max_n!r}")
+        if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
+            raise InputError(f"max_cost must be a number of USD > 0, got {max_cost!r}")
+        if not status_every > 0:
+            raise InputError(f"status_every must be > 0 seconds, got {status_every!r}")
         self.model = model
-        self.api_base = api_base
-        self._api_key = api_key
-        self.timeout = float(timeout)
-        self.max_attempts = int(max_attempts)
-        self.max_retry_time = float(max_retry_time)
-        self.max_n = max(1, int(max_n))
+        self.options = ProviderOptions.build(options, **provider_options)
+        self._own_provider = provider is None
+        self.provider: Provider = provider if provider is not None else make_provider(
+            model, self.options)
+        self.max_n = max_n
         self.refresh = refresh
         self.progress = progress
+        self.max_cost = None if max_cost is None else float(max_cost)
         self.extra_headers = dict(extra_headers or {})
-        self._n_ok: bool | None = None if use_n == "auto" else bool(use_n)
-        self._own_store = not isinstance(store, SampleStore) and store is not None
+        self.on_status = on_status
+        self.status_every = float(status_every)
+        if use_n == "auto":
+            self._n_ok: bool | None = self.provider.supports_n
+        else:
+            self._n_ok = bool(use_n)
+        self._own_store = store is not None and not isinstance(store, SampleStore)
         self._store_path = store if self._own_store else None
-        self.store: SampleStore | None = (SampleStore(store) if self._own_store
+        self.store: SampleStore | None = (SampleStore(store) if self._own_store  # type: ignore[arg-type]
                                           else store)  # type: ignore[assignment]
+        self.holder = new_holder()
         self.stats = JobStats()
-        self.max_concurrency = int(max_concurrency)
-        self._gate: ProviderGate | None = None
-        self._gate_loop: Any = None
+        self._limiter: EndpointLimiter | None = None
         self._probe: asyncio.Lock | None = None
-        self._rpm = rpm
-        self._endpoint: Any = None
-        self._target_model = model
-        self._target_base = api_base
         self._bar: Any = None
         self._task_id: Any = None
+        self._stop: RunStopped | None = None
+        self._consecutive_failures = 0
+        self._last_progress = time.monotonic()
+        self._in_flight = 0
+        self._retrying = 0
 
-    def __repr__(self) -> str:  # never show the key
-        return f"Sampler(model={self.model!r}, api_base={self.api_base!r})"
+    def __repr__(self) -> str:  # never shows the key
+        return f"Sampler(model={self.model!r}, api_base={self.options.api_base!r})"
+
+    @property
+    def api_base(self) -> str | None:
+        return self.provider.api_base or self.options.api_base
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Sampler:
@@ -107,11 +206,14 @@ class Sampler:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._endpoint is not None:
-            from .. import local
-
-            endpoint, self._endpoint = self._endpoint, None
-            await asyncio.to_thread(local.release, endpoint)
+        """Close what this sampler opened: its own provider (not one passed in) and store."""
+        if self._own_provider:
+            await self.provider.aclose()
+        if self.store is not None:
+            try:
+                self.store.release(self.holder)
+            except EnsembleError:
+                pass
         if self._own_store and self.store is not None:
             self.store.close()
             self.store = None
@@ -119,89 +221,204 @@ class Sampler:
     async def _resolve(self) -> None:
         if self._own_store and self.store is None:  # reused after aclose()
             self.store = SampleStore(self._store_path)  # type: ignore[arg-type]
-        if self._endpoint is None and (self.model == "local" or self.model.startswith("local/")):
-            from .. import local
+        await self.provider.start()
+        if self._limiter is None:
+            o = self.options
+            if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local"):
+                from .client import pool_capacity, size_http_pool
 
-            self._endpoint = await asyncio.to_thread(local.acquire, self.model)
-            self._target_model = self._endpoint.model
-            self._target_base = self._endpoint.api_base
-        loop = asyncio.get_running_loop()
-        if self._gate is None or self._gate_loop is not loop:
-            # gates hold asyncio primitives of one loop: sample_sync runs a new loop each time
-            self._gate_loop = loop
-            size_http_pool(self.max_concurrency)
-            cap = pool_capacity()
-            if cap is not None and cap < self.max_concurrency:
-                import warnings
-
-                msg = (f"litellm's HTTP pool holds {cap} connections per host, fewer than "
-                       f"max_concurrency={self.max_concurrency}: concurrency is capped at {cap}")
-                self.stats.notes.append(msg)
-                warnings.warn(msg, RuntimeWarning, stacklevel=2)
-            self._gate = gate_for(provider_of(self._target_model), self._target_base,
-                                  max_concurrency=self.max_concurrency, rpm=self._rpm)
+                size_http_pool(o.max_concurrency)
+                cap = pool_capacity()
+                if cap is not None and cap < o.max_concurrency:
+                    self._note(f"litellm's HTTP pool holds {cap} connections per host, fewer "
+                               f"than max_concurrency={o.max_concurrency}: concurrency is "
+                               f"capped at {cap}")
+            # a provider may know it serves fewer requests at once (the local llama.cpp server)
+            cap = getattr(self.provider, "max_concurrency", None) or o.max_concurrency
+            self._limiter = limiter_for(self.provider.endpoint,
+                                        max_concurrency=min(o.max_concurrency, cap),
+                                        rpm=o.rpm, tpm=o.tpm)
 
     # -- sampling ----------------------------------------------------------------------------
-    def sample_sync(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
-                    ) -> list[list[Sample]]:
-        """Blocking `sample`; works inside and outside a running event loop."""
-        from .._sync import run_sync
-
-        return run_sync(self.sample(requests, parser=parser))
-
     async def sample(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
                      ) -> list[list[Sample]]:
-        """k samples for each request, in request order, each list indexed 0..k-1."""
+        """k samples for each request, in request order, each list indexed 0..k-1.
+
+        When requests fail for good, it raises after every other request has finished and
+        been stored: the error that stopped the run (e.g. `AuthenticationError`), the one
+        prompt's error when one prompt failed, else `SamplingFailed` listing them all.
+        `run` returns the failures instead of raising.
+        """
+        result = await self.run(requests, parser=parser)
+        raise_for_failures(result, len(requests))
+        return result.rows  # type: ignore[return-value]
+
+    async def run(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
+                  ) -> SampleResult:
+        """Draw every missing sample; return the rows and the failures (see the module doc)."""
         parse = parser or _default_parser
         for r in requests:
-            if r.k < 1:
-                raise InputError(f"k must be >= 1, got {r.k}")
+            if not isinstance(r, SampleRequest):
+                raise InputError(f"requests must be SampleRequest objects, got {type(r).__name__}")
         await self._resolve()
         t0 = time.perf_counter()
-        results: list[list[Sample | None]] = [[None] * r.k for r in requests]
-        units: list[tuple[int, str, list[int]]] = []
+        self._stop = None
+        self._consecutive_failures = 0
+        self._last_progress = time.monotonic()
+        rows: list[list[Sample | None]] = [[None] * r.k for r in requests]
+        failures: list[SampleFailure] = []
+        units = self._plan(requests, rows, parse)
+        self._probe = asyncio.Lock()
+        self._start_progress()
+        queue = _UnitQueue(units)
+        helpers: list[asyncio.Task[None]] = []
+        try:
+            if queue.pending:
+                n_workers = min(queue.pending, self.options.max_concurrency)
+                if self.store is not None:
+                    helpers.append(asyncio.ensure_future(self._heartbeat()))
+                helpers.append(asyncio.ensure_future(self._watch()))
+                workers = [asyncio.ensure_future(self._worker(queue, requests, rows, parse,
+                                                              failures))
+                           for _ in range(n_workers)]
+                try:
+                    await asyncio.gather(*workers)
+                except BaseException:
+                    for w in workers:
+                        w.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    raise
+        finally:
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            if self.store is not None:
+                try:
+                    self.store.release(self.holder)
+                except EnsembleError:
+                    pass
+            self.stats.wall_time_s += time.perf_counter() - t0
+            self._stop_progress()
+        self.stats.failed += sum(len(f.indices) for f in failures)
+        stopped = self._stop
+        if stopped is not None:
+            stopped.failures = list(failures)
+        for ri, row in enumerate(rows):  # never fewer samples than asked, silently
+            if any(s is None for s in row) and not any(f.request == ri for f in failures) \
+                    and stopped is None:
+                raise EnsembleError(f"{self.model}: the sampler got fewer samples than asked; "
+                                    "this is a bug, please report it")
+        return SampleResult(rows=rows, failures=failures, stopped=stopped)
+
+    def _plan(self, requests: Sequence[SampleRequest], rows: list[list[Sample | None]],
+              parse: Parser) -> list[_Unit]:
+        """Read what the store holds; return the units of missing samples."""
+        units: list[_Unit] = []
         for ri, req in enumerate(requests):
             key = request_key(self.model, req.messages, req.params)
-            have = {}
+            have: dict[int, Sample] = {}
             if self.store is not None and not self.refresh:
                 have = self.store.get(key, range(req.k), parser=parse)
             for i, s in have.items():
-                results[ri][i] = s
+                rows[ri][i] = s
                 if not s.valid:
                     self.stats.invalid += 1
-            missing = [i for i in range(req.k) if i not in have]
             self.stats.samples_total += req.k
             self.stats.samples_cached += len(have)
             self.stats.samples_done += len(have)
+            missing = [i for i in range(req.k) if i not in have]
+            per_unit = 1 if self._n_ok is False else self.max_n
             for run in _contiguous(missing):
-                for s in range(0, len(run), self.max_n):
-                    units.append((ri, key, run[s:s + self.max_n]))
-        self._probe = asyncio.Lock()
-        self._start_progress()
-        try:
-            tasks = [asyncio.ensure_future(self._run_unit(requests[ri], key, idx, results[ri],
-                                                          parse)) for ri, key, idx in units]
-            if tasks:
-                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-                failed = [t for t in done if t.exception() is not None]
-                if failed:
-                    for t in pending:
-                        t.cancel()
-                    await asyncio.gather(*pending, return_exceptions=True)
-                    raise failed[0].exception()  # type: ignore[misc]
-        finally:
-            self.stats.wall_time_s += time.perf_counter() - t0
-            self._stop_progress()
-        for row in results:
-            if any(s is None for s in row):  # never fewer samples than asked, silently
-                raise EnsembleError(f"{self.model}: the sampler got fewer samples than asked; "
-                                    "this is a bug, please report it")
-        return results  # type: ignore[return-value]
+                for s in range(0, len(run), per_unit):
+                    units.append(_Unit(ri, key, run[s:s + per_unit]))
+        return units
+
+    async def _worker(self, queue: _UnitQueue, requests: Sequence[SampleRequest],
+                      rows: list[list[Sample | None]], parse: Parser,
+                      failures: list[SampleFailure]) -> None:
+        while self._stop is None:
+            unit = await queue.next()
+            if unit is None:
+                return
+            req = requests[unit.ri]
+            todo = unit.indices
+            if self.store is not None and not self.refresh:
+                todo = self._claim(unit, rows, parse, queue)
+                if not todo:
+                    queue.done(unit)
+                    continue
+            elif self.store is not None:
+                self.store.claim([(unit.key, todo)], holder=self.holder, ttl=LEASE_TTL)
+            try:
+                await self._run_unit(req, unit.key, todo, rows[unit.ri], parse)
+            except (ProviderError, _Stopped) as exc:
+                self._fail(unit, req, todo, rows[unit.ri], exc, failures)
+            queue.done(unit)
+
+    def _claim(self, unit: _Unit, rows: list[list[Sample | None]], parse: Parser,
+               queue: _UnitQueue) -> list[int]:
+        """Lease the unit's samples; read those another run has stored meanwhile; defer those
+        another live run is drawing. Returns the indices to request now."""
+        assert self.store is not None
+        claim = self.store.claim([(unit.key, unit.indices)], holder=self.holder,
+                                 ttl=LEASE_TTL)[0]
+        if claim.done:
+            got = self.store.get(unit.key, claim.done, parser=parse)
+            row = rows[unit.ri]
+            for i, s in got.items():
+                if row[i] is None:
+                    row[i] = s
+                    self.stats.samples_done += 1
+                    self.stats.samples_shared += 1
+                    if not s.valid:
+                        self.stats.invalid += 1
+            self._advance(len(got))
+        if claim.busy:
+            queue.defer(_Unit(unit.ri, unit.key, claim.busy,
+                              not_before=time.monotonic() + _BUSY_POLL))
+        return claim.claimed
+
+    def _fail(self, unit: _Unit, req: SampleRequest, todo: list[int],
+              row: list[Sample | None], exc: ProviderError | _Stopped,
+              failures: list[SampleFailure]) -> None:
+        missing = tuple(i for i in todo if row[i] is None)
+        if self.store is not None:
+            try:
+                self.store.release(self.holder, [(unit.key, i) for i in missing])
+            except EnsembleError:
+                pass
+        if not missing or isinstance(exc, (_Stopped, _CostCap)):
+            return  # not attempted: the run was stopped (the stop itself says why)
+        failures.append(SampleFailure(
+            request=unit.ri, tag=req.tag, key=unit.key, indices=missing,
+            error=type(exc).__name__, status=exc.status, reason=exc.reason,
+            message=" ".join(str(exc).split()), exception=exc))
+        self._consecutive_failures += 1
+        if self._stop is not None:
+            return
+        if exc.systemic:
+            self._stop = RunStopped(f"{exc}; stopped new requests", cause=exc)
+        elif self._consecutive_failures >= self.options.max_failures:
+            self._stop = RunStopped(
+                f"{self._consecutive_failures} requests in a row failed for good (last: {exc}); "
+                "stopped new requests so as not to spend more (--max-failures "
+                f"{self.options.max_failures})", cause=exc)
 
     async def _run_unit(self, req: SampleRequest, key: str, indices: list[int],
                         row: list[Sample | None], parse: Parser) -> None:
         todo = list(indices)
         while todo:
+            if self._stop is not None:
+                raise _Stopped()
+            if self._n_ok is False and len(todo) > 1:
+                # n unsupported: one request per sample, concurrently (bounded by the limiter)
+                results = await asyncio.gather(
+                    *(self._run_unit(req, key, [i], row, parse) for i in todo),
+                    return_exceptions=True)
+                errors = [r for r in results if isinstance(r, BaseException)]
+                if errors:
+                    raise errors[0]
+                return
             if self._n_ok is None and len(todo) > 1 and self._probe is not None \
                     and self._probe.locked():
                 # another unit is finding out whether the provider honours n: wait for it
@@ -209,10 +426,6 @@ class Sampler:
                 async with self._probe:
                     pass
             use_n = self._n_ok is not False and len(todo) > 1
-            if not use_n and len(todo) > 1:
-                # n unsupported: one request per sample, concurrently (bounded by the gate)
-                await asyncio.gather(*(self._run_unit(req, key, [i], row, parse) for i in todo))
-                return
             batch = todo if use_n else todo[:1]
             try:
                 if use_n and self._n_ok is None and self._probe is not None:
@@ -225,34 +438,45 @@ class Sampler:
                     comp = await self._request(req, n=len(batch), start=batch[0])
                     if len(batch) > 1:
                         self._learn_n(len(batch), len(comp.choices))
-            except NUnsupported:
-                if self._n_ok is not False:
-                    self._n_ok = False
-                    self._note(f"{self.model} rejects n > 1: falling back to one request per "
-                               "sample")
-                continue
+            except ProviderError as exc:
+                from .client import NUnsupported
+
+                if isinstance(exc, NUnsupported):
+                    if self._n_ok is not False:
+                        self._n_ok = False
+                        self._note(f"{self.model} rejects n > 1: one request per sample")
+                    continue
+                raise
             got = list(comp.choices[:len(batch)])
             if 1 < len(got) < len(batch):
                 self._note(f"{self.model} returned fewer choices than n; requested the rest")
-            share = max(1, len(got))
-            for j, ch in enumerate(got):
-                idx = batch[j]
-                sample = Sample(
-                    key=key, index=idx, text=ch.text, answer=self._parse(parse, ch.text),
-                    finish_reason=ch.finish_reason,
-                    prompt_tokens=comp.prompt_tokens if j == 0 else 0,
-                    completion_tokens=(None if comp.completion_tokens is None
-                                       else round(comp.completion_tokens / share)),
-                    cost_usd=None if comp.cost_usd is None else comp.cost_usd / share,
-                    latency_s=comp.latency_s, logprobs=ch.logprobs)
-                if self.store is not None:
-                    self.store.put(sample, model=self.model, request=_request_meta(self.model, req))
-                row[idx] = sample
-                self.stats.samples_done += 1
-                if not sample.valid:
-                    self.stats.invalid += 1
-            self._advance(len(got))
+            self._store_reply(req, key, batch[:len(got)], comp, got, row, parse)
             todo = batch[len(got):] + todo[len(batch):]
+
+    def _store_reply(self, req: SampleRequest, key: str, indices: list[int], comp: Completion,
+                     got: list[Any], row: list[Sample | None], parse: Parser) -> None:
+        share = max(1, len(got))
+        samples = []
+        for j, ch in enumerate(got):
+            samples.append(Sample(
+                key=key, index=indices[j], text=ch.text, answer=self._parse(parse, ch.text),
+                finish_reason=ch.finish_reason,
+                prompt_tokens=comp.prompt_tokens if j == 0 else 0,
+                completion_tokens=(None if comp.completion_tokens is None
+                                   else round(comp.completion_tokens / share)),
+                cost_usd=None if comp.cost_usd is None else comp.cost_usd / share,
+                latency_s=comp.latency_s, logprobs=ch.logprobs))
+        if self.store is not None:
+            self.store.put_many(samples, model=self.model, request=_request_meta(self.model, req),
+                                holder=self.holder)
+        for s in samples:
+            row[s.index] = s
+            if not s.valid:
+                self.stats.invalid += 1
+        self.stats.samples_done += len(samples)
+        self._consecutive_failures = 0
+        self._last_progress = time.monotonic()
+        self._advance(len(samples))
 
     def _learn_n(self, asked: int, got: int) -> None:
         """What one n > 1 reply says about the provider's support for n."""
@@ -262,7 +486,7 @@ class Sampler:
             # n silently ignored (one choice for n > 1): separate requests from now on
             self._n_ok = False
             self._note(f"{self.model} answered n = {asked} with one choice: it ignores n; "
-                       "falling back to one request per sample")
+                       "one request per sample")
 
     def _note(self, msg: str) -> None:
         if msg not in self.stats.notes:
@@ -277,101 +501,103 @@ class Sampler:
             self._note(f"the answer parser raised {type(exc).__name__}; answer counted invalid")
             return None
 
-    async def _attempt(self, req: SampleRequest, n: int, headers: dict[str, str]) -> Any:
-        gate = self._gate
-        assert gate is not None  # set by _resolve
-        async with gate.limiter:
-            await gate.throttle()
-            self.stats.requests += 1
-            try:
-                comp = await complete(self._target_model, req.messages, req.params, n=n,
-                                      api_base=self._target_base, api_key=self._api_key,
-                                      timeout=self.timeout, extra_headers=headers)
-            except ProviderError as exc:
-                self.stats.errors += 1
-                if isinstance(exc, RateLimitError):
-                    gate.limiter.backoff()
-                raise
-        gate.limiter.success()
-        return comp
-
-    async def _request(self, req: SampleRequest, *, n: int, start: int) -> Any:
+    # -- one request, with the retry policy --------------------------------------------------
+    async def _request(self, req: SampleRequest, *, n: int, start: int) -> Completion:
+        limiter = self._limiter
+        if limiter is None:  # pragma: no cover - _resolve sets it
+            raise EnsembleError("the sampler was not started; use `async with Sampler(...)`")
         headers = {**self.extra_headers, INDEX_HEADER: str(start)}
-        t0 = time.monotonic()
-        try:
-            # fast path: most requests succeed at once, without building a retry loop
-            comp = await self._attempt(req, n, headers)
-        except ProviderError as exc:
-            if not exc.retryable:
-                raise
-            comp = await self._retry(req, n, headers, exc, t0)
-        self._account(comp)
-        return comp
-
-    async def _retry(self, req: SampleRequest, n: int, headers: dict[str, str],
-                     first: ProviderError, t0: float) -> Any:
-        from tenacity import (
-            AsyncRetrying,
-            retry_if_exception,
-            stop_after_attempt,
-            stop_after_delay,
-            wait_random_exponential,
-        )
-
-        backoff = wait_random_exponential(multiplier=0.25, max=20.0)
-        attempts = 1
-        last: ProviderError = first
-
-        def wait(state: Any) -> float:
-            exc = state.outcome.exception() if state.outcome else last
-            ra = getattr(exc, "retry_after", None)
-            return min(max(backoff(state), ra or 0.0), self.max_retry_time)
-
-        def sleep_first() -> float:
-            ra = first.retry_after or 0.0
-            return min(max(ra, 0.25 * (0.5 + __import__("random").random())),
-                       self.max_retry_time)
-
-        if self.max_attempts <= 1 or time.monotonic() - t0 >= self.max_retry_time:
-            raise self._gave_up(first, attempts, t0)
-        self.stats.retries += 1
-        self._advance(0)
-        await asyncio.sleep(sleep_first())
-        remaining = self.max_retry_time - (time.monotonic() - t0)
-
-        def before_sleep(state: Any) -> None:
-            self.stats.retries += 1
-            self._advance(0)
-
-        try:
-            async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(self.max_attempts - 1) | stop_after_delay(
-                        max(0.0, remaining)),
-                    wait=wait, reraise=True, before_sleep=before_sleep,
-                    retry=retry_if_exception(lambda e: isinstance(e, ProviderError)
-                                             and e.retryable)):
-                with attempt:
+        o = self.options
+        t_first: float | None = None
+        attempts = 0
+        backoff: Any = None
+        while True:
+            await self._check_cost()
+            ticket = await limiter.acquire()
+            if self._stop is not None:
+                limiter.release(ticket, outcome="unused")
+                raise _Stopped()
+            now = time.monotonic()
+            if t_first is None:
+                t_first = now
+            self.stats.requests += 1
+            self._in_flight += 1
+            try:
+                comp = await self.provider.complete(req.messages, req.params, n=n,
+                                                    headers=headers, timeout=o.timeout)
+            except ProviderError as exc:
+                self._in_flight -= 1
+                self.stats.errors += 1
+                limiter.release(ticket, outcome="backpressure" if exc.backpressure else "error",
+                                retry_after=exc.retry_after)
+                if exc.backpressure:
+                    self.stats.rate_limited += 1
+                elif not exc.retryable:
+                    raise
+                else:
                     attempts += 1
-                    try:
-                        return await self._attempt(req, n, headers)
-                    except ProviderError as exc:
-                        last = exc
-                        raise
-        except ProviderError as exc:
-            if exc.retryable:
-                raise self._gave_up(exc, attempts, t0) from None
-            raise
-        raise self._gave_up(last, attempts, t0)  # pragma: no cover
+                elapsed = time.monotonic() - t_first
+                if attempts >= o.max_attempts or elapsed >= o.max_retry_time:
+                    raise self._gave_up(exc, attempts, elapsed) from None
+                self.stats.retries += 1
+                self._retrying += 1
+                try:
+                    if not exc.backpressure:
+                        if backoff is None:
+                            from tenacity import wait_random_exponential
 
-    def _gave_up(self, exc: ProviderError, attempts: int, t0: float) -> RetryBudgetExceeded:
-        waited = time.monotonic() - t0
-        return RetryBudgetExceeded(
-            f"{self.model}: gave up after {attempts} attempts in {waited:.1f} s (last error: "
-            f"{exc}); completed samples are kept in the store, rerun to resume",
-            model=self.model, provider=exc.provider, status=exc.status,
-            retry_after=exc.retry_after)
+                            backoff = wait_random_exponential(multiplier=0.25, max=20.0)
+                        delay = backoff(_RetryState(attempts))
+                        await asyncio.sleep(min(delay, max(0.0, o.max_retry_time - elapsed)))
+                    # backpressure: the limiter's shared cool-down holds the next attempt
+                finally:
+                    self._retrying -= 1
+                continue
+            except BaseException:
+                self._in_flight -= 1
+                limiter.release(ticket, outcome="error")
+                raise
+            self._in_flight -= 1
+            tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
+            limiter.release(ticket, outcome="ok", tokens=tokens or None)
+            self._account(comp)
+            return comp
 
-    def _account(self, comp: Any) -> None:
+    def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float) -> ProviderError:
+        what = (f"{attempts} attempts in {elapsed:.0f} s" if attempts
+                else f"{elapsed:.0f} s of rate limiting (--max-retry-time "
+                     f"{self.options.max_retry_time:g})")
+        err = RetryBudgetExceeded(f"{exc}; gave up after {what}", model=self.model,
+                                  provider=exc.provider, status=exc.status,
+                                  retry_after=exc.retry_after, api_base=exc.api_base,
+                                  reason=exc.reason)
+        err.systemic = exc.systemic  # an unreachable endpoint stays systemic
+        return err
+
+    async def _check_cost(self) -> None:
+        """Stop new requests when spent plus in flight would pass `max_cost`. Until the first
+        price is known, one request at a time, so the cap is passed by at most one request."""
+        if self.max_cost is None:
+            return
+        s = self.stats
+        while s.requests - s.errors == 0 and self._in_flight > 0 and s.cost_usd == 0.0:
+            await asyncio.sleep(0.01)
+        if s.cost_usd is None:
+            self._stop_for_cost(f"the price of {self.model} is unknown, so --max-cost cannot be "
+                                "enforced; drop --max-cost or use a model with a known price")
+        paid = s.requests - s.errors
+        per = (s.cost_usd or 0.0) / paid if paid > 0 else 0.0
+        if s.cost_usd is not None and s.cost_usd + per * (self._in_flight + 1) > self.max_cost:
+            self._stop_for_cost(f"spent ${s.cost_usd:.4f} of the --max-cost ${self.max_cost:g} "
+                                "(with the requests in flight); rerun with a higher cap to "
+                                "continue from the store")
+
+    def _stop_for_cost(self, message: str) -> None:
+        if self._stop is None:
+            self._stop = RunStopped(f"cost cap: {message}")
+        raise _CostCap(message)
+
+    def _account(self, comp: Completion) -> None:
         self.stats.prompt_tokens += comp.prompt_tokens or 0
         self.stats.completion_tokens += comp.completion_tokens or 0
         if comp.cost_usd is None:
@@ -380,10 +606,56 @@ class Sampler:
         elif self.stats.cost_usd is not None:
             self.stats.cost_usd += comp.cost_usd
 
+    # -- background: leases and "waiting" lines ----------------------------------------------
+    async def _heartbeat(self) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(LEASE_TTL / 3)
+            try:
+                self.store.renew(self.holder, LEASE_TTL)
+            except EnsembleError as exc:  # pragma: no cover - a store gone bad
+                log.warning("%s", exc)
+
+    async def _watch(self) -> None:
+        """Say what the run waits for when no sample arrived for `status_every` seconds."""
+        while True:
+            await asyncio.sleep(self.status_every)
+            idle = time.monotonic() - self._last_progress
+            if idle < self.status_every:
+                continue
+            self._say(self.status_line(idle))
+
+    def status_line(self, idle: float | None = None) -> str:
+        """One line on what the run is doing, in the user's terms."""
+        s = self.stats
+        parts = [f"{s.samples_done}/{s.samples_total} samples"]
+        if idle is not None:
+            parts.append(f"none for {idle:.0f} s")
+        lim = self._limiter.status() if self._limiter is not None else None
+        if lim is not None and lim.cooldown_s > 0:
+            parts.append(f"cooling down {lim.cooldown_s:.1f} s after the provider's rate limit")
+        if self._in_flight:
+            parts.append(f"{self._in_flight} requests waiting for {self.api_base or self.model}"
+                         f" (timeout {self.options.timeout:g} s)")
+        if lim is not None and lim.waiting:
+            parts.append(f"{lim.waiting} queued for the endpoint's limit")
+        if self._retrying:
+            parts.append(f"{self._retrying} retrying")
+        if s.rate_limited:
+            parts.append(f"{s.rate_limited} rate-limit replies so far")
+        return "waiting: " + "; ".join(parts)
+
+    def _say(self, line: str) -> None:
+        from ..secrets import redact
+
+        line = redact(line)
+        if self.on_status is not None:
+            self.on_status(line)
+        else:
+            log.info("%s", line)
+
     # -- progress ----------------------------------------------------------------------------
     def _start_progress(self) -> None:
-        import sys
-
         # a progress bar is for people: none when stderr is a pipe or a file
         if not self.progress or self._bar is not None or not sys.stderr.isatty():
             return
@@ -406,22 +678,105 @@ class Sampler:
                                            info="")
         self._t_start = time.perf_counter()
         self._done_start = self.stats.samples_done
+        self._bar_at = 0.0
 
     def _advance(self, k: int) -> None:
         if self._bar is None:
             return
+        now = time.perf_counter()
+        self._bar.update(self._task_id, advance=k)
+        if now - self._bar_at < 0.2:  # the text fields are costly: refresh them 5 times a second
+            return
+        self._bar_at = now
         s = self.stats
-        el = max(1e-9, time.perf_counter() - self._t_start)
+        el = max(1e-9, now - self._t_start)
         cost = "cost ?" if s.cost_usd is None else f"${s.cost_usd:.4f}"
-        self._bar.update(self._task_id, advance=k,
+        lim = self._limiter.status() if self._limiter is not None else None
+        cool = f" cooling {lim.cooldown_s:.0f}s" if lim is not None and lim.cooldown_s > 0 else ""
+        self._bar.update(self._task_id,
                          rate=f"{(s.samples_done - self._done_start) / el:.1f}/s",
-                         info=(f"retries {s.retries} errors {s.errors} invalid {s.invalid} "
-                               f"tokens {s.prompt_tokens + s.completion_tokens} {cost}"))
+                         info=(f"retries {s.retries} rate-limited {s.rate_limited} invalid "
+                               f"{s.invalid} {cost}{cool}"))
 
     def _stop_progress(self) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class _CostCap(RetryBudgetExceeded):
+    """Internal: the cost cap refused a request (the run's `RunStopped` says why)."""
+
+    systemic = True
+
+
+class _Stopped(Exception):
+    """Internal: the run was stopped before this request was sent."""
+
+
+class _RetryState:
+    """The piece of tenacity's RetryCallState its wait functions read."""
+
+    def __init__(self, attempt_number: int) -> None:
+        self.attempt_number = attempt_number
+
+
+class _UnitQueue:
+    """Units to request, handed to workers one at a time; units whose samples another process
+    is drawing wait in `deferred` until their next check."""
+
+    def __init__(self, units: list[_Unit]) -> None:
+        self._units: Iterator[_Unit] = iter(units)
+        self._left = len(units)
+        self.pending = len(units)
+        self._deferred: collections.deque[_Unit] = collections.deque()
+        self._active = 0
+
+    async def next(self) -> _Unit | None:
+        while True:
+            if self._deferred and self._deferred[0].not_before <= time.monotonic():
+                self._active += 1
+                return self._deferred.popleft()
+            if self._left:
+                self._left -= 1
+                self._active += 1
+                return next(self._units)
+            if not self._deferred:
+                return None
+            await asyncio.sleep(max(0.0, self._deferred[0].not_before - time.monotonic()))
+
+    def defer(self, unit: _Unit) -> None:
+        self._deferred.append(unit)
+
+    def done(self, unit: _Unit) -> None:
+        self._active -= 1
+
+
+def raise_for_failures(result: SampleResult, n_requests: int) -> None:
+    """Raise what `Sampler.sample` raises for a result with failures (see there)."""
+    if result.stopped is not None:
+        cause = result.stopped.cause
+        if isinstance(cause, ProviderError) and cause.systemic:
+            raise cause  # e.g. AuthenticationError: the type says what to fix
+        raise result.stopped
+    if not result.failures:
+        return
+    failed = {f.request for f in result.failures}
+    first = result.failures[0].exception
+    if len(failed) == 1 and first is not None:
+        raise first
+    raise SamplingFailed(_failure_summary(result.failures, n_requests),
+                         failures=list(result.failures))
+
+
+def _failure_summary(failures: Sequence[SampleFailure], n_requests: int) -> str:
+    """One line: "2 of 73 prompts failed (2 x 400 content policy): <first message>"."""
+    reqs = {f.request for f in failures}
+    reasons = collections.Counter(f.reason for f in failures)
+    why = ", ".join(f"{c} x {r}" for r, c in reasons.most_common(3))
+    rest = "; the other samples are stored" if len(reqs) < n_requests else ""
+    return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}{rest}; "
+            "rerun to retry the failed ones")
 
 
 _SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|access_token|"
@@ -442,4 +797,3 @@ def _contiguous(indices: list[int]) -> list[list[int]]:
         else:
             runs.append([i])
     return runs
-

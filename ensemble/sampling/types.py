@@ -32,7 +32,13 @@ Parser = Callable[[str], "str | None"]
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling parameters for one request. `extra` is passed through to the provider."""
+    """Sampling parameters for one request, validated here and nowhere else.
+
+    temperature: >= 0 (0 is greedy decoding). top_p: in (0, 1]. max_tokens: >= 1.
+    seed: the provider's sampling seed (where it has one). stop: stop strings.
+    logprobs / top_logprobs (0..20): ask for token log-probabilities.
+    extra: provider-specific parameters, passed through as given (e.g. ("extra_body", {...})).
+    """
 
     temperature: float
     top_p: float | None = None
@@ -42,6 +48,31 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int | None = None
     extra: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        import math
+
+        from ..errors import InputError
+
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) \
+                or t < 0:
+            raise InputError(f"temperature must be a finite number >= 0, got {t!r}")
+        if self.top_p is not None and not (isinstance(self.top_p, (int, float))
+                                           and 0 < self.top_p <= 1):
+            raise InputError(f"top_p must lie in (0, 1], got {self.top_p!r}")
+        mt = self.max_tokens
+        if mt is not None and (isinstance(mt, bool) or not isinstance(mt, int) or mt < 1):
+            raise InputError(f"max_tokens must be an integer >= 1, got {mt!r}")
+        if self.seed is not None and (isinstance(self.seed, bool)
+                                      or not isinstance(self.seed, int)):
+            raise InputError(f"seed must be an integer, got {self.seed!r}")
+        if any(not isinstance(x, str) or not x for x in self.stop):
+            raise InputError(f"stop must be non-empty strings, got {list(self.stop)!r}")
+        tl = self.top_logprobs
+        if tl is not None and (isinstance(tl, bool) or not isinstance(tl, int)
+                               or not 0 <= tl <= 20):
+            raise InputError(f"top_logprobs must be an integer in 0..20, got {tl!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """The parameters that are set, as litellm keyword arguments (sorted, JSON-able)."""
@@ -66,16 +97,45 @@ class SamplingParams:
     def make(cls, temperature: float, *, extra: Mapping[str, Any] | None = None,
              stop: Sequence[str] | str | None = None, **kwargs: Any) -> SamplingParams:
         """Build from plain keyword arguments (a dict for `extra`, a list or str for `stop`)."""
+        from ..errors import InputError
+        from .options import check_keywords
+
+        check_keywords(kwargs, ("top_p", "max_tokens", "seed", "logprobs", "top_logprobs"),
+                       what="sampling parameter")
         stop_t: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
         extra_t = tuple(sorted((extra or {}).items()))
-        return cls(temperature=float(temperature), stop=stop_t, extra=extra_t, **kwargs)
+        try:
+            t = float(temperature)
+        except (TypeError, ValueError):
+            raise InputError(f"temperature must be a number >= 0, got {temperature!r}") from None
+        return cls(temperature=t, stop=stop_t, extra=extra_t, **kwargs)
+
+
+MAX_SAMPLES_PER_PROMPT = 100_000
 
 
 def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
-    """A prompt as chat messages: a string becomes one user message."""
+    """A prompt as chat messages: a string becomes one user message. An empty or missing
+    prompt is an InputError (it would be sent, and paid for, for nothing)."""
+    from ..errors import InputError
+
     if isinstance(prompt, str):
+        if not prompt.strip():
+            raise InputError("the prompt is empty; give the text to send to the model")
         return ({"role": "user", "content": prompt},)
-    return tuple({"role": str(m["role"]), "content": str(m["content"])} for m in prompt)
+    if prompt is None or isinstance(prompt, (bytes, int, float)) or not hasattr(prompt, "__iter__"):
+        raise InputError(f"a prompt must be a string or a list of chat messages "
+                         f"({{'role': ..., 'content': ...}}), got {type(prompt).__name__}")
+    out = []
+    for m in prompt:
+        try:
+            out.append({"role": str(m["role"]), "content": str(m["content"])})
+        except (TypeError, KeyError):
+            raise InputError("each chat message must be a mapping with 'role' and 'content', "
+                             f"got {m!r}"[:200]) from None
+    if not out or not any(m["content"].strip() for m in out):
+        raise InputError("the prompt is empty; give the text to send to the model")
+    return tuple(out)
 
 
 def request_key(model: str, messages: Sequence[Message], params: SamplingParams) -> str:
@@ -105,9 +165,19 @@ class SampleRequest:
     k: int = 1
     tag: str | None = None
 
+    def __post_init__(self) -> None:
+        from ..errors import InputError
+
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise InputError(f"k (samples per prompt) must be an integer >= 1, got {self.k!r}")
+        if self.k > MAX_SAMPLES_PER_PROMPT:
+            raise InputError(f"k = {self.k} samples of one prompt is more than this tool "
+                             f"handles ({MAX_SAMPLES_PER_PROMPT}); split the request")
+
     @classmethod
     def of(cls, prompt: str | Sequence[Message], *, temperature: float, k: int = 1,
            tag: str | None = None, **params: Any) -> SampleRequest:
+        """A request for `k` samples of `prompt` (a string, or chat messages)."""
         return cls(as_messages(prompt), SamplingParams.make(temperature, **params), k, tag)
 
 
@@ -141,9 +211,12 @@ class JobStats:
     samples_done: int = 0
     samples_cached: int = 0
     invalid: int = 0
+    samples_shared: int = 0  # stored meanwhile by another run on the same store
+    failed: int = 0  # samples whose request failed for good
     requests: int = 0
     retries: int = 0
     errors: int = 0
+    rate_limited: int = 0  # 429 / overloaded replies (backpressure, not failures)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0

@@ -1,23 +1,31 @@
-"""A simulated OpenAI-compatible expert server (real HTTP on 127.0.0.1) for tests and users.
+"""Test your pipeline without a network: a planted expert behind a real HTTP server on
+127.0.0.1, or in-process behind the provider seam, with the faults hosted providers show.
 
     from ensemble.testing import SimulatedServer
     with SimulatedServer(lam1=10.0, seed=0) as server:
-        Ensemble(model="openai/sim-expert", api_base=server.base_url, ...).decide(prompt)
+        Ensemble("openai/sim-expert", api_base=server.base_url, ...).decide(prompt)
 
-See `ensemble.testing.server` for the planted expert's answer model and `FaultPlan` for faults.
+    from ensemble.testing import FakeExpertProvider          # no port at all
+    Ensemble("sim-expert", provider=FakeExpertProvider(lam1=3.0), ...).decide(prompt)
+
+`SimulatedExpert` is the planted expert both answer from (its docstring gives the answer
+model); `FaultPlan` injects faults into the server.
 """
 
-from .faults import FAULT_KINDS, FaultPlan
-from .server import (
-    INDEX_HEADER,
+from .expert import (
+    LINKS,
     MCModel,
-    ServerStats,
-    SimulatedServer,
+    Reply,
+    SimulatedExpert,
     answer_key_from_questions,
     prompt_hash,
     prompt_key,
     question_text,
 )
+from .fake import FakeExpertProvider
+from .faults import FAULT_KINDS, FaultPlan
+from .server import INDEX_HEADER, ServerStats, SimulatedServer
 
-__all__ = ["FAULT_KINDS", "INDEX_HEADER", "FaultPlan", "MCModel", "ServerStats",
-           "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]
+__all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "FakeExpertProvider", "FaultPlan", "MCModel",
+           "Reply", "ServerStats", "SimulatedExpert", "SimulatedServer",
+           "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]

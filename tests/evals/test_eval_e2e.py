@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from ensemble.qr import psi
+from ensemble.sampling.options import ProviderOptions
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 from evals.analysis import box_utility
 from evals.runner import EvalConfig, run_eval, select_questions
@@ -71,7 +72,8 @@ def test_mathqa_reproduces_the_papers_pattern(tmp_path, mathqa_path):
     task = get_task("mathqa", data=mathqa_path, limit=q, seed=0)
     key = answer_key_from_questions(task.questions())
     with SimulatedServer(lam1=lam1, seed=0, answer_key=key, mc_a=a, mc_b=b) as srv:
-        cfg = EvalConfig(task="mathqa", model="openai/sim-expert", api_base=srv.base_url,
+        cfg = EvalConfig(task="mathqa", model="openai/sim-expert",
+                         provider=ProviderOptions(api_base=srv.base_url),
                          temperatures=(0.0, 0.5, 1.0), ns=(1, 3, 5), samples=10, limit=q,
                          data=str(mathqa_path), out=str(tmp_path / "run"), bootstrap=400)
         s = asyncio.run(run_eval(cfg))
@@ -137,7 +139,8 @@ def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
 def test_invalid_answers_counted(tmp_path):
     # the server replies without an <answer> to a fraction of samples
     with SimulatedServer(lam1=4.0, seed=1, invalid_rate=0.3) as srv:
-        cfg = EvalConfig(task="boxball", model="openai/sim-expert", api_base=srv.base_url,
+        cfg = EvalConfig(task="boxball", model="openai/sim-expert",
+                         provider=ProviderOptions(api_base=srv.base_url),
                          temperatures=(1.0,), ns=(1, 3), samples=10, limit=20,
                          out=str(tmp_path / "i"), bootstrap=100)
         s = asyncio.run(run_eval(cfg))
@@ -207,7 +210,7 @@ def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     cfg = EvalConfig(task="mathqa", model=f"local/{smollm2_path}", temperatures=(0.7,),
                      ns=(1, 2), samples=2, limit=2, data=str(mathqa_path),
                      out=str(tmp_path / "local"), bootstrap=20, max_tokens=48,
-                     max_concurrency=2)
+                     provider=ProviderOptions(max_concurrency=2))
     s = asyncio.run(run_eval(cfg))
     # a 135M model mostly fails the format; what matters: the samples arrived and were scored
     assert s["requests"] >= 1 and s["tokens"]["completion"] > 0

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ensemble.errors import AuthenticationError
-from ensemble.sampling.limiter import gate_for
+from ensemble.sampling.limiter import endpoint_key, limiter_for
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.testing import FaultPlan, SimulatedServer
@@ -24,7 +24,7 @@ def reqs(n, k=1, t=1.0, tag="p"):
 
 def test_http_pool_does_not_cap_concurrency():
     # httpx's default pool (100 connections) or a small aiohttp connector would cap this at 100
-    with SimulatedServer(latency=0.5) as srv:
+    with SimulatedServer(latency=2.0) as srv:  # long enough for every request to be sent
         async def go():
             async with Sampler(MODEL, api_base=srv.base_url, max_concurrency=150) as s:
                 await s.sample(reqs(150))
@@ -48,7 +48,7 @@ def test_http_pool_is_sized_on_the_httpx_transport_too():
     import os
 
     env = {**os.environ, "DISABLE_AIOHTTP_TRANSPORT": "True"}
-    with SimulatedServer(latency=0.5) as srv:
+    with SimulatedServer(latency=2.0) as srv:  # long enough for every request to be sent
         res = subprocess.run([sys.executable, "-c", HTTPX_SCRIPT, srv.base_url], env=env,
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
@@ -65,25 +65,21 @@ def test_concurrency_bound_is_shared_per_endpoint():
         assert srv.stats.max_in_flight == 4 and srv.stats.requests == 40
 
 
-def test_rate_limits_halve_concurrency_and_it_recovers():
+def test_rate_limits_halve_concurrency_once_per_episode_and_it_recovers():
+    # four 429s at once (one episode: the replies to requests sent before the first 429)
     plan = FaultPlan(first=4, kinds=("429",), retry_after=0.05)
     with SimulatedServer(latency=0.01, faults=plan) as srv:
         async def go():
             async with Sampler(MODEL, api_base=srv.base_url, max_concurrency=8) as s:
-                gate = gate_for("openai", srv.base_url, max_concurrency=8, rpm=None)
-                seen = []
-                halve = gate.limiter.backoff
-
-                def watched_backoff():
-                    halve()
-                    seen.append(gate.limiter.limit)
-                gate.limiter.backoff = watched_backoff
+                lim = limiter_for(endpoint_key("openai", srv.base_url, "sk-no-key-required"),
+                                  max_concurrency=8)
                 await s.sample(reqs(8, tag="x"))
+                after_429s = lim.limit
                 await s.sample(reqs(150, tag="y"))
-                return seen, gate.limiter.limit, s.stats
-        seen, final, stats = asyncio.run(go())
-    # four 429s: 8 -> 4 -> 2 -> 1 -> 1, then additive increase back to 8
-    assert seen == [4, 2, 1, 1] and final == 8 and stats.retries == 4
+                return after_429s, lim.limit, lim.backpressure_events, s.stats
+        after, final, events, stats = asyncio.run(go())
+    assert events == 4 and after < 8  # halved once for the episode, not four times
+    assert final == 8 and stats.retries == 4 and stats.rate_limited == 4
 
 
 def test_rpm_spaces_requests():
@@ -96,17 +92,19 @@ def test_rpm_spaces_requests():
         assert asyncio.run(go()) >= 0.95  # 10 gaps of 60/600 s
 
 
-def test_temperature_sent_unchanged_and_sample_sync_inside_a_loop(box_questions, box_parse):
+def test_temperature_sent_unchanged_and_one_sampler_in_two_event_loops(box_questions, box_parse):
+    from ensemble._sync import run_sync
+
     q = box_questions[7]
     with SimulatedServer(lam1=3.0) as srv:
         s = Sampler(MODEL, api_base=srv.base_url)
 
-        async def inside_a_running_loop():
-            return s.sample_sync([SampleRequest.of(q.prompt, temperature=0.37, k=5),
-                                  SampleRequest.of(q.prompt, temperature=1.7, k=3)],
-                                 parser=box_parse)
+        async def inside_a_running_loop():  # run_sync runs it on a loop in a worker thread
+            return run_sync(s.sample([SampleRequest.of(q.prompt, temperature=0.37, k=5),
+                                      SampleRequest.of(q.prompt, temperature=1.7, k=3)],
+                                     parser=box_parse))
         rows = asyncio.run(inside_a_running_loop())
-        again = s.sample_sync([SampleRequest.of(q.prompt, temperature=0.37, k=2)])
+        again = run_sync(s.sample([SampleRequest.of(q.prompt, temperature=0.37, k=2)]))
         assert sorted(set(srv.stats.temperatures)) == [0.37, 1.7]
     assert [len(r) for r in rows] == [5, 3] and len(again[0]) == 2
 
@@ -122,7 +120,7 @@ def test_no_secret_in_errors_logs_or_store(tmp_path, caplog, capfd, box_question
         with pytest.raises(AuthenticationError) as info:
             asyncio.run(refused())
     message = str(info.value)
-    assert secret not in message and "API key" in message and "\n" not in message
+    assert secret not in message and "api-key" in message and "\n" not in message
     with SimulatedServer(require_api_key=secret, lam1=2.0) as srv:
         async def accepted():
             async with Sampler(MODEL, api_base=srv.base_url, api_key=secret, store=store,
@@ -138,13 +136,15 @@ def test_no_secret_in_errors_logs_or_store(tmp_path, caplog, capfd, box_question
         assert secret.encode() not in f.read_bytes()
 
 
-def test_local_model_hook_acquires_and_releases(monkeypatch, box_questions, box_parse):
+def test_local_model_hook_acquires_and_releases(monkeypatch, tmp_path, box_questions,
+                                                box_parse):
     import ensemble.local as local
 
     calls = []
     with SimulatedServer(lam1=3.0) as srv:
         endpoint = local.LocalEndpoint(model="openai/smollm2", api_base=srv.base_url,
                                        path="unused.gguf")
+        monkeypatch.setattr(local, "resolve_weights", lambda m: tmp_path / "w.gguf")
         monkeypatch.setattr(local, "acquire", lambda m: calls.append(("acquire", m)) or endpoint)
         monkeypatch.setattr(local, "release", lambda e: calls.append(("release", e.model)))
 

@@ -1,0 +1,236 @@
+"""The planted expert: what the simulated server and the in-process fake provider answer.
+
+One module, two doors: `SimulatedServer` (real HTTP on 127.0.0.1) and `FakeExpertProvider`
+(in-process, no port) both call `SimulatedExpert.reply`, so a test gets the same answers
+through either.
+
+Box-and-ball prompts (the paper's format, `ensemble.boxball`): the expert answers "L" with
+probability F(2λ(2p − 1) + bias), with λ = λ₁ / t, p the exact posterior the prompt implies
+and F the link: the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias
+0 case is ψ_λ(p)) or the probit with the logistic's slope at p = 1/2 (`link="probit"`:
+F(z) = Φ(√(π/8)·z), an expert that is *not* quantal-response, for goodness-of-fit checks).
+At t = 0 it answers the argmax (a fair coin at p = 1/2 without bias). With `logprobs`, the
+first answer token carries log P(L) and log P(R) in its top_logprobs.
+
+Multiple-choice prompts (the paper's MathQA prompt: "### Question:" ... "### Options:" with
+lines "A) ..."), or any prompt listed in `answer_key` by `prompt_hash`: each question q has,
+deterministically from hash(seed, question), a reading accuracy ρ_q ~ Beta(a, b) and a
+distractor option d_q ≠ correct. At t > 0 each sample independently reads the question
+correctly with probability ρ_q (otherwise it reads the distractor), then answers by quantal
+response among the K options with λ = λ₁/t: P(j) ∝ exp(2λ u_j), u = +1 for the option read, −1
+for the others. At t = 0 one frozen reading per question is repeated by every sample. So one
+greedy answer is right with probability E[ρ], and a plurality of several samples at moderate t
+is right whenever ρ_q > 1/2: at n = 1 higher t hurts, at n ≥ 3 a moderate t helps (the paper's
+pattern). `answer_key` maps the question text (between "### Question:" and "### Options:",
+whitespace-normalised), or "sha256:" + the digest of the whole prompt, to the correct letter.
+
+Every draw is a deterministic function of (seed, messages, temperature, sample index), so runs
+interrupted and resumed, or drawn through a Batch API, equal unbroken ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..boxball import posterior_from_prompt
+from ..errors import InputError
+
+__all__ = ["LINKS", "MCModel", "Reply", "SimulatedExpert", "answer_key_from_questions",
+           "prompt_hash", "prompt_key", "question_text"]
+
+LINKS = ("logit", "probit")
+_QUESTION = re.compile(r"### Question:\s*(.*?)\s*### Options:\s*(.*?)(?:\n\s*\n|###|$)", re.DOTALL)
+_OPTION = re.compile(r"^\s*\(?([A-Z])\)", re.MULTILINE)
+_PROBIT_SCALE = math.sqrt(math.pi / 8.0)  # Φ(s·z) has the logistic's slope 1/4 at z = 0
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def question_text(prompt: str) -> str | None:
+    """The question of a multiple-choice prompt in the paper's format, whitespace-normalised."""
+    m = _QUESTION.search(prompt)
+    return _norm(m.group(1)) if m else None
+
+
+def prompt_key(messages: Any, temperature: float) -> str:
+    """The expert's key of a prompt (`ServerStats.served` is keyed by (prompt_key, index))."""
+    return hashlib.sha256(json.dumps([messages, float(temperature)], sort_keys=True)
+                          .encode()).hexdigest()[:16]
+
+
+def prompt_hash(prompt: str) -> str:
+    """The answer-key entry of a prompt that is not in the MathQA format: "sha256:<hex>"."""
+    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+def answer_key_from_questions(questions: Iterable[Any]) -> dict[str, str]:
+    """An answer key from question objects with `.prompt` and `.correct` (e.g. `tasks.Question`).
+
+    Each question is keyed by its question text (the paper's MathQA prompt) or, for prompts in
+    other formats, by `prompt_hash` of the whole prompt. Ids are not used: the expert sees only
+    the prompt.
+    """
+    key = {}
+    for q in questions:
+        if q.correct is None:
+            continue
+        text = question_text(q.prompt) or prompt_hash(q.prompt)
+        key[text] = str(q.correct).upper()
+    return key
+
+
+@dataclass(frozen=True)
+class MCModel:
+    """The multiple-choice accuracy model: reading accuracy ρ_q ~ Beta(a, b) per question."""
+
+    a: float = 3.0
+    b: float = 2.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One simulated completion: its text and, for binary prompts, log P(answer) per letter."""
+
+    text: str
+    logprobs: dict[str, float] | None = None
+
+
+def _u64(*parts: Any) -> int:
+    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+class SimulatedExpert:
+    """A planted expert. `lam1` is λ₁, the rationality at t = 1 in ψ_λ units (λ = λ₁ / t,
+    greedy at t = 0); `bias` is added on the logit scale of P("L"); `link` "logit" (quantal
+    response) or "probit"; `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
+    share of replies without an answer; `posterior_of` reads a binary prompt's posterior (default:
+    the paper's box-and-ball format)."""
+
+    def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
+                 answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
+                 invalid_rate: float = 0.0, seed: int = 0,
+                 posterior_of: Any = None) -> None:
+        if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
+            raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
+        if link not in LINKS:
+            raise InputError(f"link must be one of {', '.join(LINKS)}, got {link!r}")
+        mc = mc_model or MCModel()
+        if not (mc.a > 0 and mc.b > 0):
+            raise InputError(f"the Beta(a, b) reading accuracy needs a, b > 0, got {mc.a}, {mc.b}")
+        if not 0.0 <= invalid_rate <= 1.0:
+            raise InputError(f"invalid_rate must lie in [0, 1], got {invalid_rate}")
+        self.lam1 = float(lam1)
+        self.bias = float(bias)
+        self.link = link
+        self.answer_key = {_norm(k): v.upper() for k, v in (answer_key or {}).items()}
+        self.mc = mc
+        self.invalid_rate = float(invalid_rate)
+        self.seed = int(seed)
+        self.posterior_of = posterior_of or posterior_from_prompt
+
+    def lam(self, temperature: float) -> float:
+        """λ at temperature t: λ₁ / t (∞ at t = 0)."""
+        return math.inf if temperature <= 0 else self.lam1 / temperature
+
+    def prob_first(self, p: float, temperature: float) -> float:
+        """P("L") for posterior p at temperature t, under the expert's link."""
+        lam = self.lam(temperature)
+        if abs(p - 0.5) < 1e-9:
+            p = 0.5  # the prompt's fractions give 0.5 only up to rounding: a tie is a tie
+        if math.isinf(lam):
+            z = (2 * p - 1) * 1e9 + self.bias
+            return 1.0 if z > 0 else (0.0 if z < 0 else 0.5)
+        z = 2 * lam * (2 * p - 1) + self.bias
+        if self.link == "probit":
+            return 0.5 * math.erfc(-_PROBIT_SCALE * z / math.sqrt(2.0))
+        return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
+
+    def _rng(self, *parts: Any) -> np.random.Generator:
+        return np.random.default_rng(_u64(self.seed, *parts))
+
+    def reply(self, messages: Sequence[Mapping[str, Any]], temperature: float, index: int, *,
+              short: bool = False, key: str | None = None) -> Reply:
+        """The reply to sample `index` of (messages, temperature). `short`: the bare letter (for
+        max_tokens <= 5). `key`: prompt_key(messages, temperature), if already computed."""
+        pkey = key or prompt_key(list(messages), temperature)
+        prompt = str(messages[-1].get("content", "")) if messages else ""
+        rng = self._rng(pkey, index)
+        if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
+            return Reply("I cannot decide which box it is.")
+        post = self.posterior_of(prompt)
+        if post is not None:
+            return self._binary(post, temperature, rng, short=short)
+        q = question_text(prompt)
+        if q is not None:
+            letters = _OPTION.findall(prompt[prompt.find("### Options:"):])
+            return Reply(self._mc(q, letters or list("ABCDE"), temperature, rng))
+        h = prompt_hash(prompt)
+        if h in self.answer_key:
+            letters = _OPTION.findall(prompt) or list("ABCDE")
+            return Reply(self._mc(h, letters, temperature, rng))
+        return Reply("<reason>simulated: a generic reply.</reason>\n<answer>OK</answer>")
+
+    def _binary(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool
+                ) -> Reply:
+        prob_l = self.prob_first(p, temperature)
+        letter = "L" if rng.random() < prob_l else "R"
+        lp = {"L": math.log(max(prob_l, 1e-300)), "R": math.log(max(1 - prob_l, 1e-300))}
+        if short:
+            return Reply(letter, lp)
+        return Reply(f"<reason>simulated: posterior P(left) = {p:.4f}</reason>\n"
+                     f"<answer>{letter}</answer>", lp)
+
+    def _mc(self, question: str, letters: list[str], temperature: float,
+            rng: np.random.Generator) -> str:
+        qrng = self._rng("mc", question)
+        rho = float(qrng.beta(self.mc.a, self.mc.b))
+        frozen_u = float(qrng.random())
+        correct = self.answer_key.get(question)
+        if correct is not None and correct not in letters:
+            letters = sorted(set(letters) | {correct})
+        k = len(letters)
+        if correct not in letters:
+            correct = letters[int(qrng.integers(k))]
+        ci = letters.index(correct)
+        di = (ci + 1 + int(qrng.integers(k - 1))) % k if k > 1 else ci
+        lam = self.lam(temperature)
+        if math.isinf(lam):
+            choice = read = ci if frozen_u < rho else di
+        else:
+            read = ci if rng.random() < rho else di
+            logits = np.full(k, -2.0 * lam)
+            logits[read] = 2.0 * lam
+            probs = np.exp(logits - logits.max())
+            probs /= probs.sum()
+            choice = int(rng.choice(k, p=probs))
+        return (f"<reason>simulated: read option {letters[read]}</reason>\n"
+                f"<answer>{letters[choice]}</answer>")
+
+    @staticmethod
+    def logprobs_payload(text: str, lp: dict[str, float] | None, top: int) -> dict[str, Any]:
+        """The OpenAI `logprobs` object of a reply: the answer token with its top logprobs."""
+        m = re.search(r"<answer>(.*?)</answer>", text)
+        token = m.group(1) if m else text.strip()[:1]
+        if lp is None:
+            lp = {token: 0.0}
+        tops = sorted(lp.items(), key=lambda kv: -kv[1])[:max(top, 1)]
+        return {"content": [{"token": token, "logprob": lp.get(token, 0.0), "bytes": None,
+                             "top_logprobs": [{"token": t, "logprob": v, "bytes": None}
+                                              for t, v in tops]}]}
+
+    @staticmethod
+    def usage(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> tuple[int, int]:
+        """(prompt tokens, completion tokens), counted as whitespace-separated words."""
+        ptoks = sum(len(str(m.get("content", "")).split()) for m in messages)
+        return ptoks, sum(len(t.split()) for t in texts)

@@ -1,0 +1,98 @@
+"""An in-process fake provider with a planted expert: sampling without a port or a network.
+
+    from ensemble import Ensemble
+    from ensemble.testing import FakeExpertProvider
+
+    fake = FakeExpertProvider(lam1=3.0, seed=1)
+    ens = Ensemble("sim-expert", provider=fake, temperature=1.0, n=5, choices=["L", "R"])
+    ens.decide(box_ball_prompt)
+    fake.requests                       # how many requests it served
+
+It answers exactly as `SimulatedServer` does (the same `SimulatedExpert`), so a unit test with
+the fake and an end-to-end test over HTTP see the same samples for the same seed: like httpx's
+`MockTransport` or litellm's `mock_response`, but with a model of how answers are produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..sampling.provider import Choice, Completion
+from ..sampling.types import SamplingParams
+from .expert import MCModel, SimulatedExpert, prompt_key
+
+__all__ = ["FakeExpertProvider"]
+
+_ids = itertools.count(1)
+INDEX_HEADER = "x-ensemble-sample-index"
+
+
+class FakeExpertProvider:
+    """A provider (see `ensemble.sampling.provider.Provider`) answering from a planted expert.
+
+    Expert options as for `SimulatedExpert` (`lam1`, `bias`, `link`, `answer_key`, `mc_model`,
+    `invalid_rate`, `seed`) or a ready `expert`. `latency`: seconds per request.
+    `price_per_token`: (prompt, completion) USD per token, so cost accounting can be tested
+    (None: unknown price). `supports_n`: honour the provider's `n`.
+    """
+
+    def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
+                 answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
+                 invalid_rate: float = 0.0, seed: int = 0, latency: float = 0.0,
+                 price_per_token: tuple[float, float] | None = None, supports_n: bool = True,
+                 expert: SimulatedExpert | None = None, model: str = "sim-expert") -> None:
+        self.expert = expert or SimulatedExpert(lam1=lam1, bias=bias, link=link,
+                                                answer_key=answer_key, mc_model=mc_model,
+                                                invalid_rate=invalid_rate, seed=seed)
+        self.model = model
+        self.api_base: str | None = None
+        self.latency = float(latency)
+        self.price_per_token = price_per_token
+        self.supports_n: bool | None = bool(supports_n)
+        self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
+        self.requests = 0
+        self.served: Counter[tuple[str, int]] = Counter()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FakeExpertProvider(lam1={self.expert.lam1}, seed={self.expert.seed})"
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
+                       n: int = 1, headers: Mapping[str, str] | None = None,
+                       timeout: float = 60.0) -> Completion:
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        msgs = [dict(m) for m in messages]
+        t = float(params.temperature)
+        key = prompt_key(msgs, t)
+        start = int((headers or {}).get(INDEX_HEADER, "0"))
+        short = params.max_tokens is not None and params.max_tokens <= 5
+        choices = []
+        for j in range(n):
+            reply = self.expert.reply(msgs, t, start + j, short=short, key=key)
+            lp: Any = None
+            if params.logprobs:
+                lp = self.expert.logprobs_payload(reply.text, reply.logprobs,
+                                                  params.top_logprobs or 0)
+            choices.append(Choice(text=reply.text, finish_reason="stop", logprobs=lp))
+        with self._lock:
+            self.requests += 1
+            for j in range(n):
+                self.served[(key, start + j)] += 1
+        ptoks, ctoks = self.expert.usage(msgs, [c.text or "" for c in choices])
+        cost = None
+        if self.price_per_token is not None:
+            cost = ptoks * self.price_per_token[0] + ctoks * self.price_per_token[1]
+        return Completion(choices=tuple(choices), prompt_tokens=ptoks, completion_tokens=ctoks,
+                          cost_usd=cost, latency_s=self.latency)
