@@ -402,7 +402,7 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
     k = c.sum(axis=-1)  # (S, 2)
     shown = j.sum(axis=-1) > 0
     kmin = int(np.where(shown, k, np.iinfo(np.int64).max).min()) if shown.any() else 0
-    identical = ((c == k[..., None]) | (k[..., None] == 0)).all(axis=-1).all(axis=-1)
+    identical = ((c == k[..., None]).any(axis=-1) | (k == 0)).all(axis=-1)
     # delete-one variants: one answer of category i removed from colour c (6 per scenario)
     var = np.repeat(c[None], 6, axis=0)
     mult = np.zeros((s, 6))

@@ -89,6 +89,9 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
     a simple random sample) and for these items. `counts` (from `bootstrap_counts`) fixes the
     resamples (paired across cells); `bounds` clip the intervals to the metric's range."""
     g = _gen(rng)
+    if not iv.jackknife and iv.identical.all():
+        # every item's answers agree: no noise to estimate, with or without a spare answer
+        iv = ItemValues(iv.values, np.zeros_like(iv.jack), iv.weight, True, iv.identical)
     q = iv.items
     if q < 1:
         raise ValueError("no items to summarise")
@@ -131,6 +134,8 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
     if iv.jackknife:
         se_q = math.sqrt(se_q2)
         ci_q = clip(value - Z95 * se_q, value + Z95 * se_q)
+        if f >= 1:
+            ci = ci_q  # every item of the task was run: the two intervals are one
     else:
         # no replicate votes: the interval for the task without the finite-population
         # correction, which is wider than the one for these questions

@@ -28,6 +28,7 @@ __all__ = [
     "analyse",
     "box_answer_counts",
     "box_layout",
+    "item_cells",
     "load_task",
     "run_dir",
     "run_eval",
@@ -201,7 +202,7 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
     rule = VOTE_RULE[box]
     invalid = np.array([[a is None for a in answers[ti].ravel()]
                         for ti in range(answers.shape[0])], dtype=float)
-    cells = _box_cells(questions, answers, ns) if box else _vote_cells(questions, answers, ns)
+    cells = item_cells(cfg.task, questions, answers, ns)
     items = cells[0][rule, ns[0]].items
     total = max(population if population is not None else _population(cfg, questions), items)
     unit = "scenarios" if box else "questions"
@@ -286,8 +287,15 @@ def _fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:
     return out
 
 
-def _vote_cells(questions: list[Question], answers: np.ndarray, ns: list[int]
-                ) -> list[dict[Cell, ItemValues]]:
+def item_cells(task: str, questions: list[Any], answers: np.ndarray, ns: list[int]
+               ) -> list[dict[Cell, ItemValues]]:
+    """Per temperature, the per-item estimates of every (aggregator, n) cell, from
+    answers[t, q, k] (None = invalid). Items are questions, or for boxball the scenarios
+    (sorted by id). `questions` may be `Question`s or run records (`QuestionRecord`)."""
+    if task == "boxball":
+        scen, joint, loc = box_layout(questions)
+        return [box_values(box_answer_counts(answers[ti], loc, len(scen)), joint, ns)
+                for ti in range(answers.shape[0])]
     choices: list[str] = []
     for q in questions:
         choices.extend(c for c in q.choices if c not in choices)
@@ -295,8 +303,8 @@ def _vote_cells(questions: list[Question], answers: np.ndarray, ns: list[int]
     correct = np.array([idx[str(q.correct)] for q in questions])
     out = []
     for ti in range(answers.shape[0]):
-        codes = np.array([[idx[a] if a is not None else -1 for a in row] for row in answers[ti]],
-                         dtype=np.int64)
+        codes = np.array([[idx.get(a, -1) if a is not None else -1 for a in row]
+                          for row in answers[ti]], dtype=np.int64)
         out.append(vote_values(codes, correct, ns, n_options=len(choices)))
     return out
 
@@ -326,13 +334,6 @@ def box_answer_counts(answers_t: Any, loc: list[tuple[int, int]], scenarios: int
         nl, nr = a.count("L"), a.count("R")
         counts[s, c] = (nl, nr, len(a) - nl - nr)
     return counts
-
-
-def _box_cells(questions: list[Question], answers: np.ndarray, ns: list[int]
-               ) -> list[dict[Cell, ItemValues]]:
-    scen, joint, loc = box_layout(questions)
-    return [box_values(box_answer_counts(answers[ti], loc, len(scen)), joint, ns)
-            for ti in range(answers.shape[0])]
 
 
 def _population(cfg: EvalConfig, questions: list[Question]) -> int:
