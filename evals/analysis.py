@@ -383,7 +383,7 @@ def box_counts_estimate(counts: NDArray[np.integer], joint: NDArray[np.float64],
     norm = _choose_table(k, n)  # C(K, m)
     safe = np.where(norm > 0, norm, 1.0)
     tab = [_choose_table(c[..., i], n) for i in range(3)]
-    h = _diff_tables(*tab, n) / safe[..., None]
+    h = _diff_tables(tab[0], tab[1], tab[2], n) / safe[..., None]
     z = tab[2] / safe
     return _box_majority(h, z, j, n)
 
@@ -419,7 +419,7 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
     norm = _choose_table(kk, big)
     safe = np.where(norm > 0, norm, 1.0)
     tab = [_choose_table(stacked[..., i], big) for i in range(3)]
-    h = _diff_tables(*tab, big) / safe[..., None]
+    h = _diff_tables(tab[0], tab[1], tab[2], big) / safe[..., None]
     z = tab[2] / safe
     for n in sorted(set(ns)):
         ok = kmin - 1 >= n
@@ -454,6 +454,6 @@ def box_utility(r: NDArray[np.float64], joint: NDArray[np.float64], n: int, *,
         raise ValueError(f"rule must be one of {BOX_RULES}, got {rule!r}")
     tab = [_power_table(x, n) for x in (rl, rr, ri)]
     fact = np.array([factorial(m) for m in range(n + 1)], dtype=float)
-    h = _diff_tables(*tab, n) * fact[:, None]
+    h = _diff_tables(tab[0], tab[1], tab[2], n) * fact[:, None]
     z = tab[2] * fact
     return _box_majority(h, z, j, n)
