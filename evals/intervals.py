@@ -14,7 +14,9 @@ estimates Û_q (`evals.analysis`). Two quantities can be meant:
   (simple random sampling without replacement, plus the answers' noise). Since the sample
   variance s² of the Û_q estimates σ²_θ + mean Var(Û_q | q), this is
   (1 − f) s²/Q + f · SE²_questions: the full run (f = 1) keeps the narrow interval of its
-  questions, a small subset (f → 0) gets the usual s²/Q.
+  questions, a small subset (f → 0) gets the usual s²/Q. When s²/Q falls below SE²_questions
+  (the items' true values look less spread than zero, by chance) the variance between items
+  is taken as 0 and the task's interval is the one for the questions.
 
 The task interval is a percentile bootstrap: B resamples of the items with replacement give
 draws of the mean, whose deviations from their mean are scaled by √((1 − f) Q/(Q − 1))
@@ -113,10 +115,14 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
         ci_q = clip(value - Z95 * se_q, value + Z95 * se_q) if iv.jackknife else (lo, hi)
         return Summary(value, math.inf, (lo, hi), se_q, ci_q, q, n_pop, iv.jackknife,
                        bool(iv.identical.all()))
-    if iv.jackknife:
+    if iv.jackknife and (q == 1 or s2 / q >= se_q2):
         var_task = (1 - f) * (s2 if q > 1 else 0.0) / q + f * se_q2
         between = math.sqrt((1 - f) * q / (q - 1)) if q > 1 else 0.0
         cond = math.sqrt(f * se_q2)
+    elif iv.jackknife:
+        # the items vary less than their answers' noise (the estimated variance between items
+        # is negative, as can happen by chance): take it as 0, keep the noise
+        var_task, between, cond = se_q2, 0.0, math.sqrt(se_q2)
     else:
         var_task = s2 / q
         between = math.sqrt(q / (q - 1))

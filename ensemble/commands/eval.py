@@ -117,10 +117,13 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
         sem = r[prefix + "sem"] if box else r["sem"]
         ci = r[prefix + "ci"] if box else r["ci"]
         ciq = r[prefix + "ci_questions"] if box else r["ci_questions"]
+        none_valid = by_t.get(r["t"]) == 1.0
+        same = same and not none_valid  # identical because all invalid: said below instead
         if same:
             marks.add("same")
         cells = [f"{r['t']:g}" if r["t"] != last_t else "", str(r["n"]), r["aggregator"],
-                 f"{v:.4f}", "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
+                 f"{v:.4f}" if not none_valid else f"{v:.4f} (no valid reply)",
+                 "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
         if subset:
             if same:
                 cells.append("exact (†)")
@@ -167,7 +170,8 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
                      f"includes the variation between {unit}; “for these {items}” only the "
                      "sampling noise of the answers.")
     if "same" in marks:
-        ts = sorted({r["t"] for r in summary["results"] if r.get("identical")})
+        ts = sorted({r["t"] for r in summary["results"]
+                     if r.get("identical") and by_t.get(r["t"]) != 1.0})
         notes.append("† " + ", ".join(f"t = {t:g}" for t in ts) + ": all samples of each "
                      "question identical (no sampling noise to measure); "
                      + ("the interval for the task comes from the choice of " + unit + " alone."

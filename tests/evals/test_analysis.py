@@ -53,7 +53,7 @@ def test_plurality_exact_by_enumerating_answer_sequences(n):
     probs = g.dirichlet(np.ones(5), size=8)  # 4 options + invalid
     right = g.integers(0, 4, size=8)
     ref = [sum(np.prod([p[s] for s in seq]) * credit([s if s < 4 else -1 for s in seq], r, 4)
-               for seq in product(range(5), repeat=n)) for p, r in zip(probs, right)]
+               for seq in product(range(5), repeat=n)) for p, r in zip(probs, right, strict=True)]
     np.testing.assert_allclose(plurality_exact(probs, right, n), ref, atol=1e-12)
 
 
@@ -79,7 +79,7 @@ def test_vote_jackknife_is_the_delete_one_jackknife():
     vals = vote_values(codes, right, [3], n_options=3)
     for key, n in ((("plurality", 3), 3), (("random-follow", 1), 1)):
         ref = []
-        for row, r in zip(codes, right):
+        for row, r in zip(codes, right, strict=True):
             loo = np.array([subset_average(np.delete(row, i), r, n, 3) for i in range(7)])
             ref.append(6 / 7 * np.sum((loo - loo.mean()) ** 2))
         np.testing.assert_allclose(vals[key].cond_var(), ref, atol=1e-12)
@@ -115,7 +115,7 @@ def test_box_utility_with_invalid_answers_by_enumeration():
             pc = np.prod([joint[0, c, w] / pw for c in combo])
             for ans in product("LRI", repeat=3):
                 pa = np.prod([{"L": a[0, c], "R": b[0, c], "I": 1 - a[0, c] - b[0, c]}[x]
-                              for c, x in zip(combo, ans)])
+                              for c, x in zip(combo, ans, strict=True)])
                 nl, nr = ans.count("L"), ans.count("R")
                 u = -1.0 if nl + nr == 0 else np.sign(nl - nr) * (1 if w == 1 else -1)
                 ref += pw * pc * pa * u
@@ -134,7 +134,7 @@ def test_box_estimate_is_unbiased_for_every_n_up_to_the_samples():
 
     def pmf(t, p):
         return (factorial(k) / np.prod([factorial(v) for v in t])
-                * np.prod([q ** v for q, v in zip(p, t)]))
+                * np.prod([q ** v for q, v in zip(p, t, strict=True)]))
 
     for n in range(1, k + 1):
         exp = np.zeros(2)

@@ -37,7 +37,7 @@ def _plurality(p, n):
         if sum(c) != n:
             continue
         pr = float(factorial(n))
-        for ci, pi in zip(c, p):
+        for ci, pi in zip(c, p, strict=True):
             pr *= pi ** ci / factorial(ci)
         top = [i for i, ci in enumerate(c) if ci == max(c)]
         tot += pr / len(top) if 0 in top else 0.0
