@@ -138,7 +138,7 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path):
     assert doc["recommendation"]["aggregator"] in ("majority", "robust")
     lpd = json.loads(lp.stdout)
     assert lpd["mode"] == "logprob"
-    for fs, fl in zip((f5, f1), lpd["fits"]):
+    for fs, fl in zip((f5, f1), lpd["fits"], strict=True):
         assert fs["ci"][0] <= fl["lam"] <= fs["ci"][1]  # logprob agrees with sampling
     html = (tmp_path / "c" / "report.html").read_text()
     assert "data:image/png;base64," in html and "http://" not in html.replace(
