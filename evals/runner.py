@@ -232,6 +232,12 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
                       for n in ns if n > 1]
     by_t = [float(invalid[ti].mean()) for ti in range(len(temps))]
     warnings = []
+    if box:
+        asked = {q.meta["scenario"] for q in questions}
+        if len(asked) > items:
+            gone = len(asked) - items
+            warnings.append(f"{gone} scenario{'s' if gone > 1 else ''} left out: the question "
+                            "of a colour it can show is missing (a vote's utility needs both)")
     high = [f"t = {t:g}: {r:.0%}" for t, r in zip(temps, by_t, strict=True) if r > INVALID_WARN]
     if high:
         warnings.append(f"over {INVALID_WARN:.0%} of the replies are invalid ("
@@ -312,16 +318,24 @@ def item_cells(task: str, questions: list[Any], answers: np.ndarray, ns: list[in
 def box_layout(questions: list[Any]
                ) -> tuple[list[str], NDArray[np.float64], list[tuple[int, int]]]:
     """Scenario ids (sorted), joint (S, 2, 2) P(colour, ω) and each question's (scenario,
-    colour) position, from box-ball questions (or their records: `meta` with scenario, colour
-    and joint)."""
-    scen = sorted({q.meta["scenario"] for q in questions})
-    si = {s: i for i, s in enumerate(scen)}
-    joint = np.zeros((len(scen), 2, 2))
-    loc = []
+    colour) position, from box-ball questions (or their records: `meta` with scenario, colour,
+    prior_left, red_left, red_right). A scenario missing the question of a colour it can show
+    (e.g. a question the provider refused) is left out: its utility needs both; its questions
+    get position (−1, −1)."""
+    rows: dict[str, NDArray[np.float64]] = {}
+    asked: dict[str, set[int]] = {}
     for q in questions:
-        c = 0 if q.meta["colour"] == "red" else 1
-        joint[si[q.meta["scenario"]], c] = q.meta["joint"]
-        loc.append((si[q.meta["scenario"]], c))
+        m = q.meta
+        mu, a, b = float(m["prior_left"]), float(m["red_left"]), float(m["red_right"])
+        rows[m["scenario"]] = np.array([[(1 - mu) * b, mu * a],
+                                        [(1 - mu) * (1 - b), mu * (1 - a)]])
+        asked.setdefault(m["scenario"], set()).add(0 if m["colour"] == "red" else 1)
+    scen = sorted(s for s, j in rows.items()
+                  if all(c in asked[s] for c in (0, 1) if j[c].sum() > 0))
+    si = {s: i for i, s in enumerate(scen)}
+    joint = np.array([rows[s] for s in scen]).reshape(len(scen), 2, 2)
+    loc = [(si[q.meta["scenario"]], 0 if q.meta["colour"] == "red" else 1)
+           if q.meta["scenario"] in si else (-1, -1) for q in questions]
     return scen, joint, loc
 
 
@@ -330,6 +344,8 @@ def box_answer_counts(answers_t: Any, loc: list[tuple[int, int]], scenarios: int
     """(S, 2, 3) counts of "L", "R" and invalid per scenario and colour."""
     counts = np.zeros((scenarios, 2, 3), dtype=np.int64)
     for qi, (s, c) in enumerate(loc):
+        if s < 0:
+            continue
         a = list(answers_t[qi])
         nl, nr = a.count("L"), a.count("R")
         counts[s, c] = (nl, nr, len(a) - nl - nr)

@@ -9,7 +9,7 @@ rejection rate at the 5% level.
     python tests/bench/coverage.py                      # all checks, 300 replications each
     python tests/bench/coverage.py --reps 50 --only box-eval mc-eval
     python tests/bench/coverage.py --markdown docs/coverage.md
-    python tests/bench/coverage.py --experiment         # the issue's 20 runs, real HTTP server
+    python tests/bench/coverage.py --experiment         # 20 runs and 20 compare pairs, real HTTP
 
 The seam: every check draws its answers through a `Source`, a callable
 `source(questions, t, samples, rng) -> answers` returning a (Q, samples) object array of
@@ -468,6 +468,45 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
     return [*tq.values(), *tt.values()]
 
 
+def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0),
+                       samples: int = 10, limit: int = 40, ns: tuple[int, ...] = (1, 3, 5),
+                       out: Path | None = None) -> list[Tally]:
+    """20 pairs of eval runs against simulated servers with planted λ₁ = 2 and 4 (real HTTP,
+    run folders on disk), then `ensemble compare`'s logic on the folders (`load_run`)."""
+    import asyncio
+    import tempfile
+
+    from ensemble.testing import SimulatedServer
+    from evals.compare import load_run
+    from evals.runner import run_eval
+
+    ea, eb = PlantedExpert(lam1=lams[0]), PlantedExpert(lam1=lams[1])
+    task_truth = {n: truth_box(eb, BOX, 1.0, n) - truth_box(ea, BOX, 1.0, n) for n in ns}
+    what = (f"simulated servers λ₁ {lams[0]:g} vs {lams[1]:g}, t=1, K={samples}, {limit} of "
+            "216 scenarios, run folders")
+    tq = {n: Tally(f"compare B − A, majority n={n}: for these scenarios", what) for n in ns}
+    tt = {n: Tally(f"compare B − A, majority n={n}: for the task", what) for n in ns}
+    base = Path(out or tempfile.mkdtemp(prefix="coverage-compare-"))
+    for rep in range(pairs):
+        dirs = []
+        for name, lam in (("a", lams[0]), ("b", lams[1])):
+            with SimulatedServer(lam1=lam, seed=200 + 2 * rep + (name == "b")) as srv:
+                cfg = EvalConfig(task="boxball", model="openai/sim-expert",
+                                 api_base=srv.base_url, temperatures=(1.0,), ns=ns,
+                                 samples=samples, limit=limit, seed=rep,
+                                 out=str(base / f"{name}{rep}"))
+                asyncio.run(run_eval(cfg))
+            dirs.append(base / f"{name}{rep}")
+        doc = compare_runs(load_run(dirs[0]), load_run(dirs[1]), seed=rep)
+        qs = select_questions(cfg, get_task("boxball"))
+        for n in ns:
+            row = _cell(doc["results"], t=1.0, n=n, aggregator="majority")
+            own = truth_box(eb, qs, 1.0, n) - truth_box(ea, qs, 1.0, n)
+            tq[n].add(*row["utility_ci_questions"], own, row["utility_diff"])
+            tt[n].add(*row["utility_ci"], task_truth[n], row["utility_diff"])
+    return [*tq.values(), *tt.values()]
+
+
 # -- output -------------------------------------------------------------------------------------
 def _fmt(item: Any) -> tuple[str, ...]:
     if isinstance(item, Rate):
@@ -494,14 +533,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=300, help="replications per check")
     ap.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")
     ap.add_argument("--experiment", action="store_true",
-                    help="the issue's 20-run experiment through the simulated HTTP server")
+                    help="the issue's 20-run experiment and 20 compare pairs, through the "
+                         "simulated HTTP server and run folders")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
     args = ap.parse_args(argv)
     items: list[Any] = []
-    names = ["experiment"] if args.experiment else (args.only or list(CHECKS))
+    runs: dict[str, Callable[[], list[Any]]] = {"experiment": experiment,
+                                                  "experiment-compare": experiment_compare}
+    names = list(runs) if args.experiment else (args.only or list(CHECKS))
     for name in names:
         t0 = time.perf_counter()
-        got = experiment() if name == "experiment" else CHECKS[name](args.reps)
+        got = runs[name]() if name in runs else CHECKS[name](args.reps)
         items += got
         print(f"## {name} ({time.perf_counter() - t0:.0f} s)")
         for it in got:

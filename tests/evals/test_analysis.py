@@ -228,3 +228,18 @@ def test_identical_answers_have_no_noise_and_k_equal_n_falls_back_to_the_task_in
     s = summarise(iv, population=30, rng=0, bounds=(0, 1))
     assert not s.questions_exact and s.ci_questions == s.ci
     assert s.sem == pytest.approx(iv.values.std(ddof=1) / np.sqrt(30))
+
+
+def test_a_scenario_missing_a_question_is_left_out_with_a_warning():
+    from evals.runner import EvalConfig, analyse, select_questions
+    from tasks import get_task
+
+    cfg = EvalConfig(task="boxball", model="m", temperatures=(1.0,), ns=(1, 3), samples=5,
+                     limit=10, seed=1)
+    qs = select_questions(cfg, get_task("boxball"))[1:]  # the first question failed for good
+    g = np.random.default_rng(0)
+    answers = np.where(g.random((1, len(qs), 5)) < 0.7, "L", "R").astype(object)
+    s = analyse(cfg, qs, answers, population=216)
+    assert s["population"]["items"] == 9
+    assert s["warnings"] == ["1 scenario left out: the question of a colour it can show is "
+                             "missing (a vote's utility needs both)"]
