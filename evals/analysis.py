@@ -116,11 +116,6 @@ class ItemValues:
         return ItemValues(self.values[i], self.jack[i], self.weight[i], self.jackknife,
                           self.identical[i])
 
-    def scaled(self, factor: float, shift: float = 0.0) -> ItemValues:
-        """factor · self + shift (e.g. accuracy = (1 + utility) / 2)."""
-        return ItemValues(factor * self.values + shift, factor * self.jack, self.weight,
-                          self.jackknife, self.identical)
-
 
 # -- coefficient tables ------------------------------------------------------------------------
 def _choose_table(counts: NDArray[np.integer], n: int) -> NDArray[np.float64]:
