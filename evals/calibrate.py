@@ -122,13 +122,14 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             if valid.sum() == 0:
                 raise InputError(f"no valid answers at t = {t:g}: the model's replies could not "
                                  "be parsed (see `ensemble sample` to inspect them)")
-            fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t)
+            fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t,
+                             rng=cfg.seed)
             groups.append((t, post, ones, valid))
             with np.errstate(invalid="ignore", divide="ignore"):
                 props = np.where(valid > 0, ones / np.maximum(valid, 1), np.nan)
         fits.append(fit)
         panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
-    joint = fit_joint(groups, bias=cfg.bias) if groups else None
+    joint = fit_joint(groups, bias=cfg.bias, rng=cfg.seed) if groups else None
     rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir)
     from ensemble.report import write_report
 
@@ -141,10 +142,11 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "fits": [{"t": f.t, "lam": f.lam, "se": f.se, "ci": list(f.ci), "bias": f.bias,
                   "bias_se": f.bias_se, "separated": f.separated, "n_questions": f.n_questions,
                   "n_valid": f.n_valid, "deviance": f.deviance, "gof_pvalue": f.gof_pvalue,
-                  "notes": list(f.notes)} for f in fits],
+                  "deviance_pvalue": f.deviance_pvalue, "notes": list(f.notes)} for f in fits],
         "joint": None if joint is None else {
-            "lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci), "lrt_pvalue": joint.lrt_pvalue,
-            "holds": joint.holds},
+            "lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci),
+            "lrt_pvalue": joint.lrt_pvalue, "holds": joint.holds, "gof_pvalue": joint.gof_pvalue,
+            "deviance_pvalue": joint.deviance_pvalue},
         "recommendation": rec,
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
         "rate_limited": stats.rate_limited, "failed": failed.to_dict(),

@@ -8,7 +8,6 @@ shape, plus `ci`, `metric`, tokens, wall time), grid.csv and accuracy.png.
 from __future__ import annotations
 
 import csv
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,15 +15,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ensemble.errors import InputError
 from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
 
-from .analysis import BOX_RULES, VOTE_RULES, box_utility_draws, estimate, vote_draws
+from .analysis import Cell, ItemValues, box_values, vote_values
+from .intervals import Summary, bootstrap_counts, summarise
 
-__all__ = ["EvalConfig", "analyse", "load_task", "run_dir", "run_eval", "select_questions"]
+__all__ = [
+    "EvalConfig",
+    "analyse",
+    "box_answer_counts",
+    "box_layout",
+    "item_cells",
+    "load_task",
+    "run_dir",
+    "run_eval",
+    "select_questions",
+]
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,11 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
                                   samples_total=stats.samples_total)
     rows = result.rows
     if failed.count:  # leave the failed questions out of every estimate
-        keep = [qi for qi, q in enumerate(questions) if q.id not in set(failed.ids)]
+        drop = set(failed.ids)
+        if cfg.task == "boxball":  # a scenario is scored as a whole (both colours)
+            lost = {q.meta["scenario"] for q in questions if q.id in drop}
+            drop |= {q.id for q in questions if q.meta["scenario"] in lost}
+        keep = [qi for qi, q in enumerate(questions) if q.id not in drop]
         rows = [rows[ti * len(questions) + qi] for ti in range(len(cfg.temperatures))
                 for qi in keep]
         questions = [questions[qi] for qi in keep]
@@ -180,85 +195,197 @@ def _data_notes(task: Task) -> dict[str, Any]:
     return notes
 
 
-def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray) -> dict[str, Any]:
-    """The result grid from answers[t, q, k] (None = invalid); no requests."""
+VOTE_RULE = {True: "majority", False: "plurality"}
+INVALID_WARN = 0.2
+METRIC = {
+    True: "expected utility of the vote in ±1 units (each expert draws its own ball; "
+          "accuracy = (1 + utility) / 2)",
+    False: "accuracy of the vote (plurality, ties broken by a fair coin; invalid answers "
+           "abstain, a group with no valid answer is wrong)",
+}
+ESTIMATOR = {
+    True: "exact and unbiased for every n up to the samples drawn: per scenario, the majority's "
+          "utility with each colour's answers drawn without replacement from its samples",
+    False: "exact and unbiased: per question, the average over all n-subsets of its samples "
+           "(the paper's bootstrap over subsets, without its Monte-Carlo noise)",
+}
+
+
+def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
+            population: int | None = None) -> dict[str, Any]:
+    """The result grid from answers[t, q, k] (None = invalid); no requests.
+
+    `population` is the number of items (questions; scenarios for boxball) in the whole task,
+    of which these are a random subset when `--limit` binds (default: worked out from the
+    task). Every value is an exact, unbiased estimate from the samples (`evals.analysis`);
+    `ci` is the 95% interval for the task, `ci_questions` the one for these questions only
+    (`evals.intervals`). Contrasts: each temperature minus the lowest (kind "temperature")
+    and each group size minus one expert at the same temperature (kind "ensemble").
+    """
+    temps = [float(t) for t in cfg.temperatures]
+    ns = sorted(set(cfg.ns))
+    box = cfg.task == "boxball"
+    rule = VOTE_RULE[box]
     invalid = np.array([[a is None for a in answers[ti].ravel()]
                         for ti in range(answers.shape[0])], dtype=float)
-    ns = sorted(set(cfg.ns))
-    temps = list(cfg.temperatures)
-    results: list[dict[str, Any]] = []
+    cells = item_cells(cfg.task, questions, answers, ns)
+    items = cells[0][rule, ns[0]].items
+    total = max(population if population is not None else _population(cfg, questions), items)
+    unit = "scenarios" if box else "questions"
+    g = np.random.default_rng(cfg.seed)
+    resamples = bootstrap_counts(items, cfg.bootstrap, g)
+    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
+    keys = [(rule, n) for n in ns] + [("random-follow", 1)]
+
+    def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
+        span = 2.0 if box else 1.0  # utility in [−1, 1], accuracy in [0, 1]
+        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
+        s = summarise(iv, population=total, counts=resamples, rng=g, bounds=(lo, hi))
+        return {**head, **_fields(s, box=box, diff=diff), "covers": covers}
+
+    results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
+               for ti, t in enumerate(temps) for key in keys]
     contrasts: list[dict[str, Any]] = []
-    if cfg.task == "boxball":
-        metric = ("expected utility of the vote in ±1 units (exact over each expert's own ball; "
-                  "accuracy = (1 + utility) / 2), bootstrap over each question's samples")
-        rules = BOX_RULES
-        scen = sorted({q.meta["scenario"] for q in questions})
-        si = {s: i for i, s in enumerate(scen)}
-        joint = np.zeros((len(scen), 2, 2))
-        loc = []
-        for q in questions:
-            c = 0 if q.meta["colour"] == "red" else 1
-            joint[si[q.meta["scenario"]], c] = q.meta["joint"]
-            loc.append((si[q.meta["scenario"]], c))
-        g = np.random.default_rng(cfg.seed)
-        for ti, t in enumerate(temps):
-            counts = np.zeros((3, len(scen), 2), dtype=np.int64)  # L, R, all
-            for qi, (s, c) in enumerate(loc):
-                a = list(answers[ti, qi])
-                counts[:, s, c] = (a.count("L"), a.count("R"), len(a))
-            point, draws = box_utility_draws(counts[0], counts[1], counts[2], joint, ns,
-                                             reps=cfg.bootstrap, rng=g)
-            for ni, n in enumerate(ns):
-                for ri, rule in enumerate(rules):
-                    e = estimate(draws[ni, ri], point[ni, ri])
-                    results.append({
-                        "t": t, "n": n, "aggregator": rule,
-                        "accuracy": (1 + e.value) / 2, "sem": e.sem / 2,
-                        "ci": [(1 + e.ci[0]) / 2, (1 + e.ci[1]) / 2],
-                        "utility": e.value, "utility_sem": e.sem, "utility_ci": list(e.ci),
-                        "items": len(scen)})
-    else:
-        metric = ("accuracy of the vote (plurality, ties broken at random, seeded), bootstrap "
-                  "over questions and n-subsets of the samples without replacement")
-        rules = VOTE_RULES
-        choices: list[str] = []
-        for q in questions:
-            choices.extend(c for c in q.choices if c not in choices)
-        idx = {c: i for i, c in enumerate(choices)}
-        correct = np.array([idx[str(q.correct)] for q in questions])
-        codes = np.array([[[idx[a] if a is not None else -1 for a in row] for row in answers[ti]]
-                          for ti in range(len(temps))], dtype=np.int64)
-        draws = vote_draws(codes, correct, ns, n_options=len(choices), reps=cfg.bootstrap,
-                           rng=cfg.seed)
-        for ti, t in enumerate(temps):
-            for ni, n in enumerate(ns):
-                for ri, rule in enumerate(rules):
-                    e = estimate(draws[ti, ni, ri])
-                    results.append({"t": t, "n": n, "aggregator": rule, "accuracy": e.value,
-                                    "sem": e.sem, "ci": list(e.ci), "items": len(questions)})
-        # paired differences (the same question and subset draws at every temperature)
-        base = min(range(len(temps)), key=lambda i: temps[i])
-        for ti, t in enumerate(temps):
-            if ti == base:
-                continue
-            for ni, n in enumerate(ns):
-                for ri, rule in enumerate(rules):
-                    e = estimate(draws[ti, ni, ri] - draws[base, ni, ri])
-                    contrasts.append({"t": t, "vs_t": temps[base], "n": n, "aggregator": rule,
-                                      "difference": e.value, "sem": e.sem, "ci": list(e.ci)})
-    summary: dict[str, Any] = {
-        "task": cfg.task, "model": cfg.model, "metric": metric,
+    base = min(range(len(temps)), key=lambda i: temps[i])
+    for ti, t in enumerate(temps):
+        if ti != base:
+            contrasts += [row(cells[ti][key].minus(cells[base][key], same_answers=False),
+                              diff=True, kind="temperature", t=t, vs_t=temps[base], n=key[1],
+                              vs_n=key[1], aggregator=key[0]) for key in keys]
+    for ti, t in enumerate(temps):
+        contrasts += [row(cells[ti][rule, n].minus(cells[ti][rule, 1], same_answers=True),
+                          diff=True, kind="ensemble", t=t, vs_t=t, n=n, vs_n=1, aggregator=rule)
+                      for n in ns if n > 1]
+    by_t = [float(invalid[ti].mean()) for ti in range(len(temps))]
+    warnings = []
+    if box:
+        asked = {q.meta["scenario"] for q in questions}
+        if len(asked) > items:
+            gone = len(asked) - items
+            warnings.append(f"{gone} scenario{'s' if gone > 1 else ''} left out: the question "
+                            "of a colour it can show is missing (a vote's utility needs both)")
+    high = [f"t = {t:g}: {r:.0%}" for t, r in zip(temps, by_t, strict=True) if r > INVALID_WARN]
+    if high:
+        warnings.append(f"over {INVALID_WARN:.0%} of the replies are invalid ("
+                        + "; ".join(high) + "); invalid answers abstain and a group without a "
+                        "valid answer counts as wrong, so the numbers measure the answer format "
+                        "as much as the answers: check the prompt, the parser or --max-tokens")
+    some = f"these {items} of the task's {total} {unit}, drawn at random (--limit)"
+    return {
+        "task": cfg.task, "model": cfg.model, "metric": METRIC[box],
+        "estimator": ESTIMATOR[box], "temperatures": temps, "ns": ns,
         "samples_per_question": cfg.k(), "bootstrap": cfg.bootstrap, "seed": cfg.seed,
+        "population": {"items": items, "total": total, "unit": unit, "limit": cfg.limit,
+                       "fraction": items / total},
+        "intervals": {
+            "ci": "95% interval for the task: the mean over all " + f"{total} {unit}"
+                  + (f"; {some}, so it includes the variation between {unit}"
+                     if items < total else " (all were run)")
+                  + f"; bootstrap over {unit} with the finite-population correction",
+            "ci_questions": f"95% interval for these {items} {unit} only: the sampling noise "
+                            "of the answers (jackknife); where a cell has as many samples per "
+                            "question as its group size this noise cannot be separated, and "
+                            "the task's interval without the finite-population correction "
+                            "(wider) is shown",
+        },
         "results": results,
+        "contrasts": contrasts,
         "invalid_rate": float(invalid.mean()),
-        "invalid_rate_by_t": [{"t": t, "invalid_rate": float(invalid[ti].mean())}
-                              for ti, t in enumerate(temps)],
+        "invalid_rate_by_t": [{"t": t, "invalid_rate": r}
+                              for t, r in zip(temps, by_t, strict=True)],
         "invalid_policy": "invalid answers abstain from the vote; a group with no valid answer "
                           "counts as wrong; random-follow counts an invalid answer as wrong",
+        "warnings": warnings,
     }
-    if contrasts:
-        summary["contrasts"] = contrasts
-    return summary
+
+
+def _fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:
+    """A summary as JSON fields: accuracy units (box-ball: also utility in ±1 units)."""
+    name = "difference" if diff else "accuracy"
+    # box-ball: accuracy = (1 + utility)/2, so a difference of accuracies is half of utility's
+    a, b = (0.5, 0.0 if diff else 0.5) if box else (1.0, 0.0)
+    out: dict[str, Any] = {
+        name: a * s.value + b, "sem": a * s.sem, "ci": [a * c + b for c in s.ci],
+        "sem_questions": a * s.sem_questions, "ci_questions": [a * c + b for c in s.ci_questions],
+        "items": s.items,
+    }
+    if box:
+        u = "utility_difference" if diff else "utility"
+        out.update({u: s.value, "utility_sem": s.sem, "utility_ci": list(s.ci),
+                    "utility_sem_questions": s.sem_questions,
+                    "utility_ci_questions": list(s.ci_questions)})
+    out["identical"] = s.identical
+    out["questions_exact"] = s.questions_exact
+    return out
+
+
+def item_cells(task: str, questions: list[Any], answers: np.ndarray, ns: list[int]
+               ) -> list[dict[Cell, ItemValues]]:
+    """Per temperature, the per-item estimates of every (aggregator, n) cell, from
+    answers[t, q, k] (None = invalid). Items are questions, or for boxball the scenarios
+    (sorted by id). `questions` may be `Question`s or run records (`QuestionRecord`)."""
+    if task == "boxball":
+        scen, joint, loc = box_layout(questions)
+        return [box_values(box_answer_counts(answers[ti], loc, len(scen)), joint, ns)
+                for ti in range(answers.shape[0])]
+    choices: list[str] = []
+    for q in questions:
+        choices.extend(c for c in q.choices if c not in choices)
+    idx = {c: i for i, c in enumerate(choices)}
+    correct = np.array([idx[str(q.correct)] for q in questions])
+    out = []
+    for ti in range(answers.shape[0]):
+        codes = np.array([[idx.get(a, -1) if a is not None else -1 for a in row]
+                          for row in answers[ti]], dtype=np.int64)
+        out.append(vote_values(codes, correct, ns, n_options=len(choices)))
+    return out
+
+
+def box_layout(questions: list[Any]
+               ) -> tuple[list[str], NDArray[np.float64], list[tuple[int, int]]]:
+    """Scenario ids (sorted), joint (S, 2, 2) P(colour, ω) and each question's (scenario,
+    colour) position, from box-ball questions (or their records: `meta` with scenario, colour,
+    prior_left, red_left, red_right). A scenario missing the question of a colour it can show
+    (e.g. a question the provider refused) is left out: its utility needs both; its questions
+    get position (−1, −1)."""
+    rows: dict[str, NDArray[np.float64]] = {}
+    asked: dict[str, set[int]] = {}
+    for q in questions:
+        m = q.meta
+        mu, a, b = float(m["prior_left"]), float(m["red_left"]), float(m["red_right"])
+        rows[m["scenario"]] = np.array([[(1 - mu) * b, mu * a],
+                                        [(1 - mu) * (1 - b), mu * (1 - a)]])
+        asked.setdefault(m["scenario"], set()).add(0 if m["colour"] == "red" else 1)
+    scen = sorted(s for s, j in rows.items()
+                  if all(c in asked[s] for c in (0, 1) if j[c].sum() > 0))
+    si = {s: i for i, s in enumerate(scen)}
+    joint = np.array([rows[s] for s in scen]).reshape(len(scen), 2, 2)
+    loc = [(si[q.meta["scenario"]], 0 if q.meta["colour"] == "red" else 1)
+           if q.meta["scenario"] in si else (-1, -1) for q in questions]
+    return scen, joint, loc
+
+
+def box_answer_counts(answers_t: Any, loc: list[tuple[int, int]], scenarios: int
+                      ) -> NDArray[np.int64]:
+    """(S, 2, 3) counts of "L", "R" and invalid per scenario and colour."""
+    counts = np.zeros((scenarios, 2, 3), dtype=np.int64)
+    for qi, (s, c) in enumerate(loc):
+        if s < 0:
+            continue
+        a = list(answers_t[qi])
+        nl, nr = a.count("L"), a.count("R")
+        counts[s, c] = (nl, nr, len(a) - nl - nr)
+    return counts
+
+
+def _population(cfg: EvalConfig, questions: list[Question]) -> int:
+    """How many items the whole task has (the questions are a random subset under --limit)."""
+    if cfg.task == "boxball":
+        return len({q.meta["scenario"] for q in get_task("boxball").questions()})
+    if cfg.limit is None or len(questions) < cfg.limit:
+        return len(questions)  # the limit did not bind: every question of the task was run
+    full = get_task(cfg.task, data=cfg.data, skip_invalid=cfg.skip_invalid)
+    return len(full.questions())
 
 
 def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
@@ -267,12 +394,13 @@ def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(dumps(summary, indent=2) + "\n")
     with open(out / "grid.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high", "utility",
-                    "utility_sem", "items"])
+        w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high",
+                    "ci_questions_low", "ci_questions_high", "utility", "utility_sem", "items"])
         for r in summary["results"]:
             u = [f"{r['utility']:.6f}", f"{r['utility_sem']:.6f}"] if "utility" in r else ["", ""]
             w.writerow([r["t"], r["n"], r["aggregator"], f"{r['accuracy']:.6f}",
-                        f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}", f"{r['ci'][1]:.6f}", *u,
+                        f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}", f"{r['ci'][1]:.6f}",
+                        f"{r['ci_questions'][0]:.6f}", f"{r['ci_questions'][1]:.6f}", *u,
                         r["items"]])
     _plot(out / "accuracy.png", summary)
 

@@ -30,7 +30,7 @@ def test_interval_coverage_is_about_95_percent(lam, bias, k):
     hits = 0
     for _ in range(reps):
         ones, tot = draw(lam, bias, k, rng)
-        f = fit_lambda(P, ones, tot)
+        f = fit_lambda(P, ones, tot, gof_reps=0)
         hits += f.ci[0] <= lam <= f.ci[1]
     # 95% nominal; with 120 replications the binomial 99.9% range is about [0.87, 0.99]
     assert 0.87 <= hits / reps <= 0.995
@@ -69,6 +69,34 @@ def test_joint_lambda_over_t():
     assert j.ci[0] < 4.0 < j.ci[1] and j.holds
     bad = [(0.5, P, *draw(3.0, 0, 20, rng)), (1.0, P, *draw(3.0, 0, 20, rng))]
     assert not fit_joint(bad).holds  # λ constant in t contradicts λ₁/t
+
+
+def draw_probit(lam, k, rng):
+    """The probit alternative: P(L) = Φ(c · 2λ(2p − 1)), c = √(2π)/4 (the logistic's slope at
+    p = 1/2); the simulated server's link="probit" draws the same."""
+    from scipy.stats import norm
+
+    return rng.binomial(k, norm.cdf(np.sqrt(2 * np.pi) / 4 * 2 * lam * (2 * P - 1))), \
+        np.full(P.size, k)
+
+
+def test_goodness_of_fit_rejects_another_link_and_keeps_the_true_one():
+    # one run each (fixed seeds); sizes and power over 100s of runs: tests/bench/coverage.py
+    rng = np.random.default_rng(21)
+    true = [(t, P, *draw(3.0 / t, 0.0, 10, rng)) for t in (0.5, 1.0)]
+    probit = [(t, P, *draw_probit(3.0 / t, 30, rng)) for t in (0.5, 1.0)]
+    f = fit_lambda(*true[1][1:], rng=0, gof_reps=99)
+    assert f.gof_pvalue > 0.05 and f.deviance_pvalue > 0.05 and f.gof_reps == 99
+    j = fit_joint(true, rng=0, gof_reps=99)
+    assert j.gof_pvalue > 0.05 and j.lrt_pvalue > 0.05
+    jp = fit_joint(probit, rng=0, gof_reps=99)
+    assert jp.gof_pvalue < 0.05 and jp.gof_pvalue == pytest.approx(1 / 100)
+    fp = fit_lambda(*probit[1][1:], rng=0, gof_reps=99)
+    assert fp.gof_pvalue < 0.05 and any("link test" in n for n in fp.notes)
+    # the χ² deviance test it replaces could not reject even this
+    from scipy.stats import chi2
+
+    assert chi2.sf(fp.deviance, fp.df) > 0.5
 
 
 def test_degenerate_input_is_clear():
@@ -111,7 +139,7 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path):
     assert doc["recommendation"]["aggregator"] in ("majority", "robust")
     lpd = json.loads(lp.stdout)
     assert lpd["mode"] == "logprob"
-    for fs, fl in zip((f5, f1), lpd["fits"]):
+    for fs, fl in zip((f5, f1), lpd["fits"], strict=True):
         assert fs["ci"][0] <= fl["lam"] <= fs["ci"][1]  # logprob agrees with sampling
     html = (tmp_path / "c" / "report.html").read_text()
     assert "data:image/png;base64," in html and "http://" not in html.replace(

@@ -20,21 +20,28 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "eval", help="evaluate voting over a task (mathqa, boxball, jsonl)",
         description="Draw K samples per question and temperature (stored and resumable), then "
-                    "estimate the vote's accuracy for each (t, n) by bootstrap. Box-ball "
-                    "utility is exact, in ±1 units.")
+                    "estimate the vote's accuracy for each (t, n): exact, unbiased estimates "
+                    "from the samples (box-ball: expected utility in ±1 units), with 95% "
+                    "intervals for the task and for the questions run.")
     p.add_argument("task", help="mathqa | boxball | jsonl")
     add_provider_args(p)
     p.add_argument("--t", type=temperature, nargs="+", required=True, help="temperatures")
     p.add_argument("--n", type=positive_int, nargs="+", required=True, help="group sizes")
-    p.add_argument("--samples", type=positive_int, help="samples per question (default: max n)")
-    p.add_argument("--limit", type=positive_int, help="random subset of questions (scenarios "
-                                                      "for boxball)")
+    p.add_argument("--samples", type=positive_int,
+                   help="samples per question and temperature (default: the largest n; draw at "
+                        "least n + 1 to separate the answers' noise from the questions')")
+    p.add_argument("--limit", type=positive_int, metavar="L",
+                   help="run a random subset (seeded by --seed) of L questions of the task; for "
+                        "boxball L scenarios of its 216 (each asks 2 questions, one per ball "
+                        "colour); the intervals 'for the task' then include the variation "
+                        "between questions")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the question subset, the bootstrap and the tie-breaks")
+                   help="seed of the question subset (--limit) and of the bootstrap")
     p.add_argument("--data", help="data file (mathqa: test.json; jsonl: .jsonl/.csv)")
     p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
     p.add_argument("--bootstrap", type=positive_int, default=1000,
-                   help="bootstrap repetitions (default 1000, as in the paper)")
+                   help="bootstrap resamples of the questions for the task's interval "
+                        "(default 1000)")
     p.add_argument("--max-tokens", type=positive_int,
                    help="completion token limit per sample (default: the task's: 512 for "
                         "boxball, 1024 for mathqa and jsonl)")
@@ -66,28 +73,137 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(summary: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    box = summary["task"] == "boxball"
-    table = Table(title=f"{summary['task']} · {summary['model']}", caption=summary["metric"])
-    for col in ("t", "n", "aggregator", "utility" if box else "accuracy", "SEM", "95% interval"):
-        table.add_column(col, justify="right")
-    for r in summary["results"]:
-        v, s, ci = ((r["utility"], r["utility_sem"], [2 * c - 1 for c in r["ci"]]) if box
-                    else (r["accuracy"], r["sem"], r["ci"]))
-        table.add_row(f"{r['t']:g}", str(r["n"]), r["aggregator"], f"{v:.4f}", f"{s:.4f}",
-                      f"[{ci[0]:.3f}, {ci[1]:.3f}]")
     con = Console()
-    con.print(table)
-    cost = "unknown" if summary["cost_usd"] is None else f"${summary['cost_usd']:.4f}"
-    for c in summary.get("contrasts", []):
-        if c["aggregator"] == "plurality":
-            con.print(f"n = {c['n']}: t = {c['t']:g} vs {c['vs_t']:g}: "
-                      f"{c['difference']:+.4f} ± {c['sem']:.4f} (paired SEM)")
-    skipped = summary.get("data", {}).get("skipped")
-    if skipped:
-        con.print(f"[yellow]skipped {len(skipped)} malformed data rows (see summary.json)[/]")
-    con.print(f"invalid answers {summary['invalid_rate']:.1%} · requests {summary['requests']} · "
+    for line in table_lines(summary):
+        con.print(line)
+    cost = "unknown" if summary.get("cost_usd") is None else f"${summary['cost_usd']:.4f}"
+    con.print(f"requests {summary['requests']} · "
               f"from store {summary['samples']['from_store']} of {summary['samples']['total']} · "
               f"tokens {summary['tokens']['prompt'] + summary['tokens']['completion']} · "
               f"cost {cost} · {summary['wall_time_s']:.1f} s · outputs in {summary['run_dir']}")
+
+
+def _iv(ci: list[float], digits: int = 3) -> str:
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _sem(x: float) -> str:
+    return "∞" if x == float("inf") else f"{x:.4f}"
+
+
+def table_lines(summary: dict[str, Any]) -> list[Any]:
+    """The eval's tables and notes as rich renderables: the results, the paired differences,
+    and what the numbers rest on (questions, intervals, invalid replies)."""
+    from rich.table import Table
+
+    box = summary["task"] == "boxball"
+    pop = summary.get("population", {})
+    items, total = pop.get("items"), pop.get("total")
+    unit = pop.get("unit", "questions")
+    subset = items is not None and total is not None and items < total
+    key = "utility" if box else "accuracy"
+    prefix = "utility_" if box else ""
+    by_t = {r["t"]: r["invalid_rate"] for r in summary.get("invalid_rate_by_t", [])}
+    out: list[Any] = []
+    table = Table(title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+                  caption=summary["metric"])
+    for col in ("t", "n", "aggregator", key, "SEM",
+                "95% for the task" if subset else f"95% interval ({total} {unit})"):
+        table.add_column(col, justify="right")
+    if subset:
+        table.add_column(f"95% for these {items}", justify="right")
+    table.add_column("invalid", justify="right")
+    marks: set[str] = set()
+    last_t = None
+    for r in summary["results"]:
+        same = r.get("identical", False)
+        exact_q = r.get("questions_exact", True)
+        v = r[key]
+        sem = r[prefix + "sem"] if box else r["sem"]
+        ci = r[prefix + "ci"] if box else r["ci"]
+        ciq = r[prefix + "ci_questions"] if box else r["ci_questions"]
+        none_valid = by_t.get(r["t"]) == 1.0
+        same = same and not none_valid  # identical because all invalid: said below instead
+        if same:
+            marks.add("same")
+        cells = [f"{r['t']:g}" if r["t"] != last_t else "", str(r["n"]), r["aggregator"],
+                 f"{v:.4f}" if not none_valid else f"{v:.4f} (no valid reply)",
+                 "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
+        if subset:
+            if same:
+                cells.append("exact (†)")
+            elif not exact_q:
+                marks.add("k=n")
+                cells.append(_iv(ciq) + " ‡")
+            else:
+                cells.append(_iv(ciq))
+        elif not exact_q:
+            marks.add("k=n")
+            cells[-1] += " ‡"
+        inv = by_t.get(r["t"])
+        cells.append("" if r["t"] == last_t or inv is None else f"{inv:.1%}")
+        table.add_row(*cells, end_section=r["aggregator"] == "random-follow")
+        last_t = r["t"]
+    out.append(table)
+    diffs = summary.get("contrasts", [])
+    if diffs:
+        d = Table(title="Paired differences (the same " + unit + "; "
+                  + ("utility, ±1 units" if box else "accuracy") + ")")
+        for col in ("difference", "aggregator", "estimate", "SEM",
+                    "95% for the task" if subset else "95% interval"):
+            d.add_column(col, justify="right")
+        if subset:
+            d.add_column(f"95% for these {items}", justify="right")
+        for c in diffs:
+            if c.get("kind") == "ensemble":
+                what = f"n = {c['n']} − n = 1 at t = {c['t']:g}"
+            else:
+                what = f"t = {c['t']:g} − t = {c['vs_t']:g} at n = {c['n']}"
+            val = c["utility_difference"] if box else c["difference"]
+            sem = c[prefix + "sem"] if box else c["sem"]
+            ci = c[prefix + "ci"] if box else c["ci"]
+            row = [what, c["aggregator"], f"{val:+.4f}", _sem(sem), _iv(ci)]
+            if subset:
+                ciq = c[prefix + "ci_questions"] if box else c["ci_questions"]
+                row.append(_iv(ciq) + ("" if c.get("questions_exact", True) else " ‡"))
+            d.add_row(*row)
+        out.append(d)
+    notes = []
+    if subset:
+        notes.append(f"{items} of the task's {total} {unit}, drawn at random (--limit "
+                     f"{pop.get('limit')}, --seed {summary.get('seed')}): “for the task” "
+                     f"includes the variation between {unit}; “for these {items}” only the "
+                     "sampling noise of the answers.")
+    if "same" in marks:
+        ts = sorted({r["t"] for r in summary["results"]
+                     if r.get("identical") and by_t.get(r["t"]) != 1.0})
+        notes.append("† " + ", ".join(f"t = {t:g}" for t in ts) + ": all samples of each "
+                     "question identical (no sampling noise to measure); "
+                     + ("the interval for the task comes from the choice of " + unit + " alone."
+                        if subset else "the value is exact for these " + unit + "."))
+    if "k=n" in marks:
+        notes.append(f"‡ as many samples per question ({summary.get('samples_per_question')}) "
+                     "as the group size: the answers' noise cannot be separated from the "
+                     "variation between questions, so the wider interval for the task (without "
+                     "the finite-population correction) is shown; draw more with --samples.")
+    if summary.get("invalid_rate", 0) > 0:
+        notes.append(f"invalid replies {summary['invalid_rate']:.1%}: "
+                     + summary.get("invalid_policy", ""))
+    notes.append("random-follow (follow one expert) does not depend on n: one row per t.")
+    out.extend(f"[dim]{n}[/]" for n in notes)
+    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
+    return out
+
+
+def _count_line(summary: dict[str, Any]) -> str:
+    """How many questions, of how many, and why."""
+    pop = summary.get("population", {})
+    items, total, unit = pop.get("items"), pop.get("total"), pop.get("unit", "questions")
+    k = summary.get("samples_per_question")
+    text = (f"{items} of {total} {unit} (--limit {pop.get('limit')})" if items < total
+            else f"all {items} {unit}")
+    skipped = summary.get("data", {}).get("skipped")
+    if skipped:
+        text += f", {len(skipped)} malformed data rows skipped (--skip-invalid)"
+    return text + f" · {k} samples each"

@@ -26,9 +26,9 @@ def res(summary, t, n, agg):
                 if r["t"] == t and r["n"] == n and r["aggregator"] == agg)
 
 
-def contrast(summary, t, n, agg="plurality"):
+def contrast(summary, t, n, agg="plurality", kind="temperature"):
     return next(c for c in summary["contrasts"]
-                if c["t"] == t and c["n"] == n and c["aggregator"] == agg)
+                if c["kind"] == kind and c["t"] == t and c["n"] == n and c["aggregator"] == agg)
 
 
 def _plurality(p, n):
@@ -38,7 +38,7 @@ def _plurality(p, n):
         if sum(c) != n:
             continue
         pr = float(factorial(n))
-        for ci, pi in zip(c, p):
+        for ci, pi in zip(c, p, strict=True):
             pr *= pi ** ci / factorial(ci)
         top = [i for i, ci in enumerate(c) if ci == max(c)]
         tot += pr / len(top) if 0 in top else 0.0
@@ -91,13 +91,23 @@ def test_mathqa_reproduces_the_papers_pattern(tmp_path, mathqa_path):
     for (t, n), v in th.items():
         r = res(s, t, n, "plurality")
         assert abs(r["accuracy"] - v) < 3 * r["sem"] + 0.01, (t, n, r, v)
-    assert res(s, 0.5, 5, "plurality")["accuracy"] > res(s, 0.5, 5, "random-follow")["accuracy"]
+    assert res(s, 0.5, 5, "plurality")["accuracy"] > res(s, 0.5, 1, "random-follow")["accuracy"]
     assert s["invalid_rate"] == 0 and s["samples_per_question"] == 10
     out = tmp_path / "run"
     assert (out / "samples.sqlite").exists() and (out / "accuracy.png").stat().st_size > 5000
     assert json.loads((out / "summary.json").read_text())["results"] == s["results"]
-    with open(out / "grid.csv") as fh:
-        assert len(list(csv.DictReader(fh))) == len(s["results"]) == 3 * 3 * 2
+    with open(out / "grid.csv") as fh:  # per t: plurality at each n, one random-follow row
+        assert len(list(csv.DictReader(fh))) == len(s["results"]) == 3 * (3 + 1)
+    # the 500 questions are a random subset of the 2985: the task's interval is the wider one
+    assert s["population"] == {"items": 500, "total": 2985, "unit": "questions", "limit": 500,
+                               "fraction": 500 / 2985}
+    r = res(s, 0.5, 5, "plurality")
+    assert r["sem"] > r["sem_questions"]
+    assert r["ci"][1] - r["ci"][0] > r["ci_questions"][1] - r["ci_questions"][0]
+    # a vote of five beats one answer at t = 0.5 (ensemble contrast, same answers)
+    e = contrast(s, 0.5, 5, kind="ensemble")
+    assert e["vs_n"] == 1 and e["ci"][0] > 0
+    assert e["difference"] == pytest.approx(r["accuracy"] - res(s, 0.5, 1, "plurality")["accuracy"])
 
 
 def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
@@ -132,8 +142,15 @@ def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
         for n in (1, 3):
             exact = float(box_utility(r, joint, n).mean())  # from the planted ψ, no sampling
             got = res(s1, t, n, "majority")
-            assert abs(got["utility"] - exact) < 3 * got["utility_sem"], (t, n, got, exact)
+            # within 3 SEM of the answers' noise on these scenarios
+            assert abs(got["utility"] - exact) < 3 * got["utility_sem_questions"], (t, n, got)
             assert got["accuracy"] == pytest.approx((1 + got["utility"]) / 2)
+    # box-ball has contrasts too: temperatures and ensembles
+    kinds = {(c["kind"], c["t"], c["n"], c["aggregator"]) for c in s1["contrasts"]}
+    assert kinds == {("temperature", 1.0, 1, "majority"), ("temperature", 1.0, 3, "majority"),
+                     ("temperature", 1.0, 1, "random-follow"), ("ensemble", 0.5, 3, "majority"),
+                     ("ensemble", 1.0, 3, "majority")}
+    assert [r["n"] for r in s1["results"] if r["aggregator"] == "random-follow"] == [1, 1]
 
 
 def test_invalid_answers_counted(tmp_path):

@@ -1,0 +1,149 @@
+"""Intervals that say what they cover: for these questions, and for the task.
+
+An eval estimates a mean over items (questions; scenarios for box-ball) of per-item unbiased
+estimates Û_q (`evals.analysis`). Two quantities can be meant:
+
+- **for these questions**: the mean of the items' true values θ_q over the Q items drawn.
+  Only the answers are random: Var = Σ_q Var(Û_q | q) / Q², each term the item's jackknife
+  variance. The interval is the normal one, value ± z·SE. It needs K ≥ n + 1 answers per
+  item (one to delete); with K = n it is not identified and the interval for the task
+  (below, without the finite-population correction) is shown instead: it is wider (it also
+  holds the variation between items), so it still covers.
+- **for the task**: the mean of θ_q over all N items of the task, when the Q items are a
+  random subset (`--limit`). Then Var = (1 − f) σ²_θ / Q + Σ_q Var(Û_q | q) / Q², f = Q/N
+  (simple random sampling without replacement, plus the answers' noise). Since the sample
+  variance s² of the Û_q estimates σ²_θ + mean Var(Û_q | q), this is
+  (1 − f) s²/Q + f · SE²_questions: the full run (f = 1) keeps the narrow interval of its
+  questions, a small subset (f → 0) gets the usual s²/Q. When s²/Q falls below SE²_questions
+  (the items' true values look less spread than zero, by chance) the variance between items
+  is taken as 0 and the task's interval is the one for the questions.
+
+The task interval is a percentile bootstrap: B resamples of the items with replacement give
+draws of the mean, whose deviations from their mean are scaled by √((1 − f) Q/(Q − 1))
+(the finite-population correction, and the Q − 1 of an unbiased variance), plus an
+independent normal term with variance f · SE²_questions. The same recipe serves differences:
+contrasts between temperatures and runs (independent answers, the jackknife variances add)
+and between group sizes at one temperature (the same answers: the jackknife deviations of the
+difference are paired), always over the same items (paired).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .analysis import ItemValues
+
+__all__ = ["Summary", "bootstrap_counts", "summarise"]
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A mean over items with its two intervals.
+
+    value: the estimate (mean of the per-item unbiased estimates).
+    sem, ci: standard error and 95% interval for the task (all `population` items).
+    sem_questions, ci_questions: for these `items` items only (answer noise); when the
+    jackknife is not available (K = n) they repeat the task's, without the finite-population
+    correction, and `questions_exact` is False.
+    identical: every item's answers were all the same (no sampling noise could be seen).
+    """
+
+    value: float
+    sem: float
+    ci: tuple[float, float]
+    sem_questions: float
+    ci_questions: tuple[float, float]
+    items: int
+    population: int
+    questions_exact: bool
+    identical: bool
+
+    @property
+    def fraction(self) -> float:
+        return self.items / self.population
+
+
+def _gen(rng: Any) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def bootstrap_counts(items: int, reps: int, rng: Any = 0) -> NDArray[np.float64]:
+    """(reps, items) how often each item is drawn in each bootstrap resample (with
+    replacement). Share one matrix between cells for paired resamples."""
+    g = _gen(rng)
+    idx = g.integers(0, items, size=(reps, items))
+    out = np.zeros((reps, items))
+    np.add.at(out, (np.arange(reps)[:, None], idx), 1.0)
+    return out
+
+
+def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0,
+              counts: NDArray[np.float64] | None = None,
+              bounds: tuple[float, float] = (-math.inf, math.inf)) -> Summary:
+    """The mean of `iv` with its interval for the task (`population` items, of which these are
+    a simple random sample) and for these items. `counts` (from `bootstrap_counts`) fixes the
+    resamples (paired across cells); `bounds` clip the intervals to the metric's range."""
+    g = _gen(rng)
+    if not iv.jackknife and iv.identical.all():
+        # every item's answers agree: no noise to estimate, with or without a spare answer
+        iv = ItemValues(iv.values, np.zeros_like(iv.jack), iv.weight, True, iv.identical)
+    q = iv.items
+    if q < 1:
+        raise ValueError("no items to summarise")
+    n_pop = max(int(population), q)
+    f = q / n_pop
+    vals = iv.values
+    value = float(vals.mean())
+    s2 = float(vals.var(ddof=1)) if q > 1 else math.nan
+    se_q2 = float(iv.cond_var().sum()) / q**2 if iv.jackknife else math.nan
+    lo, hi = bounds
+
+    def clip(a: float, b: float) -> tuple[float, float]:
+        return (float(min(max(a, lo), hi)), float(min(max(b, lo), hi)))
+
+    if q == 1 and (f < 1 or not iv.jackknife):
+        # one item says nothing about the others (nor, without replicate votes, about its
+        # own noise): the interval is the metric's range
+        se_q = math.sqrt(se_q2) if iv.jackknife else math.inf
+        ci_q = clip(value - Z95 * se_q, value + Z95 * se_q) if iv.jackknife else (lo, hi)
+        return Summary(value, math.inf, (lo, hi), se_q, ci_q, q, n_pop, iv.jackknife,
+                       bool(iv.identical.all()))
+    if iv.jackknife and (q == 1 or s2 / q >= se_q2):
+        var_task = (1 - f) * (s2 if q > 1 else 0.0) / q + f * se_q2
+        between = math.sqrt((1 - f) * q / (q - 1)) if q > 1 else 0.0
+        cond = math.sqrt(f * se_q2)
+    elif iv.jackknife:
+        # the items vary less than their answers' noise (the estimated variance between items
+        # is negative, as can happen by chance): take it as 0, keep the noise
+        var_task, between, cond = se_q2, 0.0, math.sqrt(se_q2)
+    else:
+        var_task = s2 / q
+        between = math.sqrt(q / (q - 1))
+        cond = 0.0
+    w = counts if counts is not None else bootstrap_counts(q, reps, g)
+    if w.shape[1] != q:
+        raise ValueError(f"bootstrap counts are for {w.shape[1]} items, not {q}")
+    boot = w @ vals / q
+    draws = value + between * (boot - boot.mean())
+    if cond > 0:
+        draws = draws + cond * g.standard_normal(draws.shape[0])
+    a, b = np.percentile(draws, [2.5, 97.5])
+    ci = clip(float(a), float(b))
+    sem = math.sqrt(max(var_task, 0.0))
+    if iv.jackknife:
+        se_q = math.sqrt(se_q2)
+        ci_q = clip(value - Z95 * se_q, value + Z95 * se_q)
+        if f >= 1:
+            ci = ci_q  # every item of the task was run: the two intervals are one
+    else:
+        # no replicate votes: the interval for the task without the finite-population
+        # correction, which is wider than the one for these questions
+        se_q, ci_q = sem, ci
+    return Summary(value, sem, ci, se_q, ci_q, q, n_pop, iv.jackknife, bool(iv.identical.all()))
