@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import positive_int, temperature
+from ._args import positive_int, probability, temperature
 from ._output import emit_json, fmt_lam
 from .sample import add_provider_args
 
@@ -29,7 +29,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--mode", choices=("sample", "logprob"), default="sample")
     p.add_argument("--n-budget", type=positive_int, default=5, help="samples you can afford")
     p.add_argument("--eval-dir", help="an eval run directory, for expected accuracy")
-    p.add_argument("--out", help="report directory (default runs/calibrate-MODEL)")
+    p.add_argument("--target-accuracy", type=probability, metavar="A",
+                   help="with --eval-dir: recommend the fewest samples per decision whose "
+                        "eval accuracy reaches A")
+    p.add_argument("--out", help="run directory (default runs/calibrate-MODEL; "
+                                 "runs/calibrate-jsonl-DATA-MODEL for --task jsonl)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -44,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         data=args.data, limit=args.limit, seed=args.seed, bias=args.bias, mirror=args.mirror,
         mode=args.mode, n_budget=args.n_budget, eval_dir=args.eval_dir, out=args.out,
         api_base=args.api_base, api_key=args.api_key, max_concurrency=args.max_concurrency,
-        progress=not args.json,
+        progress=not args.json, target_accuracy=args.target_accuracy,
         sampler_options=dict(rpm=args.rpm, timeout=args.timeout, max_attempts=args.max_attempts,
                              max_retry_time=args.max_retry_time))
     doc = run_sync(run_calibration(cfg))
@@ -68,9 +72,14 @@ def run(args: argparse.Namespace) -> int:
     con.print(table)
     if doc["joint"]:
         j = doc["joint"]
-        con.print(f"λ(t) = λ₁/t: λ₁ = {j['lam1']:.4g}, LRT p = {j['lrt_pvalue']:.3g} "
-                  f"({'holds' if j['holds'] else 'rejected'})")
-    if doc["recommendation"]:
-        con.print(f"[bold]{doc['recommendation']['summary']}[/]")
-    con.print(f"report: {doc['report']['html']}")
+        verdict = ("holds" if j["holds"]
+                   else "rejected: use the λ measured at each t; see the report")
+        con.print(f"λ(t) = λ₁/t: λ₁ = {j['lam1']:.4g}, LRT p = {j['lrt_pvalue']:.3g} ({verdict})")
+    rec = doc["recommendation"]
+    if rec:
+        con.print(f"[bold]{rec['summary']}[/]")
+        if rec.get("target"):
+            con.print(rec["target"]["text"])
+        con.print(rec["ensemble"], markup=False, highlight=False)
+    con.print(f"report: {doc['report']['html']} · profile: {doc['profile']}")
     return 0
