@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GLOSSARY", "inline_html", "lambda_t_png", "qr_curves_png", "write_report"]
+__all__ = ["GLOSSARY", "inline_html", "lambda_t_figure", "lambda_t_png", "qr_curves_png",
+           "write_report"]
 
 UNITS = ("λ in ψ_λ units: ψ_λ(p) = 1/(1+exp(2λ(1−2p))), the probability of answering L (report 1) "
          "with posterior p; the bias b adds to the logit. Utility and regret in ±1 units.")
@@ -141,6 +142,11 @@ def qr_curves_png(panels: Sequence[dict[str, Any]]) -> bytes:
 
 def lambda_t_png(fits: Sequence[Any], joint: Any) -> bytes:
     """λ against t with 95% intervals (clipped to the axis), the joint λ₁/t curve, λ = 0."""
+    return _fig_bytes(lambda_t_figure(fits, joint))
+
+
+def lambda_t_figure(fits: Sequence[Any], joint: Any) -> Any:
+    """The matplotlib figure of `lambda_t_png` (the caller closes it)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.8, 4.0))
     finite = [f for f in fits if not math.isinf(f.lam)]
@@ -175,7 +181,7 @@ def lambda_t_png(fits: Sequence[Any], joint: Any) -> bytes:
     ax.set_title("Rationality against temperature (bars: 95% interval)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _fig_bytes(fig)
+    return fig
 
 
 def _fmt(v: float | None, nd: int = 3) -> str:

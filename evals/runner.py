@@ -264,6 +264,19 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
     small difference is not drawn as a large one; intervals are clipped to that range; the
     dashed line is chance (a uniform guess among the question's choices).
     """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    box = summary["task"] == "boxball"
+    fig = accuracy_figure(summary, chance=0.0 if box else _chance(path.parent, summary))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def accuracy_figure(summary: dict[str, Any], *, chance: float | None) -> Any:
+    """The figure of accuracy.png (the caller closes it); `chance`: the dashed line, or None."""
     import textwrap
 
     import matplotlib
@@ -288,7 +301,6 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
         # a small horizontal offset keeps the temperatures' bars apart
         x = np.array([r["n"] for r in rows], dtype=float) + 0.06 * (j - (len(temps) - 1) / 2)
         ax.errorbar(x, y, yerr=yerr, marker="o", capsize=4, label=f"t = {t:g}")
-    chance = 0.0 if box else _chance(path.parent, summary)
     if chance is not None:
         ax.axhline(chance, color="0.4", ls="--", lw=1, label="chance")
     ax.set_ylim(lo_hi[0] - 0.02, lo_hi[1] + 0.02)
@@ -300,8 +312,7 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
     ax.legend(fontsize=8, title="bars: 95% interval", title_fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    return fig
 
 
 def _interval(r: dict[str, Any], box: bool) -> tuple[float, float]:
