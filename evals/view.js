@@ -28,6 +28,30 @@
   var st = { t: "all", n: NS.length ? NS[NS.length - 1] : 0, agg: AGGS[0] || "",
              wrong: false, invalid: false, split: false, differ: false, q: "",
              sort: "order", page: 0 };
+  // the state in the address (view.html#wrong=1&n=3&sort=agree-asc): a view can be linked
+  var FLAGS = ["wrong", "invalid", "split", "differ"];
+  (function readHash() {
+    var h = new URLSearchParams(location.hash.slice(1));
+    FLAGS.forEach(function (k) { if (h.get(k) === "1") st[k] = true; });
+    if (h.has("t")) st.t = h.get("t");
+    if (h.has("n") && NS.indexOf(parseInt(h.get("n"), 10)) >= 0) st.n = parseInt(h.get("n"), 10);
+    if (h.has("agg") && AGGS.indexOf(h.get("agg")) >= 0) st.agg = h.get("agg");
+    if (h.has("sort")) st.sort = h.get("sort");
+    if (h.has("q")) st.q = h.get("q").toLowerCase();
+  })();
+  var startPage = Math.max(0, (parseInt(new URLSearchParams(location.hash.slice(1)).get("page"),
+                                        10) || 1) - 1);
+  function writeHash() {
+    var h = new URLSearchParams();
+    FLAGS.forEach(function (k) { if (st[k]) h.set(k, "1"); });
+    if (st.t !== "all") h.set("t", st.t);
+    if (NS.length && st.n !== NS[NS.length - 1]) h.set("n", st.n);
+    if (AGGS.length && st.agg !== AGGS[0]) h.set("agg", st.agg);
+    if (st.sort !== "order") h.set("sort", st.sort);
+    if (st.q) h.set("q", st.q);
+    if (st.page) h.set("page", st.page + 1);
+    try { history.replaceState(null, "", "#" + h.toString()); } catch (e) { /* file: quirks */ }
+  }
 
   // ---- per-cell facts, computed once ----
   function facts(c) {
@@ -328,6 +352,7 @@
     document.getElementById("samples-head").scrollIntoView();
   }
   function render() {
+    writeHash();
     var list = document.getElementById("list");
     list.textContent = "";
     var a = st.page * PAGE, b = Math.min(view.length, a + PAGE);
@@ -364,6 +389,7 @@
     var c = el("input");
     c.type = "checkbox";
     c.id = "f-" + key;
+    c.checked = !!st[key];
     c.addEventListener("change", function () { st[key] = c.checked; refilter(); });
     var l = el("label");
     l.title = title;
@@ -372,10 +398,11 @@
   }
   function controls() {
     var f = document.getElementById("controls");
+    var sort0 = st.sort;
     var anyEval = R.some(function (r) { return r.kind === "eval"; });
     var anyCal = R.some(function (r) { return r.kind === "calibration"; });
     f.append(control("t", select([["all", "all"]].concat(TEMPS.map(function (t) {
-      return [String(t), fmtT(t)]; })), "all", function (v) { st.t = v; })));
+      return [String(t), fmtT(t)]; })), st.t, function (v) { st.t = v; })));
     if (anyEval) {
       f.append(control("decision of n =", select(NS.map(function (n) { return [n, n]; }),
         st.n, function (v) { st.n = parseInt(v, 10); })));
@@ -393,6 +420,7 @@
     q.type = "search";
     q.id = "search";
     q.placeholder = "search ids, prompts, replies";
+    q.value = st.q;
     var timer = null;
     q.addEventListener("input", function () {
       clearTimeout(timer);
@@ -402,11 +430,12 @@
     var sorts = [["order", "file order"], ["agree-asc", "agreement, lowest first"],
                  ["agree-desc", "agreement, highest first"]];
     if (anyCal) sorts.push(["resid", "farthest from the fitted ψ"]);
-    f.append(control("sort", select(sorts, "order", function (v) { st.sort = v; })));
+    f.append(control("sort", select(sorts, sort0, function (v) { st.sort = v; })));
   }
 
   controls();
   refilter();
+  if (startPage) go(startPage);
   var ms = Math.round(performance.now());
   document.documentElement.setAttribute("data-render-ms", String(ms));
   document.getElementById("footer").textContent =

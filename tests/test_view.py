@@ -307,3 +307,52 @@ def test_no_shared_questions_is_one_line(runs, tmp_path):
     r = _cli(["view", str(runs / "a"), str(tmp_path / "other")])
     assert r.returncode == 1 and "share no question" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def _shown(page: Path, frag: str, tmp: Path) -> set[str]:
+    dom = _chromium(["--dump-dom", page.as_uri() + "#" + frag], tmp).stdout
+    body = dom[dom.index('<main id="list">'):dom.index("</main>")]
+    return {html.unescape(x) for x in re.findall(r'<span class="qid">([^<]*)</span>', body)}
+
+
+@needs_chromium
+def test_filters_and_search_in_the_browser(runs, tmp_path):
+    """Each filter, set through the page's address, shows exactly the questions it names."""
+    from evals.records import read_votes
+
+    page = build_view([runs / "a"], page_size=100).path
+    samples = list(read_samples(runs / "a"))
+    votes = list(read_votes(runs / "a"))
+    assert _shown(page, "", tmp_path / "p0") == {s.id for s in samples}
+    wrong = {v.id for v in votes if v.n == 3 and v.aggregator == "majority" and
+             v.correct is False}
+    assert 0 < len(wrong) < 6  # the filters must select something, not everything
+    assert _shown(page, "wrong=1&n=3&agg=majority", tmp_path / "p1") == wrong
+    invalid = {s.id for s in samples if s.answer is None}
+    assert invalid and _shown(page, "invalid=1", tmp_path / "p2") == invalid
+    answers: dict = {}
+    for s in samples:
+        if s.t == 1.0 and s.answer is not None:
+            answers.setdefault(s.id, set()).add(s.answer)
+    split = {i for i, a in answers.items() if len(a) > 1}
+    assert 0 < len(split) < 6 and _shown(page, "split=1&t=1", tmp_path / "p3") == split
+    assert _shown(page, "invalid=1&split=1&t=1", tmp_path / "p4") == split & {
+        s.id for s in samples if s.answer is None and s.t == 1.0}
+    said = {s.id for s in samples if s.text and "cannot decide" in s.text}
+    assert said and _shown(page, "q=CANNOT%20decide", tmp_path / "p5") == said
+    assert _shown(page, "q=no-such-text-anywhere", tmp_path / "p6") == set()
+
+
+@needs_chromium
+def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
+    from evals.records import read_votes
+
+    page = build_view([runs / "a", runs / "b"], page_size=100).path
+
+    def decisions(run):
+        return {v.id: v.decision for v in read_votes(run)
+                if v.t == 1.0 and v.n == 3 and v.aggregator == "majority"}
+
+    da, db = decisions(runs / "a"), decisions(runs / "b")
+    differ = {i for i in da.keys() & db.keys() if da[i] != db[i]}
+    assert 0 < len(differ) < len(da) and _shown(page, "differ=1&n=3", tmp_path / "p") == differ
