@@ -309,7 +309,8 @@ def _eval_header(r: RunRecords) -> str:
               if samples else None),
              ("cost", "unknown" if cost is None else f"${cost:.4f}")]
     return (_facts(facts) + f"<p class=\"metric\">{html.escape(str(d.get('metric', '')))}</p>"
-            + _table(head, rows) + _png(r.path / "accuracy.png", "accuracy against n"))
+            + "<div class=\"tp\">" + _table(head, rows)
+            + _png(r.path / "accuracy.png", "accuracy against n") + "</div>")
 
 
 def _calibration_header(r: RunRecords) -> str:
