@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     # calibration
     "fit_lambda": ".calibration",
     "LambdaFit": ".calibration",
+    "CalibrationProfile": ".profile",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

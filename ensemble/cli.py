@@ -17,7 +17,8 @@ from .errors import EnsembleError
 __all__ = ["build_parser", "main"]
 
 # Subcommand modules under ensemble.commands; each defines register(subparsers).
-COMMANDS = ("theory", "sample", "testing", "eval", "compare", "calibrate", "models")
+COMMANDS = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view",
+            "models")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

@@ -3,7 +3,6 @@ temperature and jointly, recommend a temperature and an aggregator, write the re
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable
@@ -16,10 +15,12 @@ import numpy as np
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
 from ensemble.sampling.options import ProviderOptions
+from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
 from ensemble.sampling.types import SampleRequest
-from tasks import Question, get_task
+from tasks import Question, Task, get_task
 
-__all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "recommend", "run_calibration"]
+__all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
+           "run_calibration"]
 
 LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
                        "Left Box or R for the Right Box.")
@@ -46,6 +47,7 @@ class CalibrationConfig:
     max_tokens: int | None = None
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    target_accuracy: float | None = None
 
 
 def _questions(cfg: CalibrationConfig) -> list[Question]:
@@ -63,6 +65,69 @@ def _questions(cfg: CalibrationConfig) -> list[Question]:
     return qs
 
 
+def calibration_dir(cfg: CalibrationConfig) -> Path:
+    """--out, or `runs/calibrate-MODEL` (box-ball) / `runs/calibrate-jsonl-DATA-MODEL`: the same
+    command finds the same folder, so a rerun resumes from its store."""
+    from .records import default_run_dir
+
+    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data,
+                                                         kind="calibrate")
+
+
+def _write_records(out: Path, task: Task, qs: list[Question], temperatures: tuple[float, ...],
+                   rows: list[Any]) -> None:
+    """questions.jsonl and samples.jsonl, in the eval's schema; no votes.jsonl (no vote here)."""
+    from .records import VOTES_FILE, write_questions, write_samples
+
+    parse_for = getattr(task, "parse_for", None)
+    k = max((len(r) for r in rows if r), default=0)
+    answers = np.full((len(temperatures), len(qs), k), None, dtype=object)
+    for i, row in enumerate(rows):
+        ti, qi = divmod(i, len(qs))
+        q = qs[qi]
+        for j, smp in enumerate(row or ()):
+            if smp is None:
+                continue
+            a = parse_for(q, smp.text) if parse_for is not None else smp.answer
+            answers[ti, qi, j] = a if a in q.choices else None
+    write_questions(out, qs)
+    write_samples(out, qs, temperatures, rows, answers)
+    # a votes.jsonl left by an eval written into the same folder would describe other samples
+    (out / VOTES_FILE).unlink(missing_ok=True)
+
+
+def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> CalibrationProfile:
+    """The profile.json of a calibration: λ₁ from the joint fit, or from the single finite
+    fit at t > 0 when there is no joint fit (then λ₁/t is assumed, not tested)."""
+    lam1 = lam1_ci = lam1_se = source = None
+    if joint is not None:
+        lam1, lam1_ci, lam1_se, source = joint.lam1, tuple(joint.ci), joint.se, "joint"
+    else:
+        finite = [f for f in fits if f.t and f.t > 0 and math.isfinite(f.lam)]
+        if len(finite) == 1:
+            f = finite[0]
+            assert f.t is not None
+            lam1, lam1_se, source = f.lam * f.t, None if f.se is None else f.se * f.t, f"t={f.t:g}"
+            lam1_ci = (f.ci[0] * f.t, f.ci[1] * f.t)
+    valid = sum(f.n_valid for f in fits)
+    bias = joint.bias if joint is not None else None
+    if joint is None and source is not None:
+        bias = next(f.bias for f in fits if f.t and f"t={f.t:g}" == source)
+    return CalibrationProfile(
+        model=meta["model"], api_base=meta["api_base"], task=meta["task"], mode=meta["mode"],
+        lam1=lam1, lam1_ci=lam1_ci, lam1_se=lam1_se, lam1_source=source,
+        lrt_pvalue=None if joint is None else joint.lrt_pvalue,
+        law_holds=None if joint is None else joint.holds,
+        bias=bias,
+        fits=[TemperatureFit(t=float(f.t or 0.0), lam=f.lam, ci=f.ci, se=f.se,
+                             separated=f.separated, bias=f.bias, bias_se=f.bias_se,
+                             n_questions=f.n_questions, n_valid=f.n_valid,
+                             gof_pvalue=f.gof_pvalue) for f in fits],
+        questions=meta["questions"], samples_per_question=meta["samples_per_question"],
+        valid_answers=valid, seed=meta["seed"], created=meta["created"],
+        version=meta["version"], data=meta["data"])
+
+
 async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     from ensemble.sampling.sampler import Sampler
 
@@ -73,8 +138,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     qs = _questions(cfg)
     task = get_task(cfg.task, **({"data": cfg.data} if cfg.task == "jsonl" else {}))
     one = qs[0].choices[0]
-    out = Path(cfg.out) if cfg.out else Path("runs") / ("calibrate-" + "".join(
-        c if c.isalnum() or c in "-_." else "-" for c in cfg.model))
+    out = calibration_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.mode == "logprob":
         reqs = [SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
@@ -101,6 +165,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         keep = [qi for qi, q in enumerate(qs) if q.id not in set(failed.ids)]
         rows = [rows[ti * len(qs) + qi] for ti in range(len(cfg.temperatures)) for qi in keep]
         qs = [qs[qi] for qi in keep]
+    _write_records(out, task, qs, cfg.temperatures, rows)
     post = np.array([q.posterior for q in qs], dtype=float)
     fits: list[LambdaFit] = []
     panels = []
@@ -130,13 +195,28 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         fits.append(fit)
         panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
     joint = fit_joint(groups, bias=cfg.bias, rng=cfg.seed) if groups else None
-    rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir)
+    rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir, joint=joint, model=cfg.model,
+                    api_base=cfg.provider.api_base, choices=qs[0].choices,
+                    target_accuracy=cfg.target_accuracy)
+    from ensemble import __version__
     from ensemble.report import write_report
 
+    from .records import now_iso
+
+    meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.api_base),
+            "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
+            "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,
+            "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
+            "seed": cfg.seed, "limit": cfg.limit, "created": now_iso(), "version": __version__,
+            "requests": stats.requests, "cost_usd": stats.cost_usd, "invalid": invalid,
+            "run_dir": str(out)}
+    profile = _profile(meta, fits, joint)
+    profile.save(out / PROFILE_FILE)
     paths = write_report(out, model=cfg.model, fits=fits, joint=joint, panels=panels,
-                         recommendation=rec, mode=cfg.mode)
+                         recommendation=rec, mode=cfg.mode, meta=meta)
     doc = {
         "model": cfg.model,
+        "meta": meta,
         "units": "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; bias on the logit scale",
         "mode": cfg.mode,
         "fits": [{"t": f.t, "lam": f.lam, "se": f.se, "ci": list(f.ci), "bias": f.bias,
@@ -151,6 +231,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
         "rate_limited": stats.rate_limited, "failed": failed.to_dict(),
         "report": {k: str(v) for k, v in paths.items()},
+        "profile": str(out / PROFILE_FILE),
     }
     from ensemble.jsonio import dumps
 
@@ -173,23 +254,32 @@ def _p_first(sample: Any, choices: tuple[str, ...]) -> float:
     return probs[choices[0]] / total if total > 0 else math.nan
 
 
-def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None
+def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
+              joint: Any = None, model: str | None = None, api_base: str | None = None,
+              choices: tuple[str, ...] | None = None, target_accuracy: float | None = None
               ) -> dict[str, Any] | None:
-    """Temperature and aggregator for a budget of n samples.
+    """Temperature and aggregator for a budget of n samples, and (with an eval run) the
+    cheapest (t, n) that reaches a target accuracy; each with an `Ensemble(...)` line to paste.
 
     For each measured temperature, the rule is majority when λ(t) <= g(n) (optimally robust by the
     paper's theorem), otherwise the minimax-regret rule; the recommended temperature is the one
     whose rule has the smallest worst-case regret over all c.i.i.d. structures (the theory's
     criterion; it needs no knowledge of the task). An eval run's accuracy, when given, is shown
-    beside it (and breaks near-ties).
+    beside it (and breaks near-ties). λ in the pasted line is the λ measured at that temperature
+    (the per-temperature fit), which stays right whether or not λ₁/t holds.
     """
     from ensemble.theory import robust_aggregator, threshold
 
     if not fits:
         return None
+    if target_accuracy is not None and not 0 < target_accuracy < 1:
+        raise InputError(f"--target-accuracy must lie in (0, 1), got {target_accuracy}")
+    if target_accuracy is not None and not eval_dir:
+        raise InputError("--target-accuracy needs --eval-dir: the accuracy of a vote depends on "
+                         "your task, so give an `ensemble eval` run of it at these temperatures")
     g = threshold(n)
-    evals = _eval_results(eval_dir, n) if eval_dir else {}
-    opts = []
+    cells = _eval_cells(eval_dir) if eval_dir else {}
+    opts: list[dict[str, Any]] = []
     for f in fits:
         lam = f.lam
         if lam < 0:
@@ -197,37 +287,116 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None
         lam_eff = max(lam, 0.0)
         res = robust_aggregator(n, lam_eff)
         rule = "majority" if lam_eff <= g else "robust"
-        acc = evals.get(f.t)
+        acc = cells.get((float(f.t or 0.0), n))
         opts.append({"t": f.t, "lam": lam, "aggregator": rule,
                      "worst_regret": res.majority_worst_regret if rule == "majority"
                      else res.worst_regret,
-                     "robust_f": list(res.f), "eval_accuracy": acc[0] if acc else None,
-                     "eval_sem": acc[1] if acc else None})
+                     "robust_f": list(res.f), "eval_accuracy": acc["accuracy"] if acc else None,
+                     "eval_sem": acc["sem"] if acc else None})
     if not opts:
         return None
     best = min(opts, key=lambda o: (round(o["worst_regret"], 4),
                                     -(o["eval_accuracy"] or 0.0)))
     g_txt = "∞" if math.isinf(g) else f"{g:.4g}"
-    return {
-        "n": n, "g": g, "t": best["t"], "aggregator": best["aggregator"],
-        "summary": f"With n = {n} samples: use t = {best['t']:g} and the {best['aggregator']} "
-                   f"rule (worst-case regret {best['worst_regret']:.4f} in ±1 units).",
+    line = _ensemble_line(model, api_base, best["t"], n, best["aggregator"], best["lam"],
+                          choices)
+    caveats = []
+    if best["t"] == 0:
+        caveats.append("At t = 0 (greedy decoding) a model gives the same reply to the same "
+                       "prompt every time, so n samples are n copies of one answer: a vote "
+                       "adds nothing there. Use n = 1 at t = 0, or a t > 0 for a vote.")
+    if best["aggregator"] == "robust":
+        caveats.append("The robust rule decides between two answers (like L/R); for multiple "
+                       "choice with more options use aggregator=\"plurality\".")
+    rec: dict[str, Any] = {
+        "n": n, "g": g, "t": best["t"], "aggregator": best["aggregator"], "lam": best["lam"],
+        "worst_regret": best["worst_regret"],
+        "summary": f"With a budget of n = {n} samples per decision: use t = {best['t']:g} and "
+                   f"the {best['aggregator']} rule (λ = {_num(best['lam'])} at that t; "
+                   f"worst-case regret {best['worst_regret']:.4f} in ±1 units).",
         "why": f"Majority is optimally robust when λ(t) ≤ g({n}) = {g_txt}; above it the "
                "minimax-regret rule from `ensemble theory robust` is used. The temperature "
-               "whose rule has the smallest worst-case regret is recommended; eval accuracy, "
-               "when an eval run is given, is shown for comparison.",
+               "whose rule has the smallest worst-case regret (the most that the rule can lose "
+               "against an all-knowing aggregator, over every task of this kind) is "
+               "recommended; eval accuracy, when an eval run is given, is shown for comparison.",
+        "ensemble": line,
+        "caveats": caveats,
         "options": opts,
+        "target": None,
     }
+    if target_accuracy is not None:
+        rec["target"] = _target(cells, target_accuracy, model, api_base, choices)
+    return rec
 
 
-def _eval_results(eval_dir: str, n: int) -> dict[float, tuple[float, float]]:
+def _num(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return ("∞" if v > 0 else "−∞") if math.isinf(v) else f"{v:.4g}"
+
+
+def _ensemble_line(model: str | None, api_base: str | None, t: float, n: int, rule: str,
+                   lam: float | None, choices: tuple[str, ...] | None) -> str:
+    """The `Ensemble(...)` call for a recommendation, ready to paste (no key: it comes from the
+    provider's environment variable)."""
+    args = [repr(model or "MODEL")]
+    base = public_api_base(api_base)
+    if base:
+        args.append(f"api_base={base!r}")
+    args += [f"temperature={t:g}", f"n={n}", f"aggregator={rule!r}"]
+    if rule == "robust" and lam is not None:
+        args.append("lam=float('inf')" if math.isinf(lam) else f"lam={lam:.4g}")
+    if choices:
+        args.append(f"choices={list(choices)!r}")
+    return f"Ensemble({', '.join(args)})"
+
+
+def _target(cells: dict[tuple[float, int], dict[str, Any]], target: float, model: str | None,
+            api_base: str | None, choices: tuple[str, ...] | None) -> dict[str, Any]:
+    """The cheapest (fewest samples, then most accurate) eval cell reaching `target`: first by
+    its 95% interval's lower end (reached with confidence), else by the point estimate."""
+    if not cells:
+        return {"accuracy": target, "met": False,
+                "text": "The eval run has no majority/plurality results to compare with."}
+    for how, key in (("confidently (95% interval above it)", "lo"),
+                     ("on the point estimate only (its 95% interval reaches below it)",
+                      "accuracy")):
+        ok = [(tn, c) for tn, c in cells.items() if c[key] >= target]
+        if ok:
+            (t, n), c = min(ok, key=lambda kv: (kv[0][1], -kv[1]["accuracy"]))
+            line = _ensemble_line(model, api_base, t, n, c["aggregator"], None, choices)
+            return {"accuracy": target, "met": True, "t": t, "n": n,
+                    "aggregator": c["aggregator"], "value": c["accuracy"],
+                    "ci": [c["lo"], c["hi"]], "ensemble": line,
+                    "text": f"For a target accuracy of {target:g}: t = {t:g} with n = {n} "
+                            f"({c['aggregator']}) reaches {c['accuracy']:.3f} (95% interval "
+                            f"{c['lo']:.3f} – {c['hi']:.3f}) in the eval, {how}; it is the "
+                            "fewest samples per decision that does."}
+    (t, n), c = max(cells.items(), key=lambda kv: kv[1]["accuracy"])
+    return {"accuracy": target, "met": False, "t": t, "n": n, "value": c["accuracy"],
+            "ci": [c["lo"], c["hi"]],
+            "text": f"No (t, n) in the eval reaches {target:g}: the best is t = {t:g}, n = {n} "
+                    f"with {c['accuracy']:.3f} (95% interval {c['lo']:.3f} – {c['hi']:.3f}). "
+                    "Rerun the eval with larger --n (and --samples) to see whether more samples "
+                    "reach it, or use a stronger model."}
+
+
+def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
+    """(t, n) -> accuracy, sem, 95% interval and rule of an eval run's main vote."""
+    from ensemble.jsonio import loads
+
     path = Path(eval_dir) / "summary.json"
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read eval summary {path}: {exc}") from None
+        doc = loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read eval summary {path}: {exc}; give the folder of an "
+                         "`ensemble eval` run with --eval-dir") from None
     out = {}
     for r in doc.get("results", []):
-        if r.get("n") == n and r.get("aggregator") in ("plurality", "majority"):
-            out[float(r["t"])] = (float(r["accuracy"]), float(r["sem"]))
+        if r.get("aggregator") in ("plurality", "majority"):
+            acc, sem = float(r["accuracy"]), float(r["sem"])
+            ci = r.get("ci") or [acc - 1.96 * sem, acc + 1.96 * sem]
+            out[(float(r["t"]), int(r["n"]))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),
+                                                 "hi": float(ci[1]),
+                                                 "aggregator": r["aggregator"]}
     return out

@@ -14,6 +14,10 @@ each, into a temporary file renamed into place at the end (a reader never sees h
 The tables of `summary.json` average over many random n-subsets of the samples (bootstrap);
 `votes.jsonl` shows one of them, the first n by index, so a person can follow a vote by hand.
 
+Calibration runs (`ensemble calibrate`) write questions.jsonl (with each question's exact
+`posterior`) and samples.jsonl in the same schema, and no votes.jsonl: a calibration measures
+single answers (the share of the first choice, "L", against the posterior), it takes no vote.
+
 Each record type is a pydantic model: `SampleRecord.model_json_schema()` is its schema, and
 `read_samples` / `read_questions` / `read_votes` validate what they read.
 """
@@ -33,12 +37,19 @@ __all__ = [
     "SAMPLES_FILE",
     "VOTES_FILE",
     "JsonlWriter",
+    "default_run_dir",
+    "now_iso",
+    "run_slug",
     "QuestionRecord",
     "SampleRecord",
     "VoteRecord",
     "read_questions",
     "read_samples",
     "read_votes",
+    "write_questions",
+    "write_run_log",
+    "write_samples",
+    "write_votes",
 ]
 
 QUESTIONS_FILE = "questions.jsonl"
@@ -170,30 +181,43 @@ def read_votes(run: str | os.PathLike[str]) -> Iterator[VoteRecord]:
 
 def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
                   answers: Any, *, ns: Iterable[int], rule: str) -> dict[str, int]:
-    """Write questions.jsonl, samples.jsonl and votes.jsonl for an eval or calibration run.
+    """Write questions.jsonl, samples.jsonl and votes.jsonl for an eval run.
 
     `rows[ti * Q + qi]` holds the samples of question qi at temperature ti (the sampler's order);
     `answers[ti, qi, k]` the answer each counts as (None: invalid or not one of the question's
     choices). `rule` names the vote of votes.jsonl ("plurality" or "majority"); ties are left
     open (decision None, `tie` true). Returns the number of lines written per file.
     """
-    from collections import Counter
-
     out = Path(out)
-    Q = len(questions)
-    counts = {}
-    with JsonlWriter(out / QUESTIONS_FILE) as w:
+    return {"questions": write_questions(out, questions),
+            "samples": write_samples(out, questions, temperatures, rows, answers),
+            "votes": write_votes(out, questions, temperatures, answers, ns=ns, rule=rule)}
+
+
+def write_questions(out: str | os.PathLike[str], questions: Any) -> int:
+    """Write questions.jsonl (one QuestionRecord per question); returns the lines written."""
+    with JsonlWriter(Path(out) / QUESTIONS_FILE) as w:
         for q in questions:
             w.write({"id": q.id, "prompt": q.prompt, "choices": list(q.choices),
                      "correct": q.correct, "posterior": q.posterior,
                      "meta": {k: (list(v) if isinstance(v, tuple) else v)
                               for k, v in dict(q.meta).items()}})
-        counts["questions"] = w.lines
-    with JsonlWriter(out / SAMPLES_FILE) as w:
+        return w.lines
+
+
+def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
+                  answers: Any) -> int:
+    """Write samples.jsonl (one SampleRecord per sample drawn); returns the lines written.
+
+    `rows` and `answers` as in `write_run_log`; a missing row or sample (None: the provider
+    refused that question for good) writes nothing.
+    """
+    Q = len(questions)
+    with JsonlWriter(Path(out) / SAMPLES_FILE) as w:
         for i, row in enumerate(rows):
             ti, qi = divmod(i, Q)
             q, t = questions[qi], float(temperatures[ti])
-            for k, s in enumerate(row):
+            for k, s in enumerate(row or ()):
                 if s is None:
                     continue
                 a = answers[ti, qi, k]
@@ -203,8 +227,15 @@ def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any
                          "tokens": s.completion_tokens, "cost_usd": s.cost_usd,
                          "latency_s": s.latency_s,
                          "source": "cache" if s.cached else s.source})
-        counts["samples"] = w.lines
-    with JsonlWriter(out / VOTES_FILE) as w:
+        return w.lines
+
+
+def write_votes(out: str | os.PathLike[str], questions: Any, temperatures: Any, answers: Any,
+                *, ns: Iterable[int], rule: str) -> int:
+    """Write votes.jsonl: the vote of the first n samples for each n, and random-follow."""
+    from collections import Counter
+
+    with JsonlWriter(Path(out) / VOTES_FILE) as w:
         for ti, t in enumerate(temperatures):
             for qi, q in enumerate(questions):
                 row = list(answers[ti, qi])
@@ -228,5 +259,42 @@ def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any
                          "votes": row[:1], "counts": {first: 1} if first is not None else {},
                          "decision": first, "tie": False,
                          "correct": None if q.correct is None else first == q.correct})
-        counts["votes"] = w.lines
-    return counts
+        return w.lines
+
+
+def run_slug(model: str) -> str:
+    """A folder-safe name for a model: `openai/gpt-4o-mini` -> `openai-gpt-4o-mini`; a local
+    GGUF path -> `local-<file stem>` (the path's folders say nothing a person needs)."""
+    if model.startswith(("local/", "local:")):
+        stem = Path(model[6:]).name
+        stem = stem[:-5] if stem.lower().endswith(".gguf") else stem
+        model = f"local-{stem}" if stem else "local"
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in model)
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return slug.strip("-.") or "model"
+
+
+def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | None = None,
+                    kind: str = "eval") -> Path:
+    """The folder a run writes to without --out: `runs/[calibrate-]TASK[-DATA]-MODEL`.
+
+    A pure function of what the command says (task, model, and the data file's name for a user
+    task), never of the date: rerunning the same command finds the same folder, and resumes from
+    its store. The date of each run is in its summary.json / profile.json instead. Box-ball
+    calibrations keep the short `runs/calibrate-MODEL`.
+    """
+    parts = [] if kind == "eval" else [kind]
+    if not (kind == "calibrate" and task == "boxball"):
+        parts.append(task)
+    if task == "jsonl" and data is not None:
+        parts.append(run_slug(Path(data).stem))
+    parts.append(run_slug(model))
+    return Path("runs") / "-".join(parts)
+
+
+def now_iso() -> str:
+    """The date and time of a run (UTC, ISO 8601): metadata, never part of a folder's name."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -92,12 +92,11 @@ def load_task(cfg: EvalConfig) -> Task:
     return get_task(cfg.task, **opts)
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-")
-
-
 def run_dir(cfg: EvalConfig) -> Path:
-    return Path(cfg.out) if cfg.out else Path("runs") / f"{cfg.task}-{_slug(cfg.model)}"
+    """--out, or `runs/TASK[-DATA]-MODEL` (stable: rerunning the command resumes there)."""
+    from .records import default_run_dir
+
+    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data)
 
 
 def select_questions(cfg: EvalConfig, task: Task) -> list[Question]:
@@ -166,7 +165,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
         answers[ti, qi] = [a if a in q.choices else None for a in got]
     t1 = time.perf_counter()
-    from .records import write_run_log
+    from ensemble import __version__
+
+    from .records import now_iso, write_run_log
 
     write_run_log(out, questions, cfg.temperatures, rows, answers, ns=cfg.ns,
                   rule="majority" if cfg.task == "boxball" else "plurality")
@@ -179,6 +180,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         "wall_time_s": wall, "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
         "data": _data_notes(task), "failed": failed.to_dict(), "notes": list(stats.notes),
         "provider": cfg.provider.public(),
+        "created": now_iso(), "version": __version__,
     })
     _write_outputs(out, summary)
     return summary
@@ -406,6 +408,27 @@ def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
 
 
 def _plot(path: Path, summary: dict[str, Any]) -> None:
+    """accuracy.png: the main vote's value against n, one line per t, 95% intervals.
+
+    The y axis spans the metric's whole range (accuracy [0, 1], box-ball utility [−1, 1]) so a
+    small difference is not drawn as a large one; intervals are clipped to that range; the
+    dashed line is chance (a uniform guess among the question's choices).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    box = summary["task"] == "boxball"
+    fig = accuracy_figure(summary, chance=0.0 if box else _chance(path.parent, summary))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def accuracy_figure(summary: dict[str, Any], *, chance: float | None) -> Any:
+    """The figure of accuracy.png (the caller closes it); `chance`: the dashed line, or None."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -413,19 +436,52 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
 
     box = summary["task"] == "boxball"
     main = "majority" if box else "plurality"
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for t in sorted({r["t"] for r in summary["results"]}):
+    key, lo_hi = ("utility", (-1.0, 1.0)) if box else ("accuracy", (0.0, 1.0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ns = sorted({r["n"] for r in summary["results"]})
+    temps = sorted({r["t"] for r in summary["results"]})
+    for j, t in enumerate(temps):
         rows = sorted((r for r in summary["results"] if r["t"] == t and r["aggregator"] == main),
                       key=lambda r: r["n"])
-        key, err = ("utility", "utility_sem") if box else ("accuracy", "sem")
-        ax.errorbar([r["n"] for r in rows], [r[key] for r in rows], yerr=[r[err] for r in rows],
-                    marker="o", capsize=4, label=f"t = {t:g}")
-    ax.set_xlabel("number of experts n")
+        if not rows:
+            continue
+        y = np.array([r[key] for r in rows], dtype=float)
+        ci = np.array([_interval(r, box) for r in rows], dtype=float).clip(*lo_hi)
+        yerr = np.vstack([np.maximum(y - ci[:, 0], 0), np.maximum(ci[:, 1] - y, 0)])
+        # a small horizontal offset keeps the temperatures' bars apart
+        x = np.array([r["n"] for r in rows], dtype=float) + 0.06 * (j - (len(temps) - 1) / 2)
+        ax.errorbar(x, y, yerr=yerr, marker="o", capsize=4, label=f"t = {t:g}")
+    if chance is not None:
+        ax.axhline(chance, color="0.4", ls="--", lw=1, label="chance")
+    ax.set_ylim(lo_hi[0] - 0.02, lo_hi[1] + 0.02)
+    ax.set_xlabel("number of experts n (samples per vote)")
     ax.set_ylabel("expected utility (±1 units)" if box else "accuracy")
-    ax.set_title(f"{summary['task']}: {main} vote, {summary['model']} (error bars: SEM)")
-    ax.set_xticks(sorted({r["n"] for r in summary["results"]}))
-    ax.legend()
+    title = f"{summary['task']}: {main} vote, {summary['model']}"
+    ax.set_title("\n".join(textwrap.wrap(title, 60)), fontsize=10)
+    ax.set_xticks(ns)
+    ax.legend(fontsize=8, title="bars: 95% interval", title_fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def _interval(r: dict[str, Any], box: bool) -> tuple[float, float]:
+    """A result row's 95% interval on its plotted scale (±1.96 SEM when it carries none)."""
+    ci = r.get("utility_ci") if box else r.get("ci")
+    if ci and ci[0] is not None and ci[1] is not None:
+        return float(ci[0]), float(ci[1])
+    v, s = (r["utility"], r["utility_sem"]) if box else (r["accuracy"], r["sem"])
+    return v - 1.96 * s, v + 1.96 * s
+
+
+def _chance(run: Path, summary: dict[str, Any]) -> float | None:
+    """The accuracy of a uniform guess: 1/5 for MathQA, else the mean of 1/len(choices)."""
+    if summary["task"] == "mathqa":
+        return 0.2
+    try:
+        from .records import read_questions
+
+        inv = [1 / len(q.choices) for q in read_questions(run) if q.choices]
+    except InputError:
+        return None
+    return float(np.mean(inv)) if inv else None

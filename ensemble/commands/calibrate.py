@@ -9,6 +9,7 @@ from ._args import (
     add_provider_args,
     add_run_policy_args,
     positive_int,
+    probability,
     provider_options,
     status_printer,
     temperature,
@@ -38,7 +39,11 @@ def register(subparsers: Any) -> None:
                         "boxball)")
     p.add_argument("--n-budget", type=positive_int, default=5, help="samples you can afford")
     p.add_argument("--eval-dir", help="an eval run directory, for expected accuracy")
-    p.add_argument("--out", help="report directory (default runs/calibrate-MODEL)")
+    p.add_argument("--target-accuracy", type=probability, metavar="A",
+                   help="with --eval-dir: recommend the fewest samples per decision whose "
+                        "eval accuracy reaches A")
+    p.add_argument("--out", help="run directory (default runs/calibrate-MODEL; "
+                                 "runs/calibrate-jsonl-DATA-MODEL for --task jsonl)")
     add_run_policy_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         data=args.data, limit=args.limit, seed=args.seed, bias=args.bias, mirror=args.mirror,
         mode=args.mode, n_budget=args.n_budget, eval_dir=args.eval_dir, out=args.out,
         provider=provider_options(args), fail_on_error=args.fail_on_error,
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens, target_accuracy=args.target_accuracy,
         max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
     doc = run_sync(run_calibration(cfg))
     if args.json:
@@ -77,9 +82,14 @@ def run(args: argparse.Namespace) -> int:
     con.print(table)
     if doc["joint"]:
         j = doc["joint"]
-        con.print(f"λ(t) = λ₁/t: λ₁ = {j['lam1']:.4g}, LRT p = {j['lrt_pvalue']:.3g} "
-                  f"({'holds' if j['holds'] else 'rejected'})")
-    if doc["recommendation"]:
-        con.print(f"[bold]{doc['recommendation']['summary']}[/]")
-    con.print(f"report: {doc['report']['html']}")
+        verdict = ("holds" if j["holds"]
+                   else "rejected: use the λ measured at each t; see the report")
+        con.print(f"λ(t) = λ₁/t: λ₁ = {j['lam1']:.4g}, LRT p = {j['lrt_pvalue']:.3g} ({verdict})")
+    rec = doc["recommendation"]
+    if rec:
+        con.print(f"[bold]{rec['summary']}[/]")
+        if rec.get("target"):
+            con.print(rec["target"]["text"])
+        con.print(rec["ensemble"], markup=False, highlight=False)
+    con.print(f"report: {doc['report']['html']} · profile: {doc['profile']}")
     return 0

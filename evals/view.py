@@ -1,0 +1,365 @@
+"""`ensemble view`: one self-contained HTML page to read a run's samples (or compare two runs).
+
+The page is a single file that opens from disk in any browser, offline: its CSS and JavaScript
+are inline (from `view.css` and `view.js` beside this module, shipped as package data), its
+images are base64 PNGs, and the run's records are embedded as one JSON document in a
+`<script type="application/json">` block. A Content-Security-Policy forbids every load except
+inline code and data: images, so nothing in the page can reach the network, and the JavaScript
+puts model text into the page only as text (never as HTML).
+
+Embedded data (compact, so a MathQA run of 2,985 questions x 20 samples x 3 temperatures stays
+a file a browser opens; see docs/viewing.md for its size and render time):
+
+    strings    every distinct prompt and reply text, once (greedy replies repeat)
+    questions  [id, choices, correct, posterior, [prompt string per run]]
+    cells      [question, run, t, samples, votes] for every (question, run, t)
+               samples: [index, text string, answer (null: invalid), tokens]
+               votes:   [n, aggregator, decision, correct, tie, counts] (votes.jsonl)
+
+The page renders one page of questions at a time (vanilla JS), with filters (wrong decisions,
+invalid replies, split votes, text search) and sorting by agreement.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ensemble.errors import InputError
+from ensemble.report import inline_html
+
+from .records import (
+    QUESTIONS_FILE,
+    SAMPLES_FILE,
+    VOTES_FILE,
+    read_questions,
+    read_samples,
+    read_votes,
+    run_slug,
+)
+
+__all__ = ["RunRecords", "ViewResult", "build_view", "load_run", "view_path"]
+
+VIEW_FILE = "view.html"
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """A run folder's records, as the viewer needs them."""
+
+    path: Path
+    kind: str  # "eval" or "calibration"
+    doc: dict[str, Any]  # summary.json (eval) or calibration.json (calibration)
+    questions: list[Any]  # QuestionRecord
+    samples: dict[tuple[str, float], list[Any]]  # (id, t) -> SampleRecord, by index
+    votes: dict[tuple[str, float], list[Any]]  # (id, t) -> VoteRecord
+
+    @property
+    def name(self) -> str:
+        return self.path.resolve().name
+
+
+@dataclass(frozen=True)
+class ViewResult:
+    """What `build_view` wrote."""
+
+    path: Path
+    questions: int
+    samples: int
+    bytes: int
+
+
+def _t(t: float) -> float:
+    return round(float(t), 9)
+
+
+def load_run(run: str | os.PathLike[str]) -> RunRecords:
+    """Read a run folder written by `ensemble eval` or `ensemble calibrate`; InputError (one
+    line naming the fix) for a folder that is not a run, or one from before the records."""
+    from ensemble.jsonio import loads
+
+    path = Path(run)
+    if not path.is_dir():
+        raise InputError(f"{path} is not a folder: give the run folder written by "
+                         "`ensemble eval` or `ensemble calibrate` (its --out)")
+    if (path / "calibration.json").is_file():
+        kind, doc_file, cmd = "calibration", path / "calibration.json", "ensemble calibrate"
+    elif (path / "summary.json").is_file():
+        kind, doc_file, cmd = "eval", path / "summary.json", "ensemble eval"
+    else:
+        raise InputError(f"{path} is not a run folder (no summary.json or calibration.json): "
+                         "give the folder written by `ensemble eval` or `ensemble calibrate`")
+    need = [QUESTIONS_FILE, SAMPLES_FILE] + ([VOTES_FILE] if kind == "eval" else [])
+    missing = [f for f in need if not (path / f).is_file()]
+    if missing:
+        raise InputError(f"{path} has no {' or '.join(missing)} (written by an older version): "
+                         f"rerun the same `{cmd}` command; it recomputes the records from its "
+                         "store without new requests")
+    try:
+        doc = loads(doc_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {doc_file}: {exc}; rerun `{cmd}` to rewrite it") from None
+    questions = list(read_questions(path))
+    samples: dict[tuple[str, float], list[Any]] = {}
+    for s in read_samples(path):
+        samples.setdefault((s.id, _t(s.t)), []).append(s)
+    for rows in samples.values():
+        rows.sort(key=lambda s: s.sample)
+    votes: dict[tuple[str, float], list[Any]] = {}
+    if kind == "eval":
+        for v in read_votes(path):
+            votes.setdefault((v.id, _t(v.t)), []).append(v)
+    return RunRecords(path, kind, doc, questions, samples, votes)
+
+
+def view_path(runs: list[RunRecords], out: str | os.PathLike[str] | None = None) -> Path:
+    """Where the page goes: --out, RUN/view.html, or RUN_A/compare-<RUN_B>.html."""
+    if out is not None:
+        return Path(out)
+    if len(runs) == 1:
+        return runs[0].path / VIEW_FILE
+    return runs[0].path / f"compare-{run_slug(runs[1].name)}.html"
+
+
+def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str] | None = None,
+               page_size: int = 20) -> ViewResult:
+    """Write the viewer page for one run, or for two runs side by side on their shared
+    (question id, t); returns where it went and what it holds."""
+    if not 1 <= len(runs) <= 2:
+        raise InputError("give one run folder, or two to compare")
+    if page_size < 1:
+        raise InputError("--page-size must be >= 1")
+    recs = [load_run(r) for r in runs]
+    data = _data(recs)
+    if not data["cells"]:
+        raise InputError(f"{recs[0].path} and {recs[1].path} share no question at a common "
+                         "temperature (matched by question id and t): nothing to compare"
+                         if len(recs) == 2 else f"{recs[0].path} has no samples")
+    data["page_size"] = page_size
+    page = render_page(recs, data)
+    path = view_path(recs, out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}; choose another --out"
+                         ) from None
+    n_samples = sum(len(c[3]) for c in data["cells"])
+    return ViewResult(path, len(data["questions"]), n_samples, len(page.encode("utf-8")))
+
+
+# -- data -------------------------------------------------------------------------------------
+def _lam_js(v: float | None) -> float | str | None:
+    if v is None:
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return float(v)
+
+
+def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
+    doc = r.doc
+    meta = doc.get("meta") or {}
+    temps = sorted({t for _, t in r.samples})
+    info: dict[str, Any] = {
+        "label": label, "name": r.name, "kind": r.kind, "temps": temps,
+        "model": doc.get("model") or meta.get("model"),
+        "task": doc.get("task") or meta.get("task") or "boxball",
+        "created": doc.get("created") or meta.get("created"),
+    }
+    if r.kind == "eval":
+        ns = sorted({v.n for rows in r.votes.values() for v in rows})
+        aggs: list[str] = []
+        for rows in r.votes.values():
+            for v in rows:
+                if v.aggregator not in aggs:
+                    aggs.append(v.aggregator)
+        info.update(ns=ns, aggs=aggs)
+    else:
+        info.update(ns=[], aggs=[],
+                    fits={f"{_t(f['t']):g}": [_lam_js(f.get("lam")), f.get("bias")]
+                          for f in doc.get("fits", [])},
+                    first=(r.questions[0].choices[0] if r.questions else "L"))
+    return info
+
+
+def _data(recs: list[RunRecords]) -> dict[str, Any]:
+    strings: list[str] = []
+    sid: dict[str, int] = {}
+
+    def intern(text: str | None) -> int:
+        if text is None:
+            return -1
+        i = sid.get(text)
+        if i is None:
+            i = sid[text] = len(strings)
+            strings.append(text)
+        return i
+
+    by_id = [{q.id: q for q in r.questions} for r in recs]
+    base = recs[0]
+    keys = [k for k in base.samples if k[0] in by_id[0]]
+    if len(recs) == 2:
+        keys = [k for k in keys if k in recs[1].samples and k[0] in by_id[1]]
+    shared = {k[0] for k in keys}
+    q_index: dict[str, int] = {}
+    questions: list[list[Any]] = []
+    for q in base.questions:  # the first run's order
+        if q.id not in shared:
+            continue
+        q_index[q.id] = len(questions)
+        questions.append([q.id, q.choices, q.correct, q.posterior,
+                          [intern(m[q.id].prompt) for m in by_id]])
+    runs = [_run_info(r, "AB"[i]) for i, r in enumerate(recs)]
+    cells: list[list[Any]] = []
+    for key in sorted(keys, key=lambda k: (q_index[k[0]], k[1])):
+        for ri, r in enumerate(recs):
+            aggs = runs[ri]["aggs"]
+            smp = [[s.sample, intern(s.text), s.answer, s.tokens] for s in r.samples[key]]
+            vts = [[v.n, aggs.index(v.aggregator), v.decision,
+                    None if v.correct is None else int(v.correct), int(bool(getattr(v, "tie",
+                                                                                  False))),
+                    v.counts] for v in r.votes.get(key, [])]
+            cells.append([q_index[key[0]], ri, key[1], smp, vts])
+    from ensemble import __version__
+
+    from .records import now_iso
+
+    return {"runs": runs, "strings": strings, "questions": questions, "cells": cells,
+            "generated": now_iso(), "version": __version__}
+
+
+def embed_json(obj: Any) -> str:
+    """JSON safe inside <script type="application/json">: no `<`, `>` or `&` appears raw (so
+    `</script>` or `<!--` in a model's reply cannot end or alter the block), nor U+2028/2029."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+# -- page -------------------------------------------------------------------------------------
+def _asset(name: str) -> str:
+    return resources.files("evals").joinpath(name).read_text(encoding="utf-8")
+
+
+def _png(path: Path, alt: str) -> str:
+    if not path.is_file():
+        return ""
+    b64 = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+
+
+def _num(v: Any, nd: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) and math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if isinstance(v, float):
+        return f"{v:.{nd}g}" if abs(v) >= 1e4 else f"{v:.{nd}f}"
+    return str(v)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    e = html.escape
+    return ("<table class=\"res\"><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(
+                "<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
+            + "</tbody></table>")
+
+
+def _facts(items: list[tuple[str, Any]]) -> str:
+    e = html.escape
+    return "<dl class=\"facts\">" + "".join(
+        f"<div><dt>{e(k)}</dt><dd>{e(str(v))}</dd></div>" for k, v in items
+        if v not in (None, "")) + "</dl>"
+
+
+def _eval_header(r: RunRecords) -> str:
+    d = r.doc
+    box = d.get("task") == "boxball"
+    rows = []
+    for x in d.get("results", []):
+        ci = x.get("utility_ci") if box else x.get("ci")
+        ci_s = "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"
+        rows.append([f"{x['t']:g}", str(x["n"]), x["aggregator"],
+                     _num(x.get("utility") if box else x.get("accuracy")),
+                     _num(x.get("utility_sem") if box else x.get("sem")), ci_s,
+                     str(x.get("items", ""))])
+    head = ["t", "n", "aggregator", "utility (±1)" if box else "accuracy", "SEM",
+            "95% interval", "items"]
+    samples = d.get("samples") or {}
+    cost = d.get("cost_usd")
+    facts = [("task", d.get("task")), ("model", d.get("model")),
+             ("date", d.get("created")), ("ensemble", d.get("version")),
+             ("samples per question", d.get("samples_per_question")), ("seed", d.get("seed")),
+             ("invalid replies", None if d.get("invalid_rate") is None
+              else f"{100 * d['invalid_rate']:.1f}%"),
+             ("requests", d.get("requests")),
+             ("from store", f"{samples.get('from_store')} of {samples.get('total')}"
+              if samples else None),
+             ("cost", "unknown" if cost is None else f"${cost:.4f}")]
+    return (_facts(facts) + f"<p class=\"metric\">{html.escape(str(d.get('metric', '')))}</p>"
+            + "<div class=\"tp\">" + _table(head, rows)
+            + _png(r.path / "accuracy.png", "accuracy against n") + "</div>")
+
+
+def _calibration_header(r: RunRecords) -> str:
+    d = r.doc
+    meta = d.get("meta") or {}
+    rows = []
+    for f in d.get("fits", []):
+        ci = f.get("ci") or [None, None]
+        rows.append([f"{f['t']:g}", _num(f.get("lam")), _num(f.get("se")),
+                     f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]", _num(f.get("bias"), 3),
+                     "yes" if f.get("separated") else "no", str(f.get("n_valid", ""))])
+    facts = [("task", meta.get("task", "boxball")), ("model", d.get("model")),
+             ("date", meta.get("created")), ("ensemble", meta.get("version")),
+             ("mode", d.get("mode")), ("samples per question", meta.get("samples_per_question")),
+             ("questions", meta.get("questions")), ("seed", meta.get("seed")),
+             ("invalid replies", d.get("invalid"))]
+    parts = [_facts(facts), f"<p class=\"metric\">{inline_html(str(d.get('units', '')))}</p>",
+             _table(["t", "λ", "SE", "95% interval", "bias b", "separated", "valid answers"],
+                    rows)]
+    j = d.get("joint")
+    if j:
+        parts.append(f"<p>λ(t) = λ₁/t: λ₁ = {_num(j.get('lam1'))}, test p = "
+                     f"{_num(j.get('lrt_pvalue'), 3)} "
+                     f"({'consistent' if j.get('holds') else 'rejected'}).</p>")
+    rec = d.get("recommendation")
+    if rec:
+        parts.append(f"<p><b>{html.escape(rec['summary'])}</b></p>")
+        if rec.get("ensemble"):
+            parts.append(f"<pre>{html.escape(rec['ensemble'])}</pre>")
+    report = r.path / "report.html"
+    if report.is_file():
+        parts.append("<p>Full report with the terms explained: "
+                     f"<code>{html.escape(str(report))}</code></p>")
+    parts.append(_png(r.path / "qr_curves.png", "quantal-response fits"))
+    return "".join(parts)
+
+
+def render_page(recs: list[RunRecords], data: dict[str, Any]) -> str:
+    """The HTML page (template, CSS, JS and data in one string)."""
+    e = html.escape
+    heads = []
+    for i, r in enumerate(recs):
+        label = f"<span class=\"tag\">{'AB'[i]}</span> " if len(recs) == 2 else ""
+        body = _eval_header(r) if r.kind == "eval" else _calibration_header(r)
+        heads.append(f"<section class=\"run\"><h2>{label}{e(r.kind)}: {e(str(r.path))}</h2>"
+                     f"{body}</section>")
+    title = ("compare " + " vs ".join(r.name for r in recs) if len(recs) == 2
+             else f"{recs[0].kind} {recs[0].name}")
+    parts = {"TITLE": e(f"ensemble view: {title}"), "CSS": _asset("view.css"),
+             "JS": _asset("view.js"), "HEADER": "".join(heads),
+             "COLUMNS": "two" if len(recs) == 2 else "one", "DATA": embed_json(data)}
+    return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: parts[m.group(1)], _asset("view.html"))
