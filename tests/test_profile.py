@@ -108,8 +108,9 @@ def test_calibrate_writes_a_profile_that_covers_the_planted_lambda(tmp_path):
     per-temperature fits are calibration.json's, and nothing secret is in it."""
     with SimulatedServer(lam1=3.0, seed=3) as srv:
         cfg = CalibrationConfig(model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
-                                api_key="sk-supersecret-123", temperatures=(0.5, 1.0),
+                                provider=ProviderOptions(api_base=srv.base_url,
+                                                         api_key="sk-supersecret-123"),
+                                temperatures=(0.5, 1.0),
                                 samples=10, limit=200, n_budget=3, out=str(tmp_path / "cal"))
         doc = asyncio.run(run_calibration(cfg))
     text = (tmp_path / "cal" / "profile.json").read_text()

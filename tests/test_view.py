@@ -42,7 +42,7 @@ needs_chromium = pytest.mark.skipif(
 
 def _eval(out: Path, srv: SimulatedServer, **kw) -> dict:
     cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
+                     provider=ProviderOptions(api_base=srv.base_url),
                      temperatures=kw.pop("t", (0.5, 1.0)), ns=(1, 3), samples=5, limit=3,
                      out=str(out), bootstrap=50, **kw)
     return asyncio.run(run_eval(cfg))
@@ -58,7 +58,7 @@ def runs(tmp_path_factory):
     with SimulatedServer(lam1=6.0, seed=2) as srv:
         _eval(base / "b", srv, t=(1.0,))
         cal = CalibrationConfig(model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
+                                provider=ProviderOptions(api_base=srv.base_url),
                                 temperatures=(0.5, 1.0), samples=4, limit=30, n_budget=3,
                                 out=str(base / "cal"))
         asyncio.run(run_calibration(cal))
