@@ -73,6 +73,7 @@ __all__ = [
     "StopSpec",
     "StoppingRule",
     "answer_counts",
+    "expected_performance",
     "fit_prior",
     "make_rule",
     "prior_from_calibration",
@@ -439,7 +440,7 @@ def _summarise(S: NDArray[np.bool_], pred: NDArray[np.float64], val: NDArray[np.
     samples = acc = 0.0
     for m in range(M + 1):
         a = np.arange(m + 1)
-        stops = S[m, np.maximum(a, m - a), np.minimum(a, m - a)]
+        stops = S[m, np.maximum(a, m - a), np.minimum(a, m - a)] | (m == M)
         here = mass[: m + 1]
         samples += m * here[stops].sum()
         acc += (here * val[m, : m + 1])[stops].sum()
@@ -453,6 +454,20 @@ def _summarise(S: NDArray[np.bool_], pred: NDArray[np.float64], val: NDArray[np.
     fixed = _fixed_accuracy(pred, val, M)
     return PolicySummary(mean_samples=float(samples), accuracy=float(acc),
                          fixed_accuracy=fixed, loss=fixed - float(acc), cost=cost)
+
+
+def expected_performance(rule: StoppingRule, prior: Prior) -> PolicySummary:
+    """Mean samples and accuracy of any rule, exactly, when questions' q follow `prior`.
+
+    For a binary question with no invalid answers: a forward pass over (drawn, votes) under the
+    prior predictive. Accuracy is agreement with the vote of unlimited samples; `cost` is the
+    rule's own (0 for rules without one). A model-based comparison free of sampling noise:
+    under its prior, no rule beats `bayes` on accuracy − cost × samples.
+    """
+    M = rule.max_n
+    pred, win = prior.state_tables(M)
+    return _summarise(rule.table == 0, pred, np.maximum(win, 1.0 - win), M,
+                      float(getattr(rule, "cost", 0.0)))
 
 
 def _fixed_accuracy(pred: NDArray[np.float64], val: NDArray[np.float64], M: int) -> float:

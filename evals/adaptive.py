@@ -138,10 +138,13 @@ def _order_indices(Q: int, K: int, M: int, orders: int | ArrayLike | None,
             raise InputError(f"orders must be >= 1, got {orders}")
         return np.argsort(g.random((Q, int(orders), K)), axis=-1)[..., :M]
     perm = np.asarray(orders, dtype=np.intp)
-    if perm.ndim != 2 or perm.shape[1] < M or (np.sort(perm, axis=1) !=
-                                                 np.arange(perm.shape[1])).any():
-        raise InputError("explicit orders must be an (R, K) array of permutations of 0..K-1")
-    return np.broadcast_to(perm[:, :M], (Q, perm.shape[0], M))
+    if perm.ndim == 2:
+        perm = np.broadcast_to(perm, (Q, *perm.shape))
+    if (perm.ndim != 3 or perm.shape[0] != Q or perm.shape[2] != K
+            or (np.sort(perm, axis=-1) != np.arange(K)).any()):
+        raise InputError("explicit orders must be permutations of 0..K-1, shaped (R, K) for "
+                         "every question or (Q, R, K)")
+    return perm[..., :M]
 
 
 def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.int16]]:
@@ -157,8 +160,9 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
 
     `rule` is a built rule, or a `StopSpec` (then a bayes prior without one is fitted per order
-    from that order's pilot). `orders`: a number of random orders per question, an explicit
-    (R, K) array of permutations used for every question, or None for the stored order.
+    from that order's pilot). `orders`: a number of random orders per question, explicit
+    permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or None for the stored
+    order.
     """
     c = np.asarray(codes)
     if c.ndim != 2:
