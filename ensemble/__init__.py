@@ -53,6 +53,18 @@ _EXPORTS: dict[str, str] = {
     # calibration
     "fit_lambda": ".calibration",
     "LambdaFit": ".calibration",
+    # adaptive stopping (ensemble.stopping)
+    "StoppingRule": ".stopping",
+    "StopSpec": ".stopping",
+    "FixedRule": ".stopping",
+    "BetaRule": ".stopping",
+    "BayesRule": ".stopping",
+    "BetaPrior": ".stopping",
+    "GridPrior": ".stopping",
+    "fit_prior": ".stopping",
+    "prior_from_calibration": ".stopping",
+    "expected_performance": ".stopping",
+    "get_stopping_rule": ".stopping",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -75,7 +75,7 @@ __all__ = [
     "answer_counts",
     "expected_performance",
     "fit_prior",
-    "make_rule",
+    "get_stopping_rule",
     "prior_from_calibration",
 ]
 
@@ -593,7 +593,7 @@ class BayesRule(StoppingRule):
                 f"pilot={self.pilot})")
 
 
-def make_rule(name: str, *, max_n: int, **options: Any) -> StoppingRule:
+def get_stopping_rule(name: str, *, max_n: int, **options: Any) -> StoppingRule:
     """Build a rule by name: fixed, beta (threshold=), bayes (prior=, cost= or target_loss=,
     pilot=)."""
     if name == "fixed":

@@ -87,7 +87,8 @@ class AdaptiveResult:
     def row(self, **extra: Any) -> dict[str, Any]:
         """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
         return {**extra, "n": self.max_n, "stop": self.stop,
-                "mean_samples": self.mean_samples.value, "mean_samples_ci": list(self.mean_samples.ci),
+                "mean_samples": self.mean_samples.value,
+                "mean_samples_ci": list(self.mean_samples.ci),
                 "accuracy": self.accuracy.value, "sem": self.accuracy.sem,
                 "ci": list(self.accuracy.ci), "saving": self.saving,
                 "vs_fixed": {"n": self.max_n, "accuracy": self.fixed[self.max_n].value,
@@ -185,9 +186,9 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     # one extra category for invalid answers: it counts for the rule only if count_invalid
     picked = c[np.arange(Q)[:, None, None], idx].astype(np.int16)
     picked = np.where(picked < 0, n_options, picked)
-    O = n_options + 1
+    n_cat = n_options + 1
 
-    rules = _rules_per_order(picked, rule, spec, O if count_invalid else n_options)
+    rules = _rules_per_order(picked, rule, spec, n_cat if count_invalid else n_options)
     uniq: dict[int, int] = {}
     order_rule = np.array([uniq.setdefault(id(r), len(uniq)) for r in rules])
     tables = np.stack([r.table for r in {id(r): r for r in rules}.values()])
@@ -196,10 +197,10 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     at_stop = np.empty((Q, R, n_options), dtype=np.int16)
     fixed = {n: np.empty((Q, R, n_options), dtype=np.int16) for n in fixed_ns}
     n_axis = np.arange(1, M + 1)
-    chunk = max(1, int(4_000_000 // max(1, R * M * O)))
+    chunk = max(1, int(4_000_000 // max(1, R * M * n_cat)))
     for lo in range(0, Q, chunk):
         hi = min(Q, lo + chunk)
-        onehot = picked[lo:hi, :, :, None] == np.arange(O, dtype=np.int16)
+        onehot = picked[lo:hi, :, :, None] == np.arange(n_cat, dtype=np.int16)
         cum = onehot.cumsum(axis=2, dtype=np.int16)  # (q, R, M, O)
         top, second = _top_two(cum if count_invalid else cum[..., :n_options])
         k = tables[order_rule[None, :, None], n_axis[None, None, :], top, second]

@@ -24,7 +24,7 @@ from ensemble.stopping import (
     answer_counts,
     expected_performance,
     fit_prior,
-    make_rule,
+    get_stopping_rule,
     prior_from_calibration,
 )
 
@@ -37,7 +37,7 @@ def _policy_value(stop, atoms, weights, N, cost):
     1), by enumerating every answer sequence under each atom q of a discrete prior. Reward:
     deciding the leader is right iff it is the side of q (1/2 at q = 1/2 or at a tied stop)."""
     total = 0.0
-    for q, w in zip(atoms, weights):
+    for q, w in zip(atoms, weights, strict=True):
         for seq in itertools.product((0, 1), repeat=N):
             prob = math.prod(q if x else 1 - q for x in seq)
             a = 0
@@ -62,7 +62,8 @@ def test_backward_induction_is_optimal_against_every_policy(cost):
     states = [(m, a) for m in range(N) for a in range(m + 1)]
     best = -math.inf
     for bits in itertools.product((False, True), repeat=len(states)):
-        best = max(best, _policy_value(dict(zip(states, bits)), atoms, weights, N, cost))
+        policy = dict(zip(states, bits, strict=True))
+        best = max(best, _policy_value(policy, atoms, weights, N, cost))
     rule = BayesRule(max_n=N, prior=prior, cost=cost, pilot=0)
     ours = {(m, a): rule.stops(drawn=m, top=max(a, m - a), second=min(a, m - a))
             for m, a in states}
@@ -284,9 +285,9 @@ def test_beta_rule_equals_the_installed_package():
 
 # -- interface ----------------------------------------------------------------------------------
 def test_make_rule_and_spec():
-    assert make_rule("fixed", max_n=5).more(["A"]) == 4
-    assert make_rule("beta", max_n=20, threshold=0.9).more(["A"] * 2) == 1  # 1 − 2⁻³ < 0.9
-    rule = make_rule("bayes", max_n=20, prior=BetaPrior(0.3))
+    assert get_stopping_rule("fixed", max_n=5).more(["A"]) == 4
+    assert get_stopping_rule("beta", max_n=20, threshold=0.9).more(["A"] * 2) == 1  # 1 − 2⁻³ < 0.9
+    rule = get_stopping_rule("bayes", max_n=20, prior=BetaPrior(0.3))
     assert rule.cost == DEFAULT_COST
     spec = StopSpec("bayes", max_n=20)
     assert spec.needs_pilot and spec.first_draw() == 2
@@ -321,7 +322,7 @@ def test_tables_are_cached_and_read_only():
     lambda: BayesRule(max_n=10, prior=BetaPrior(0.3), cost=0.01, target_loss=0.01),
     lambda: BayesRule(max_n=10, prior=None),  # type: ignore[arg-type]
     lambda: BetaPrior(0),
-    lambda: make_rule("sprt", max_n=10),
+    lambda: get_stopping_rule("sprt", max_n=10),
     lambda: StopSpec("bayes", max_n=10).build(),
     lambda: FixedRule(max_n=10).more_counts(drawn=3, top=2, second=2),
 ])

@@ -228,6 +228,10 @@ def report(res):
           + (f", package {res['package_time_s']:.1f} s" if "package_time_s" in res else ""))
 
 
+def _xy(rows):
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
 def plot(results, path: Path) -> None:
     import matplotlib
 
@@ -235,19 +239,19 @@ def plot(results, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 4.2))
-    for ax, res in zip(np.atleast_1d(axes), results):
+    for ax, res in zip(np.atleast_1d(axes), results, strict=True):
         fx = res["fixed"]
         ax.plot([n for n, _ in fx], [a for _, a in fx], "o-", color="0.6", ms=3,
                 label="fixed n = 1..20")
-        ax.plot(*zip(*[(s, a) for s, a, _ in res["bayes"]]), "s-", color="C0",
+        ax.plot(*_xy(res["bayes"]), "s-", color="C0",
                 label="bayes (prior from a pilot of 2)")
         if res["oracle"]:
-            ax.plot(*zip(*[(s, a) for s, a, _ in res["oracle"]]), "--", color="C0", alpha=0.6,
+            ax.plot(*_xy(res["oracle"]), "--", color="C0", alpha=0.6,
                     label="bayes (true prior)")
-        ax.plot(*zip(*[(s, a) for s, a, _ in res["beta"]]), "^-", color="C3",
+        ax.plot(*_xy(res["beta"]), "^-", color="C3",
                 label="beta (ours)")
         if res["package"]:
-            ax.plot(*zip(*[(s, a) for s, a, _ in res["package"]]), "x", color="k", ms=8,
+            ax.plot(*_xy(res["package"]), "x", color="k", ms=8,
                     label="BetaStoppingCriteria (package)")
         for s, a, c in res["bayes"]:
             if c == DEFAULT_COST:
@@ -283,7 +287,8 @@ def record_fixture(path: Path) -> None:
         ["A"], ["A", "A"], ["A", "A", "A"], ["A", "A", "A", "A"], ["A", "B"],
         ["A", "B", "A", "A", "A", "A"], ["A", "B", "C", "A", "A", "A", "A"],
         ["A", "B", "C", "D", "A", "A", "A", "A", "A"], ["A", None, "A", "A", "A"],
-        [None, None, None, None], [None, None, "A", None, None], ["A"] * 5 + ["B"] * 5,
+        [None, None, None, None], [None, None, "A", None, None],
+        ["A", "A", "A", "A", "A", "B", "B", "B", "B", "B"],
     ]
     for _ in range(300):
         n_opt = int(g.integers(2, 6))
