@@ -35,8 +35,11 @@ import numpy as np
 from ensemble.qr import psi
 from ensemble.stopping import (
     DEFAULT_COST,
+    BayesRule,
+    BetaPrior,
     BetaRule,
     StopSpec,
+    expected_performance,
     prior_from_calibration,
 )
 from evals.adaptive import _credit, adaptive_eval, boxball_inputs, replay, values_from_correct
@@ -47,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "adaptiveconsistency_beta.json"
 PLOT = ROOT / "docs" / "adaptive.png"
 K = MAX_N = 20
-COSTS = [0.0002, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.03, 0.06]
-THRESHOLDS = [0.6, 0.75, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995]
+COSTS = [0.00003, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.03, 0.06]
+THRESHOLDS = [0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995]
 PACKAGE_THRESHOLDS = [0.8, 0.9, 0.95, 0.99]
 
 
@@ -131,7 +134,27 @@ def interp_samples(curve, accuracy):
     return float(s[i - 1] + t * (s[i] - s[i - 1]))
 
 
-def bench_case(case, *, orders_n: int, package: bool):
+def bench_case(make_case, seeds, *, orders_n: int, package: bool):
+    """Curves averaged over independent stored-sample sets (one per seed), each replayed along
+    the same `orders_n` random orders for every rule."""
+    runs = [_bench_one(make_case(seed), orders_n=orders_n, package=package) for seed in seeds]
+    out = {"name": runs[0]["name"], "seeds": list(seeds), "orders": orders_n}
+    for key in ("bayes", "oracle", "beta", "package"):
+        rows = [r[key] for r in runs]
+        out[key] = [(float(np.mean([r[i][0] for r in rows])),
+                     float(np.mean([r[i][1] for r in rows])), rows[0][i][2])
+                    for i in range(len(rows[0]))]
+    out["fixed"] = [(n, float(np.mean([r["fixed"][i][1] for r in runs])))
+                    for i, (n, _) in enumerate(runs[0]["fixed"])]
+    if package:
+        out["package_same"] = tuple(int(sum(r["package_same"][j] for r in runs))
+                                    for j in (0, 1))
+        out["package_time_s"] = sum(r["package_time_s"] for r in runs)
+    out["rules_time_s"] = sum(r["rules_time_s"] for r in runs)
+    return out
+
+
+def _bench_one(case, *, orders_n: int, package: bool):
     g = np.random.default_rng(7)
     Q = case["codes"].shape[0]
     orders = np.argsort(g.random((Q, orders_n, K)), axis=-1)
@@ -169,6 +192,26 @@ def bench_case(case, *, orders_n: int, package: bool):
     return out
 
 
+def model_comparison(name, prior):
+    """Exact expectations under a prior (binary questions): the samples bayes needs to match
+    each beta threshold's accuracy (agreement with the vote of unlimited samples),
+    interpolated along bayes's frontier (mixing two neighbouring costs at random)."""
+    costs = np.geomspace(1e-6, 0.3, 160)
+    lines = [f"[exact under the model: {name}]"]
+    for pilot in (0, 2):
+        front = [expected_performance(BayesRule(max_n=MAX_N, prior=prior, cost=c,
+                                                pilot=pilot), prior) for c in costs]
+        curve = [(f.mean_samples, f.accuracy) for f in front]
+        parts = []
+        for th in (0.9, 0.95, 0.99):
+            b = expected_performance(BetaRule(max_n=MAX_N, threshold=th), prior)
+            need = interp_samples(curve, b.accuracy)
+            parts.append(f"beta({th:g}) {b.mean_samples:.2f} vs bayes {need:.2f} "
+                         f"(ratio {need / b.mean_samples:.3f})")
+        lines.append(f"  pilot {pilot}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def headline(case, orders_n: int, package: bool):
     """Issue 16's done-when: bayes at the default cost vs fixed 20 and beta(0.95)."""
     g = np.random.default_rng(7)
@@ -199,7 +242,8 @@ def headline(case, orders_n: int, package: bool):
 
 
 def report(res):
-    print(f"\n== {res['name']} ==")
+    print(f"\n== {res['name']} (mean over stored-sample seeds {res['seeds']}, "
+          f"{res['orders']} orders each) ==")
     print("  bayes (pilot-fitted prior): cost -> mean samples, accuracy")
     for s, a, c in res["bayes"]:
         print(f"    {c:<8g} {s:6.2f}  {a:.4f}")
@@ -228,51 +272,62 @@ def report(res):
           + (f", package {res['package_time_s']:.1f} s" if "package_time_s" in res else ""))
 
 
-def _xy(rows):
-    return [r[0] for r in rows], [r[1] for r in rows]
-
-
 def plot(results, path: Path) -> None:
+    """Top row: accuracy against mean samples. Bottom row: the same, as the difference from
+    the fixed 20 vote, zoomed on the region where the rules compete."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 4.2))
-    for ax, res in zip(np.atleast_1d(axes), results, strict=True):
+    fig, axes = plt.subplots(2, len(results), figsize=(5.2 * len(results), 8.0))
+    for col, res in enumerate(results):
         fx = res["fixed"]
-        ax.plot([n for n, _ in fx], [a for _, a in fx], "o-", color="0.6", ms=3,
-                label="fixed n = 1..20")
-        ax.plot(*_xy(res["bayes"]), "s-", color="C0",
-                label="bayes (prior from a pilot of 2)")
-        if res["oracle"]:
-            ax.plot(*_xy(res["oracle"]), "--", color="C0", alpha=0.6,
-                    label="bayes (true prior)")
-        ax.plot(*_xy(res["beta"]), "^-", color="C3",
-                label="beta (ours)")
-        if res["package"]:
-            ax.plot(*_xy(res["package"]), "x", color="k", ms=8,
-                    label="BetaStoppingCriteria (package)")
-        for s, a, c in res["bayes"]:
-            if c == DEFAULT_COST:
-                ax.annotate(f"default cost {c:g}", (s, a), textcoords="offset points",
-                            xytext=(8, -14), fontsize=8, color="C0")
-        for s, a, th in res["beta"]:
-            if th == 0.95:
-                ax.annotate("0.95", (s, a), textcoords="offset points", xytext=(4, 4),
-                            fontsize=8, color="C3")
-        lo = min(a for _, a, _ in res["bayes"] + res["beta"])
-        top = max(a for _, a in fx)
-        ax.set_ylim(lo - 0.25 * (top - lo), top + 0.15 * (top - lo))
-        ax.set_xlim(0, MAX_N + 0.5)
-        ax.set_xlabel("mean samples per question (pilot included)")
-        ax.set_ylabel("accuracy")
-        ax.set_title(res["name"], fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle("Samples vs accuracy on the same stored samples (max 20, t = 1)", fontsize=11)
+        ref = fx[-1][1]
+        for row, shift in ((0, 0.0), (1, ref)):
+            ax = axes[row, col]
+
+            def xy(rows, shift=shift):
+                return [r[0] for r in rows], [r[1] - shift for r in rows]
+
+            ax.plot([n for n, _ in fx], [a - shift for _, a in fx], "o-", color="0.6", ms=3,
+                    label="fixed n = 1..20")
+            ax.plot(*xy(res["beta"]), "^-", color="C3", label="beta (ours), thresholds")
+            if res["package"]:
+                ax.plot(*xy(res["package"]), "x", color="k", ms=8,
+                        label="BetaStoppingCriteria (package)")
+            if res["oracle"]:
+                ax.plot(*xy(res["oracle"]), "--", color="C0", alpha=0.6,
+                        label="bayes, true prior")
+            ax.plot(*xy(res["bayes"]), "s-", color="C0", ms=4,
+                    label="bayes, prior fitted on a pilot of 2, costs")
+            for s_, a, c in res["bayes"]:
+                if c == DEFAULT_COST:
+                    ax.plot([s_], [a - shift], "o", mfc="none", mec="C0", ms=13)
+                    ax.annotate(f"default cost {c:g}", (s_, a - shift),
+                                textcoords="offset points", xytext=(6, -16), fontsize=8,
+                                color="C0")
+            for s_, a, th in res["beta"]:
+                if th == 0.95:
+                    ax.annotate("0.95", (s_, a - shift), textcoords="offset points",
+                                xytext=(4, 5), fontsize=8, color="C3")
+            ax.set_xlim(0, MAX_N + 0.5)
+            ax.grid(alpha=0.3)
+            if row == 0:
+                lo = min(a for _, a, _ in res["bayes"] + res["beta"])
+                ax.set_ylim(lo - 0.2 * (ref - lo), ref + 0.15 * (ref - lo))
+                ax.set_ylabel("accuracy")
+                ax.set_title(f"{res['name']} ({len(res['seeds'])} sample sets)", fontsize=10)
+                ax.legend(fontsize=7, loc="lower right")
+            else:
+                ax.axhline(0.0, color="0.3", lw=0.8)
+                ax.axhline(-0.005, color="0.3", lw=0.8, ls=":")
+                ax.set_ylim(-0.012, 0.002)
+                ax.set_ylabel("accuracy − fixed 20 (zoom; dotted: −0.005)")
+                ax.set_xlabel("mean samples per question (pilot included)")
+    fig.suptitle("Adaptive stopping on the same stored samples (max 20, t = 1)", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -323,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-fixture", action="store_true")
     ap.add_argument("--orders", type=int, default=400, help="random orders per question "
                     "(box-ball; multiple choice uses a quarter)")
+    ap.add_argument("--seeds", type=int, default=3, help="independent stored-sample sets the "
+                    "curves average over")
     ap.add_argument("--no-package", action="store_true")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
@@ -339,10 +396,19 @@ def main(argv: list[str] | None = None) -> int:
             package = False
     text, ok = headline(boxball_case(3.0), args.orders, package)
     print(text)
+    for seed in range(1, args.seeds):
+        text_s, ok_s = headline(boxball_case(3.0, seed=seed), args.orders, False)
+        print(f"  (stored samples seed {seed}) " + " | ".join(
+            line.strip() for line in text_s.splitlines()[1:]))
+    print(model_comparison("box-ball λ₁=3, true prior", boxball_case(3.0)["oracle"]))
+    print(model_comparison("box-ball λ₁=1, true prior", boxball_case(1.0)["oracle"]))
+    print(model_comparison("multiple choice, Beta(2, 2) prior", BetaPrior(2.0)))
     results = []
-    for case, orders_n in ((boxball_case(1.0), args.orders), (boxball_case(3.0), args.orders),
-                           (mc_case(3.0), max(10, args.orders // 4))):
-        res = bench_case(case, orders_n=orders_n, package=package)
+    seeds = range(args.seeds)
+    for make, orders_n in ((lambda s: boxball_case(1.0, seed=s), args.orders),
+                           (lambda s: boxball_case(3.0, seed=s), args.orders),
+                           (lambda s: mc_case(3.0, seed=s), max(10, args.orders // 4))):
+        res = bench_case(make, seeds, orders_n=orders_n, package=package)
         report(res)
         results.append(res)
     if not args.no_plot:
@@ -352,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def test_bench_adaptive() -> None:
-    assert main(["--orders", "100", "--no-plot"]) == 0
+    assert main(["--orders", "100", "--seeds", "1", "--no-plot"]) == 0
 
 
 if __name__ == "__main__":
