@@ -88,3 +88,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .qr import lam_at_temperature, psi, psi_inverse, temperature_for_lam  # noqa: F401
     from .sampling.parsing import extract_answer  # noqa: F401
     from .sampling.types import JobStats, Sample, SampleRequest, SamplingParams  # noqa: F401
+    from .stopping import (  # noqa: F401
+        BayesRule,
+        BetaPrior,
+        BetaRule,
+        FixedRule,
+        GridPrior,
+        StoppingRule,
+        StopSpec,
+        expected_performance,
+        fit_prior,
+        get_stopping_rule,
+        prior_from_calibration,
+    )

@@ -41,7 +41,7 @@ prior `prior_from_calibration(lam, posteriors)`: q = ψ_λ(p) over the task's po
 `StopSpec` is what a run asks for; it builds the rule once the pilot is in.
 
 Tables are cached per (prior, max_n, cost, pilot): building one takes milliseconds for
-max_n = 20 (a second or so at max_n = 200, the largest supported).
+max_n = 20 (~0.2 s at max_n = 200, the largest supported).
 """
 
 from __future__ import annotations

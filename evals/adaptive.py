@@ -189,9 +189,9 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     n_cat = n_options + 1
 
     rules = _rules_per_order(picked, rule, spec, n_cat if count_invalid else n_options)
-    uniq: dict[int, int] = {}
-    order_rule = np.array([uniq.setdefault(id(r), len(uniq)) for r in rules])
-    tables = np.stack([r.table for r in {id(r): r for r in rules}.values()])
+    # orders that share a rule (one, or one per distinct pilot fit) are looked up together
+    distinct = list({id(r): r for r in rules}.values())
+    order_rule = np.array([next(i for i, d in enumerate(distinct) if d is r) for r in rules])
 
     used = np.empty((Q, R), dtype=np.int16)
     at_stop = np.empty((Q, R, n_options), dtype=np.int16)
@@ -203,8 +203,10 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
         onehot = picked[lo:hi, :, :, None] == np.arange(n_cat, dtype=np.int16)
         cum = onehot.cumsum(axis=2, dtype=np.int16)  # (q, R, M, O)
         top, second = _top_two(cum if count_invalid else cum[..., :n_options])
-        k = tables[order_rule[None, :, None], n_axis[None, None, :], top, second]
-        stop = k == 0
+        stop = np.empty(top.shape, dtype=bool)
+        for u, d in enumerate(distinct):
+            sel = order_rule == u
+            stop[:, sel] = d.table[n_axis, top[:, sel], second[:, sel]] == 0
         stop[..., M - 1] = True
         tau = stop.argmax(axis=2)
         used[lo:hi] = tau + 1
