@@ -3,7 +3,8 @@
 λ is always in the units of ψ_λ(p) = 1/(1+exp(2λ(1−2p))); utility and regret in ±1 units.
 
 The public names below are imported lazily, so `import ensemble` stays fast and never imports
-litellm (which is only loaded when a request is actually sent).
+litellm (which is only loaded when a request is actually sent). Type checkers and editors see
+them through the `TYPE_CHECKING` imports at the end.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -22,13 +23,19 @@ _EXPORTS: dict[str, str] = {
     "ProviderError": ".errors",
     "AuthenticationError": ".errors",
     "ModelNotFoundError": ".errors",
+    "EndpointNotFoundError": ".errors",
+    "EndpointUnreachable": ".errors",
     "BadRequestError": ".errors",
+    "ContentRefusedError": ".errors",
     "RateLimitError": ".errors",
+    "OverloadedError": ".errors",
     "ServerError": ".errors",
     "ProviderTimeoutError": ".errors",
     "ProviderConnectionError": ".errors",
     "MalformedResponseError": ".errors",
     "RetryBudgetExceeded": ".errors",
+    "SamplingFailed": ".errors",
+    "RunStopped": ".errors",
     "StoreError": ".errors",
     "LocalModelError": ".errors",
     # quantal response
@@ -42,7 +49,13 @@ _EXPORTS: dict[str, str] = {
     "Sample": ".sampling.types",
     "JobStats": ".sampling.types",
     "extract_answer": ".sampling.parsing",
+    "ProviderOptions": ".sampling.options",
+    "Provider": ".sampling.provider",
+    "Completion": ".sampling.provider",
+    "Choice": ".sampling.provider",
     "Sampler": ".sampling.sampler",
+    "SampleResult": ".sampling.sampler",
+    "SampleFailure": ".sampling.sampler",
     "SampleStore": ".sampling.store",
     # aggregation and the Python API
     "get_aggregator": ".aggregators",
@@ -54,6 +67,18 @@ _EXPORTS: dict[str, str] = {
     "fit_lambda": ".calibration",
     "LambdaFit": ".calibration",
     "CalibrationProfile": ".profile",
+    # adaptive sampling
+    "StoppingRule": ".stopping",
+    "FixedRule": ".stopping",
+    "BetaRule": ".stopping",
+    "BayesRule": ".stopping",
+    "BetaPrior": ".stopping",
+    "GridPrior": ".stopping",
+    "StopSpec": ".stopping",
+    "expected_performance": ".stopping",
+    "fit_prior": ".stopping",
+    "get_stopping_rule": ".stopping",
+    "prior_from_calibration": ".stopping",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
@@ -73,7 +98,86 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import *
-    from .qr import lam_at_temperature, psi, psi_inverse, temperature_for_lam  # noqa: F401
-    from .sampling.parsing import extract_answer  # noqa: F401
-    from .sampling.types import JobStats, Sample, SampleRequest, SamplingParams  # noqa: F401
+    from .aggregators import (  # noqa: F401
+        aggregator_names,
+        get_aggregator,
+    )
+    from .api import (  # noqa: F401
+        Decision,
+        Ensemble,
+        vote,
+    )
+    from .calibration import (  # noqa: F401
+        LambdaFit,
+        fit_lambda,
+    )
+    from .errors import (  # noqa: F401
+        AuthenticationError,
+        BadRequestError,
+        ContentRefusedError,
+        DataError,
+        EndpointNotFoundError,
+        EndpointUnreachable,
+        EnsembleError,
+        InputError,
+        LocalModelError,
+        MalformedResponseError,
+        ModelNotFoundError,
+        OverloadedError,
+        ProviderConnectionError,
+        ProviderError,
+        ProviderTimeoutError,
+        RateLimitError,
+        RetryBudgetExceeded,
+        RunStopped,
+        SamplingFailed,
+        ServerError,
+        StoreError,
+    )
+    from .profile import (  # noqa: F401
+        CalibrationProfile,
+    )
+    from .qr import (  # noqa: F401
+        lam_at_temperature,
+        psi,
+        psi_inverse,
+        temperature_for_lam,
+    )
+    from .sampling.options import (  # noqa: F401
+        ProviderOptions,
+    )
+    from .sampling.parsing import (  # noqa: F401
+        extract_answer,
+    )
+    from .sampling.provider import (  # noqa: F401
+        Choice,
+        Completion,
+        Provider,
+    )
+    from .sampling.sampler import (  # noqa: F401
+        SampleFailure,
+        Sampler,
+        SampleResult,
+    )
+    from .sampling.store import (  # noqa: F401
+        SampleStore,
+    )
+    from .sampling.types import (  # noqa: F401
+        JobStats,
+        Sample,
+        SampleRequest,
+        SamplingParams,
+    )
+    from .stopping import (  # noqa: F401
+        BayesRule,
+        BetaPrior,
+        BetaRule,
+        FixedRule,
+        GridPrior,
+        StoppingRule,
+        StopSpec,
+        expected_performance,
+        fit_prior,
+        get_stopping_rule,
+        prior_from_calibration,
+    )

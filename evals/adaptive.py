@@ -1,0 +1,321 @@
+"""Replay a stopping rule on stored samples, and score it beside fixed-n votes.
+
+Given each question's stored answers (indices 0..K−1) a rule is replayed as a sampler would run
+it: it sees the answers one at a time in some order, and stops where its table says (a lossless
+batch k changes nothing here: it only says how many to request at once). The decision is the
+plurality of the answers seen when it stops; a tie among the leaders gets fractional credit (the
+expected value of a fair tie-break); a question with no valid answer counts as wrong.
+
+Orders. The decision of an adaptive rule depends on the order of the samples, that of a fixed n
+on which n samples are used. Both are averaged over the same R random orders of each question's
+samples (independent per question): the adaptive rule runs along each order, the fixed-n vote
+takes its first n (a uniformly random n-subset, as in `evals.analysis`). So adaptive and fixed
+rows are estimated the same way, on the same draws, and their difference is paired. `orders=None`
+replays the stored order only (what one real run would have done). A rule whose prior is fitted
+from a pilot (`StopSpec("bayes", ...)` without a prior) refits it for each order from that
+order's first `pilot` answers of every question, as a real run would.
+
+Scoring. `values[q, o]` is the credit of deciding option o on question q: 1 for the right
+option of a multiple-choice question (`correct=`), and for box-and-ball P(ω = decision | colour):
+p for L, 1 − p for R (`boxball_inputs`). Per question, the value and the samples used are
+averaged over the orders; the reported accuracy is the weighted mean over questions, with
+`weights` (box-and-ball: P(colour | scenario), so each scenario counts once, i.e. weights
+P(scenario, colour) with P(scenario) uniform over the run's scenarios). Mean samples per question
+(the pilot included) is the plain mean: every question asked is paid for. Intervals come from a
+bootstrap over questions (over `groups`, e.g. a scenario's two colours together): 2.5/97.5
+percentiles of B resampled means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ensemble.errors import InputError
+from ensemble.stopping import StoppingRule, StopSpec
+
+from .analysis import Estimate, estimate
+
+__all__ = [
+    "AdaptiveResult",
+    "Replay",
+    "adaptive_eval",
+    "boxball_inputs",
+    "replay",
+    "values_from_correct",
+]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A rule replayed on (Q, K) answer codes along R orders.
+
+    used[q, r]: samples the rule drew (pilot included). counts[q, r, o]: votes for option o when
+    it stopped. fixed[n][q, r, o]: votes among the first n of the same order. rules: the rule of
+    each order (one per order when a prior is refitted per order).
+    """
+
+    used: NDArray[np.int16]
+    counts: NDArray[np.int16]
+    fixed: dict[int, NDArray[np.int16]]
+    rules: tuple[StoppingRule, ...]
+
+
+@dataclass(frozen=True)
+class AdaptiveResult:
+    """An adaptive row beside fixed-n rows, on the same samples and orders.
+
+    accuracy and fixed[n] are on the 0-1 scale (box-and-ball: P(ω = decision)); difference is
+    adaptive minus fixed max_n, paired; saving = 1 − mean_samples / max_n.
+    """
+
+    stop: str
+    max_n: int
+    mean_samples: Estimate
+    accuracy: Estimate
+    fixed: dict[int, Estimate]
+    difference: Estimate
+    saving: float
+    orders: int
+    question_accuracy: NDArray[np.float64]
+    question_samples: NDArray[np.float64]
+
+    def row(self, **extra: Any) -> dict[str, Any]:
+        """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
+        return {**extra, "n": self.max_n, "stop": self.stop,
+                "mean_samples": self.mean_samples.value,
+                "mean_samples_ci": list(self.mean_samples.ci),
+                "accuracy": self.accuracy.value, "sem": self.accuracy.sem,
+                "ci": list(self.accuracy.ci), "saving": self.saving,
+                "vs_fixed": {"n": self.max_n, "accuracy": self.fixed[self.max_n].value,
+                             "difference": self.difference.value,
+                             "difference_ci": list(self.difference.ci)}}
+
+
+def values_from_correct(correct: ArrayLike, n_options: int) -> NDArray[np.float64]:
+    """values[q, o] = 1 if o is question q's right option, else 0."""
+    c = np.asarray(correct).astype(np.int64).ravel()
+    if (c < 0).any() or (c >= n_options).any():
+        raise InputError(f"correct codes must lie in [0, {n_options})")
+    v = np.zeros((c.size, n_options))
+    v[np.arange(c.size), c] = 1.0
+    return v
+
+
+def boxball_inputs(questions: Sequence[Any]
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """(values, weights, groups) for box-and-ball questions, answer codes L = 0, R = 1.
+
+    values[q] = (p, 1 − p) with p = P(left | colour); weights = P(colour | scenario); groups =
+    scenario index (a scenario's colours are resampled together).
+    """
+    scen: dict[str, int] = {}
+    values = np.empty((len(questions), 2))
+    weights = np.empty(len(questions))
+    groups = np.empty(len(questions), dtype=np.int64)
+    for i, q in enumerate(questions):
+        p = float(q.posterior)
+        values[i] = (p, 1.0 - p)
+        weights[i] = float(q.meta["p_colour"])
+        groups[i] = scen.setdefault(q.meta["scenario"], len(scen))
+    return values, weights, groups
+
+
+def _gen(rng: Any) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _order_indices(Q: int, K: int, M: int, orders: int | ArrayLike | None,
+                   g: np.random.Generator) -> NDArray[np.intp]:
+    """(Q, R, M) sample indices: the first M of each order."""
+    if orders is None:
+        return np.broadcast_to(np.arange(M), (Q, 1, M))
+    if isinstance(orders, (int, np.integer)):
+        if orders < 1:
+            raise InputError(f"orders must be >= 1, got {orders}")
+        return np.argsort(g.random((Q, int(orders), K)), axis=-1)[..., :M]
+    perm = np.asarray(orders, dtype=np.intp)
+    if perm.ndim == 2:
+        perm = np.broadcast_to(perm, (Q, *perm.shape))
+    if (perm.ndim != 3 or perm.shape[0] != Q or perm.shape[2] != K
+            or (np.sort(perm, axis=-1) != np.arange(K)).any()):
+        raise InputError("explicit orders must be permutations of 0..K-1, shaped (R, K) for "
+                         "every question or (Q, R, K)")
+    return perm[..., :M]
+
+
+def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.int16]]:
+    if counts.shape[-1] == 1:
+        return counts[..., 0], np.zeros_like(counts[..., 0])
+    part = np.partition(counts, counts.shape[-1] - 2, axis=-1)
+    return part[..., -1], part[..., -2]
+
+
+def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
+           orders: int | ArrayLike | None = 200, fixed_ns: Sequence[int] = (),
+           rng: Any = 0) -> Replay:
+    """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
+
+    `rule` is a built rule, or a `StopSpec` (then a bayes prior without one is fitted per order
+    from that order's pilot). `orders`: a number of random orders per question, explicit
+    permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or None for the stored
+    order.
+    """
+    c = np.asarray(codes)
+    if c.ndim != 2:
+        raise InputError(f"codes must be a (questions, samples) array, got shape {c.shape}")
+    Q, K = c.shape
+    if (c < -1).any() or (c >= n_options).any():
+        raise InputError(f"answer codes must be -1 (invalid) or lie in [0, {n_options})")
+    spec = rule if isinstance(rule, StopSpec) else None
+    M = rule.max_n
+    if K < M:
+        raise InputError(f"the rule may draw up to max_n = {M} samples but only {K} are stored")
+    bad = [n for n in fixed_ns if not 1 <= n <= M]
+    if bad:
+        raise InputError(f"fixed n must lie in [1, max_n = {M}], got {bad[0]}")
+    g = _gen(rng)
+    idx = _order_indices(Q, K, M, orders, g)
+    R = idx.shape[1]
+    count_invalid = (spec.count_invalid if spec is not None
+                     else getattr(rule, "count_invalid", False))
+    # one extra category for invalid answers: it counts for the rule only if count_invalid
+    picked = c[np.arange(Q)[:, None, None], idx].astype(np.int16)
+    picked = np.where(picked < 0, n_options, picked)
+    n_cat = n_options + 1
+
+    rules = _rules_per_order(picked, rule, spec, n_cat if count_invalid else n_options)
+    # orders that share a rule (one, or one per distinct pilot fit) are looked up together
+    distinct = list({id(r): r for r in rules}.values())
+    order_rule = np.array([next(i for i, d in enumerate(distinct) if d is r) for r in rules])
+
+    used = np.empty((Q, R), dtype=np.int16)
+    at_stop = np.empty((Q, R, n_options), dtype=np.int16)
+    fixed = {n: np.empty((Q, R, n_options), dtype=np.int16) for n in fixed_ns}
+    n_axis = np.arange(1, M + 1)
+    chunk = max(1, int(4_000_000 // max(1, R * M * n_cat)))
+    for lo in range(0, Q, chunk):
+        hi = min(Q, lo + chunk)
+        onehot = picked[lo:hi, :, :, None] == np.arange(n_cat, dtype=np.int16)
+        cum = onehot.cumsum(axis=2, dtype=np.int16)  # (q, R, M, O)
+        top, second = _top_two(cum if count_invalid else cum[..., :n_options])
+        stop = np.empty(top.shape, dtype=bool)
+        for u, d in enumerate(distinct):
+            sel = order_rule == u
+            stop[:, sel] = d.table[n_axis, top[:, sel], second[:, sel]] == 0
+        stop[..., M - 1] = True
+        tau = stop.argmax(axis=2)
+        used[lo:hi] = tau + 1
+        at_stop[lo:hi] = np.take_along_axis(cum[..., :n_options], tau[..., None, None],
+                                            axis=2)[:, :, 0]
+        for n in fixed_ns:
+            fixed[n][lo:hi] = cum[:, :, n - 1, :n_options]
+    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules))
+
+
+def _rules_per_order(picked: NDArray[np.int16], rule: StoppingRule | StopSpec,
+                     spec: StopSpec | None, n_cat: int) -> list[StoppingRule]:
+    R = picked.shape[1]
+    if spec is None:
+        return [rule] * R  # type: ignore[list-item]
+    if not spec.needs_pilot:
+        built = spec.build()
+        return [built] * R
+    pilot = min(spec.pilot, spec.max_n)
+    if pilot < 1:
+        raise InputError("fitting the prior from the run needs a pilot of at least 2 samples")
+    head = picked[:, :, :pilot, None] == np.arange(n_cat, dtype=np.int16)
+    top, second = _top_two(head.sum(axis=2, dtype=np.int16))  # (Q, R)
+    cache: dict[bytes, StoppingRule] = {}
+    out = []
+    for r in range(R):
+        # the fit depends only on the multiset of (top, second) pairs
+        pairs = np.stack([top[:, r], second[:, r]], axis=1)
+        key = np.unique(pairs, axis=0, return_counts=True)
+        h = key[0].tobytes() + key[1].tobytes()
+        if h not in cache:
+            cache[h] = spec.rule_from_counts(top[:, r], second[:, r])
+        out.append(cache[h])
+    return out
+
+
+def _credit(counts: NDArray[np.int16], values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Mean value over the tied leaders (fractional tie-break); 0 without a valid vote."""
+    mx = counts.max(axis=-1, keepdims=True)
+    top = (counts == mx) & (mx > 0)
+    k = top.sum(axis=-1)
+    v = (top * values[:, None, :]).sum(axis=-1)
+    return np.where(k > 0, v / np.maximum(k, 1), 0.0)
+
+
+def _weighted(x: NDArray[np.float64], w: NDArray[np.float64], grp: NDArray[np.int64],
+              boot: NDArray[np.int64]) -> Estimate:
+    """Weighted mean over questions, bootstrapped over groups (boot: (reps, G) group draws)."""
+    G = boot.shape[1]
+    num = np.bincount(grp, weights=w * x, minlength=G)[boot].sum(axis=1)
+    den = np.bincount(grp, weights=w, minlength=G)[boot].sum(axis=1)
+    return estimate(num / np.where(den > 0, den, 1.0), float((w * x).sum() / w.sum()))
+
+
+def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
+                  correct: ArrayLike | None = None, values: ArrayLike | None = None,
+                  weights: ArrayLike | None = None, groups: ArrayLike | None = None,
+                  n_options: int | None = None, orders: int | ArrayLike | None = 200,
+                  fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0
+                  ) -> list[AdaptiveResult]:
+    """Accuracy and mean samples of a stopping rule beside fixed-n votes, on stored samples.
+
+    codes: (T, Q, K) or (Q, K) answer codes (−1 invalid), as `evals.analysis` uses. Give
+    `correct` (Q,) right-option codes, or `values` (Q, O) credits per decided option (box-and-ball:
+    `boxball_inputs`). `weights` (Q,) weight questions in the accuracy, `groups` (Q,) are resampled
+    together in the bootstrap. The fixed max_n row is always computed. Returns one result per T.
+    """
+    c = np.asarray(codes)
+    if c.ndim == 2:
+        c = c[None]
+    if c.ndim != 3:
+        raise InputError(f"codes must be (T, Q, K) or (Q, K), got shape {np.shape(codes)}")
+    _, Q, _ = c.shape
+    if values is None:
+        if correct is None:
+            raise InputError("give correct= (right-option codes) or values= (credit per option)")
+        n_opt = n_options if n_options is not None else int(max(c.max(), np.max(correct))) + 1
+        vals = values_from_correct(correct, n_opt)
+    else:
+        vals = np.asarray(values, dtype=float)
+        if vals.ndim != 2 or vals.shape[0] != Q:
+            raise InputError(f"values must be (questions, options) = ({Q}, O)")
+        n_opt = vals.shape[1]
+    w = np.ones(Q) if weights is None else np.asarray(weights, dtype=float).ravel()
+    grp = np.arange(Q) if groups is None else np.unique(np.asarray(groups).ravel(),
+                                                         return_inverse=True)[1].ravel()
+    if w.shape != (Q,) or grp.shape != (Q,) or (w < 0).any() or w.sum() <= 0:
+        raise InputError("weights and groups need one entry per question (weights >= 0)")
+    if reps < 2:
+        raise InputError("reps must be >= 2")
+    M = rule.max_n
+    ns = sorted({*fixed_ns, M})
+    g = _gen(rng)
+    G = int(grp.max()) + 1
+    boot = g.integers(0, G, size=(reps, G))
+    name = rule.stop if isinstance(rule, StopSpec) else rule.name
+    out = []
+    for ct in c:
+        rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g)
+        acc_q = _credit(rp.counts, vals).mean(axis=1)
+        used_q = rp.used.mean(axis=1, dtype=float)
+        fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
+        ones = np.ones(Q)
+        acc = _weighted(acc_q, w, grp, boot)
+        samples = _weighted(used_q, ones, grp, boot)
+        fixed = {n: _weighted(fixed_q[n], w, grp, boot) for n in ns}
+        diff = _weighted(acc_q - fixed_q[M], w, grp, boot)
+        out.append(AdaptiveResult(stop=name, max_n=M, mean_samples=samples, accuracy=acc,
+                                  fixed=fixed, difference=diff, saving=1 - samples.value / M,
+                                  orders=int(rp.used.shape[1]), question_accuracy=acc_q,
+                                  question_samples=used_q))
+    return out

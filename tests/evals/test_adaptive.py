@@ -1,0 +1,176 @@
+"""Replay evaluation of stopping rules: hand-computed cases, a plain loop, box-and-ball scoring."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ensemble.errors import InputError
+from ensemble.stopping import BayesRule, BetaPrior, BetaRule, FixedRule, StopSpec, fit_prior
+from evals.adaptive import adaptive_eval, boxball_inputs, replay, values_from_correct
+
+ALL_ORDERS_4 = np.array(list(itertools.permutations(range(4))))
+
+
+def test_replay_equals_a_hand_computed_case():
+    # beta rule at 0.8: stops at 2 agreeing (P = 7/8), not at 2-1 (11/16), at 3-1 (26/32)
+    rule = BetaRule(max_n=4, threshold=0.8)
+    codes = np.array([[0, 0, 1, 1],     # right answer 0
+                      [0, -1, 0, 0]])   # one invalid answer
+    res = adaptive_eval(codes, rule, correct=[0, 0], orders=ALL_ORDERS_4, reps=200)[0]
+    # question 1, over the 6 arrangements of 0011 (4 orders each): 00.. stops at 2, right;
+    # 11.. stops at 2, wrong; the 4 mixed ones reach 2-2 at 4, a tie worth 1/2
+    #   samples (2 + 2 + 4·4) / 6 = 10/3, accuracy (1 + 0 + 4·½) / 6 = 1/2
+    # question 2: the invalid answer first or second -> 2 agreeing after 3 draws, else after
+    #   2: samples (3 + 3 + 2 + 2) / 4 = 5/2, accuracy 1
+    assert res.question_samples == pytest.approx([10 / 3, 5 / 2])
+    assert res.question_accuracy == pytest.approx([0.5, 1.0])
+    assert res.mean_samples.value == pytest.approx((10 / 3 + 5 / 2) / 2)
+    assert res.accuracy.value == pytest.approx(0.75)
+    # fixed 4: a 2-2 tie (1/2) and three right answers (1)
+    assert res.fixed[4].value == pytest.approx(0.75)
+    assert res.difference.value == pytest.approx(0.0)
+    assert res.saving == pytest.approx(1 - res.mean_samples.value / 4)
+
+
+def test_stored_order_replays_what_one_run_would_do():
+    rule = BetaRule(max_n=6, threshold=0.9)  # first stop: 3 agreeing (P = 15/16)
+    codes = np.array([[1, 0, 1, 1, 1, 0], [2, 2, 2, 0, 0, 0], [0, 1, 0, 1, 0, 1]])
+    rp = replay(codes, rule, n_options=3, orders=None)
+    # row 1: 1,0,1,1 -> 3-1 (P = 13/16 < 0.9), 1 -> 4-1 (P = 57/64 < 0.9), 0 -> max 6
+    # row 2: 2,2,2 stops at 3; row 3 never settles: max 6 with a 3-3 tie
+    assert rp.used[:, 0].tolist() == [6, 3, 6]
+    assert rp.counts[:, 0].tolist() == [[2, 4, 0], [0, 0, 3], [3, 3, 0]]
+
+
+def _loop_replay(codes, rule, orders, n_options):
+    """A per-question, per-order loop through rule.more() (the reference)."""
+    Q, R = codes.shape[0], orders.shape[1]
+    used = np.empty((Q, R), dtype=int)
+    counts = np.empty((Q, R, n_options), dtype=int)
+    for q in range(Q):
+        for r in range(R):
+            seq = [None if c < 0 else "ABCDE"[c] for c in codes[q, orders[q, r]]]
+            n = 0
+            while True:
+                k = rule.more(seq[:n])
+                if k == 0:
+                    break
+                n += 1  # one at a time: a lossless k must not change where it stops
+            used[q, r] = n
+            counts[q, r] = np.bincount([c for c in codes[q, orders[q, r, :n]] if c >= 0],
+                                       minlength=n_options)
+    return used, counts
+
+
+@pytest.mark.parametrize("rule", [
+    BayesRule(max_n=10, prior=BetaPrior(0.4), cost=0.003),
+    BayesRule(max_n=10, prior=BetaPrior(2.0), cost=0.001, pilot=3),
+    BetaRule(max_n=10, threshold=0.95),
+    BetaRule(max_n=10, threshold=0.9, count_invalid=True),
+    FixedRule(max_n=10),
+], ids=lambda r: f"{r.name}-{getattr(r, 'count_invalid', '')}")
+def test_vectorised_replay_equals_a_plain_loop(rule):
+    g = np.random.default_rng(4)
+    codes = g.choice([-1, 0, 1, 2, 3], p=[0.08, 0.5, 0.25, 0.12, 0.05], size=(40, 12))
+    orders = np.argsort(g.random((40, 7, 12)), axis=-1)
+    rp = replay(codes, rule, n_options=4, orders=orders)
+    used, counts = _loop_replay(codes, rule, orders, 4)
+    assert (rp.used == used).all()
+    assert (rp.counts == counts).all()
+
+
+def test_pilot_fitted_prior_is_refitted_per_order():
+    g = np.random.default_rng(5)
+    q = g.beta(0.5, 0.5, size=60)
+    codes = (g.random((60, 20)) < q[:, None]).astype(int)
+    orders = np.argsort(g.random((60, 5, 20)), axis=-1)
+    spec = StopSpec("bayes", max_n=20, cost=0.004)
+    rp = replay(codes, spec, n_options=2, orders=orders)
+    for r in range(5):
+        head = np.take_along_axis(codes, orders[:, r, :2], axis=1)
+        ones = head.sum(axis=1)
+        prior = fit_prior(np.maximum(ones, 2 - ones), np.minimum(ones, 2 - ones))
+        assert rp.rules[r].prior == prior
+        alone = replay(codes, BayesRule(max_n=20, prior=prior, cost=0.004), n_options=2,
+                       orders=orders[:, r : r + 1])
+        assert (alone.used[:, 0] == rp.used[:, r]).all()
+
+
+def test_fixed_rule_row_equals_fixed_max_n_row():
+    g = np.random.default_rng(6)
+    codes = g.integers(-1, 3, size=(2, 30, 8))  # (T, Q, K)
+    correct = g.integers(0, 3, size=30)
+    res = adaptive_eval(codes, FixedRule(max_n=8), correct=correct, n_options=3, orders=20,
+                        fixed_ns=[1, 3], reps=300)
+    assert len(res) == 2
+    for r in res:
+        assert r.accuracy.value == pytest.approx(r.fixed[8].value)
+        assert r.difference.value == 0 and r.difference.ci == (0.0, 0.0)
+        assert r.mean_samples.value == 8 and r.saving == 0
+        assert sorted(r.fixed) == [1, 3, 8]
+        lo, hi = r.accuracy.ci
+        assert lo <= r.accuracy.value <= hi
+
+
+def test_fixed_n_rows_are_random_subsets():
+    # over all orders of 4 answers, the first n are each n-subset equally often: fixed n = 1
+    # has the accuracy of one random answer
+    codes = np.array([[0, 0, 0, 1], [1, 1, 2, 0]])
+    res = adaptive_eval(codes, FixedRule(max_n=4), correct=[0, 0], n_options=3,
+                        orders=ALL_ORDERS_4, fixed_ns=[1, 2], reps=100)[0]
+    assert res.fixed[1].value == pytest.approx((3 / 4 + 1 / 4) / 2)
+    # n = 2: question 1 right unless it draws {0, 1} (a tie, 1/2): 1 − (3/6)(1/2) = 3/4;
+    # question 2 (of its 6 pairs): {1,1} and the two {1,2} wrong; the two {1,0} and the one
+    # {2,0} a tie with 0, worth 1/2: (3/6)(1/2) = 1/4
+    assert res.fixed[2].value == pytest.approx((3 / 4 + 1 / 4) / 2)
+
+
+def test_boxball_value_is_posterior_of_the_decision_weighted_by_colour():
+    from types import SimpleNamespace
+
+    qs = [SimpleNamespace(posterior=0.8, meta={"scenario": "s1", "p_colour": 0.7}),
+          SimpleNamespace(posterior=0.3, meta={"scenario": "s1", "p_colour": 0.3}),
+          SimpleNamespace(posterior=0.6, meta={"scenario": "s2", "p_colour": 1.0})]
+    values, weights, groups = boxball_inputs(qs)
+    assert values == pytest.approx(np.array([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]))
+    assert groups.tolist() == [0, 0, 1]
+    # L = 0, R = 1; stored order, fixed 3: L wins, R wins, a tie impossible -> L wins
+    codes = np.array([[0, 0, 1], [1, 1, 0], [0, 1, 0]])
+    res = adaptive_eval(codes, FixedRule(max_n=3), values=values, weights=weights,
+                        groups=groups, orders=None, reps=200)[0]
+    # per scenario Σ_c P(c | s) P(ω = decision | c), then the mean over scenarios
+    assert res.accuracy.value == pytest.approx(((0.7 * 0.8 + 0.3 * 0.7) + 0.6) / 2)
+
+
+def test_bootstrap_resamples_groups():
+    # two scenarios of very different value: the interval spans them; a single group has none
+    codes = np.zeros((4, 3), dtype=int)
+    values = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    res = adaptive_eval(codes, FixedRule(max_n=3), values=values, groups=[0, 0, 1, 1],
+                        orders=None, reps=2000, rng=1)[0]
+    assert res.accuracy.value == pytest.approx(0.5)
+    assert res.accuracy.ci == (0.0, 1.0)
+
+
+def test_values_from_correct():
+    assert values_from_correct([2, 0], 3).tolist() == [[0, 0, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"codes": np.zeros((3, 4), int), "rule": FixedRule(max_n=5), "correct": [0, 0, 0]},
+     "only 4 are stored"),
+    ({"codes": np.zeros((3, 4), int), "rule": FixedRule(max_n=4)}, "correct="),
+    ({"codes": np.zeros((3, 4), int), "rule": FixedRule(max_n=4), "correct": [0, 0, 0],
+      "orders": np.zeros((2, 4), int)}, "permutations"),
+    ({"codes": np.zeros((3, 4), int), "rule": FixedRule(max_n=4), "correct": [0, 0, 0],
+      "fixed_ns": [9]}, "fixed n"),
+    ({"codes": np.zeros(4, int), "rule": FixedRule(max_n=4), "correct": [0]}, "shape"),
+])
+def test_bad_input(kwargs, match):
+    codes = kwargs.pop("codes")
+    rule = kwargs.pop("rule")
+    with pytest.raises(InputError, match=match):
+        adaptive_eval(codes, rule, **kwargs)
