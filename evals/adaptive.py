@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike, NDArray
 from ensemble.errors import InputError
 from ensemble.stopping import StoppingRule, StopSpec
 
-from .analysis import Estimate, estimate
+from .intervals import Estimate, estimate
 
 __all__ = [
     "AdaptiveResult",

@@ -38,9 +38,27 @@ from numpy.typing import NDArray
 
 from .analysis import ItemValues
 
-__all__ = ["Summary", "bootstrap_counts", "summarise"]
+__all__ = ["Estimate", "Summary", "bootstrap_counts", "estimate", "summarise"]
 
 Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A bootstrap estimate: point value, standard error and 95% percentile interval."""
+
+    value: float
+    sem: float
+    ci: tuple[float, float]
+
+
+def estimate(draws: NDArray[np.float64], point: float | None = None) -> Estimate:
+    """Summarise 1-D bootstrap draws; `point` overrides the mean of the draws."""
+    d = np.asarray(draws, dtype=float)
+    sem = float(d.std(ddof=1)) if d.size > 1 else 0.0
+    lo, hi = np.percentile(d, [2.5, 97.5])
+    return Estimate(float(d.mean()) if point is None else float(point), sem,
+                    (float(lo), float(hi)))
 
 
 @dataclass(frozen=True)
