@@ -95,8 +95,10 @@ def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
         hint = (f"or pass --fail-on-error {suggest:g} to accept up to that share"
                 if suggest < 1 else "the provider failed on every question: check the first "
                                     "message in the file")
-        raise SamplingFailed(f"{failed.count} of {q} questions failed ({why}): {listed}; rerun "
-                             f"to retry them, {hint}", failures=list(result.failures))
+        first = result.failures[0].message
+        raise SamplingFailed(f"{failed.count} of {q} questions failed ({why}; first: {first}): "
+                             f"{listed}; rerun to retry them, {hint}",
+                             failures=list(result.failures))
     return failed
 
 

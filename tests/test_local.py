@@ -28,17 +28,19 @@ def test_weights_resolution(tmp_path, monkeypatch):
 
 
 @pytest.mark.local_model
-def test_real_local_model_end_to_end_and_no_orphan(smollm2_path):
+def test_real_local_model_kept_up_until_close_then_no_orphan(smollm2_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
-    model = f"local/{smollm2_path}"
+    model = f"local:{smollm2_path}"  # the absolute-path alias
     ens = Ensemble(model, temperature=0.7, n=3, choices=["L", "R"], max_tokens=16)
     d = ens.decide("Answer with one letter, L or R: which is on the left? <answer>")
     assert len(d.samples) == 3 and all(s.text is not None for s in d.samples)
     assert sum(d.votes.values()) + d.n_invalid == 3
-    # the server is released after the call: nothing running, its port closed
+    # the server stays up between decide() calls: the second call reuses it (no reload)
+    (first,) = local.running()
+    ens.decide("Is the sky green? Answer L for yes, R for no. <answer>")
+    assert local.running() == [first]
+    port = urlparse(first.api_base).port
+    ens.close()  # stops it: nothing running, its port closed
     assert local.running() == []
-    ep = local.acquire(model)
-    port = urlparse(ep.api_base).port
-    local.release(ep)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2)
