@@ -1,7 +1,9 @@
 """Benchmark: g(n) for n = 3..20 and worst-case regret curves (n = 1, 3, 5; 101 λ in [0, 5]),
-checked against a slow dense-grid-and-refine search in the same run.
+checked against a slow dense-grid-and-refine search in the same run; the robust rule for three
+groups of three experts (target < 5 s); with --sizes, what the robust rule costs as n grows
+(the data behind the size limits in `ensemble.theory.regret.MAX_SEARCH_COST`).
 
-    python tests/bench/bench_theory.py [--check-every 10]
+    python tests/bench/bench_theory.py [--check-every 10] [--sizes]
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import time
 
 import numpy as np
 
-from ensemble.theory import majority_f, worst_case_regret
-from ensemble.theory.regret import dense_worst_case_regret
+from ensemble.theory import group_robust_aggregator, majority_f, worst_case_regret
+from ensemble.theory.regret import _space, dense_worst_case_regret, search_cost
+from ensemble.theory.robust import _group_robust, _robust
 from ensemble.theory.threshold import _threshold, threshold
 
 
@@ -21,7 +24,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-every", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", action="store_true", help="also time robust for n = 20..100")
     args = ap.parse_args()
+    groups_of_three(args.repeats)
+    if args.sizes:
+        sizes()
     g_times = []
     for _ in range(args.repeats):
         _threshold.cache_clear()
@@ -55,6 +62,38 @@ def main() -> None:
           f"median time per value {statistics.median(fast_t) * 1e3:.0f} ms vs "
           f"{statistics.median(slow_t) * 1e3:.0f} ms (ratio "
           f"{statistics.median(slow_t) / statistics.median(fast_t):.0f}x)")
+
+
+def _clear() -> None:
+    _space.cache_clear()
+    _robust.cache_clear()
+    _group_robust.cache_clear()
+
+
+def groups_of_three(repeats: int) -> None:
+    for groups in ([(3, 1.0), (3, 2.0), (3, 4.0)], [(3, 0.7), (3, 1.9), (3, 5.3)],
+                   [(3, 2.0), (3, 2.0), (3, 2.0)]):
+        times = []
+        for _ in range(repeats):
+            _clear()
+            t0 = time.perf_counter()
+            res = group_robust_aggregator(groups)
+            times.append(time.perf_counter() - t0)
+        print(f"robust rule, groups {groups}: median {statistics.median(times):.2f} s over "
+              f"{repeats} runs (target < 5 s); worst regret {res.worst_regret:.6f}, gap "
+              f"{res.gap:.1e}, majority {res.majority_worst_regret:.6f}, lam-weighted "
+              f"{res.lam_weighted_worst_regret:.6f}")
+
+
+def sizes() -> None:
+    from ensemble.theory import Group
+
+    for n in (20, 50, 100):
+        _clear()
+        t0 = time.perf_counter()
+        res = group_robust_aggregator([(n, 3.0)])
+        print(f"robust rule, one group n = {n}, λ = 3: {time.perf_counter() - t0:.1f} s, search "
+              f"cost {search_cost([Group(n, 3.0)]):.2g} weights per pass, gap {res.gap:.1e}")
 
 
 if __name__ == "__main__":
