@@ -47,6 +47,7 @@ __all__ = [
     "group_aggregator_f",
     "group_credit",
     "group_utility",
+    "group_utility_with_invalid",
     "lam_weighted_credit",
     "majority_credit",
     "plurality_credit",
@@ -558,6 +559,52 @@ def group_utility(f: ArrayLike, mu: ArrayLike, q0: ArrayLike, q1: ArrayLike,
     from .theory import group_utility as _group_utility
 
     return _group_utility(f, mu, q0, q1, ns)
+
+
+def group_utility_with_invalid(rule: str, ns: Sequence[int], lams: Sequence[float],
+                               mu: ArrayLike, yes0: ArrayLike, no0: ArrayLike, yes1: ArrayLike,
+                               no1: ArrayLike) -> NDArray[np.float64]:
+    """Exact expected utility (±1 units) of a group rule when answers can be invalid.
+
+    Each expert of group g votes 1 with probability yes{ω}[..., g], 0 with no{ω}[..., g], and
+    is invalid otherwise (e.g. box-ball: yes = Σ_c P(c | ω) × frequency of "L" for colour c,
+    no likewise for "R"). Invalid votes are ignored, as by the rules' default policy: the rule
+    decides on the valid counts, with f computed for the valid group sizes (a group without a
+    valid vote drops out); no valid vote at all counts as wrong (−1), as in the evals.
+
+    rule: majority (over all valid votes), lam-weighted or robust (one f per vector of valid
+    sizes: ∏(n_g + 1) rules, each cached). mu: shape S; yes0, no0, yes1, no1: shape S + (G,).
+    Returns shape S. Without invalid answers it equals `group_utility`.
+    """
+    from .theory import group_weights
+    from .theory.utility import binom_pmf
+
+    if rule not in ("majority", "lam-weighted", "robust"):
+        raise InputError(f"{rule!r}: use majority, lam-weighted or robust")
+    if len(ns) != len(lams):
+        raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
+    m = np.asarray(mu, dtype=float)
+    y0, n0, y1, n1 = (np.asarray(v, dtype=float) for v in (yes0, no0, yes1, no1))
+    v0, v1 = np.clip(y0 + n0, 0.0, 1.0), np.clip(y1 + n1, 0.0, 1.0)  # P(valid | ω)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c0 = np.where(v0 > 0, y0 / np.where(v0 > 0, v0, 1.0), 0.5)  # P(1 | valid, ω)
+        c1 = np.where(v1 > 0, y1 / np.where(v1 > 0, v1, 1.0), 0.5)
+    size0 = [binom_pmf(n, v0[..., g]) for g, n in enumerate(ns)]  # P(m_g valid | ω = 0)
+    size1 = [binom_pmf(n, v1[..., g]) for g, n in enumerate(ns)]
+    total = np.zeros(np.broadcast_shapes(m.shape, v0.shape[:-1]))
+    for sizes in np.ndindex(*(n + 1 for n in ns)):
+        pm0 = np.prod([size0[g][..., k] for g, k in enumerate(sizes)], axis=0)
+        pm1 = np.prod([size1[g][..., k] for g, k in enumerate(sizes)], axis=0)
+        present = [g for g, k in enumerate(sizes) if k > 0]
+        if not present:
+            total -= m * pm1 + (1 - m) * pm0  # no valid vote: wrong
+            continue
+        sub_ns = [sizes[g] for g in present]
+        f = group_aggregator_f(rule, sub_ns, [lams[g] for g in present]).reshape(-1)
+        w1 = group_weights(1.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=1)
+        w0 = -group_weights(0.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=0)
+        total += m * pm1 * (w1 @ (2 * f - 1)) - (1 - m) * pm0 * (w0 @ (2 * f - 1))
+    return total
 
 
 def group_credit(f: ArrayLike, ones: ArrayLike, truth: ArrayLike) -> NDArray[np.float64]:

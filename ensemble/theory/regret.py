@@ -9,16 +9,18 @@ families of signal structures are searched:
 - K free posteriors with free probabilities, K = 2G' + 2 for G' distinct λ > 0. The report
   structure is a linear image of the distribution τ of posteriors, a point of the convex hull of
   the curve s -> (s, ψ_g(s), s ψ_g(s))_g in R^(1+2G'); by Carathéodory K points suffice, so this
-  family is sufficient for any λ's. It is searched whenever G' >= 2 (docs/ensembles.md: the
-  {0, p, 1} reduction has no proof there, though no search has yet found more regret outside it).
+  family is sufficient for any λ's. It is searched whenever G' >= 2, where {0, p, 1} is not
+  sufficient (docs/ensembles.md gives a counterexample).
 
 The search is global: a dense vectorised grid over (p, γ0, γ1) (a bank kept per configuration),
 then a vectorised pattern search that zooms in around the best few distinct grid points (robust
 to the kinks |w_x| puts into the regret, where gradient or single-start local optimisers stall;
-the paper's own code reported 0 at some λ where the worst-case regret is clearly positive). For
-G' >= 2, a pattern search in the K-posterior family follows, started from the refined
-{0, p, 1} optima and from the best of a random bank of K-posterior structures. λ = 0 and λ = ∞
-use the same families (ψ constant, resp. a step, in the posterior).
+the paper's own code reported 0 at some λ where the worst-case regret is clearly positive).
+Beyond n = 5 experts in all, dense grids on the faces of two-posterior structures {0, p} and
+{p, 1} join it (the peaks narrow like 1/√n); with a rational group (λ = ∞, a jump of ψ at 1/2),
+so do the lines p = 1/2 and 1/2 ± 1e-9. For G' >= 2, a pattern search in the K-posterior family
+follows, started from the refined {0, p, 1} optima and from the best of a seeded random bank of
+K-posterior structures. λ = 0 and λ = ∞ use the same families (ψ constant, resp. a step).
 """
 
 from __future__ import annotations
@@ -243,15 +245,12 @@ class SearchSpace:
         # λ = 0 groups report 1/2 whatever the structure, so they add no dimension.
         self.k_full = 3 if len(informative) <= 1 else 2 * len(informative) + 2
         self.reduced_sufficient = len(informative) <= 1
-        # Peaks of the regret narrow like 1/√n: beyond n = 5 in all, dense face grids join the
-        # 3-D grid (at n <= 5 the 3-D grid alone matches a dense search to 1e-7).
         self.face_points = face_points(sum(self.ns))
+        self.has_rational = any(math.isinf(lam) for lam in self.lams)
 
     # -- the {0, p, 1} family ------------------------------------------------------------------
     def reports3(self, p: Array, g0: Array, g1: Array) -> tuple[Array, Array, Array]:
-        if len(self.lams) == 1:  # keep the one-group path identical to three_signal_reports
-            mu, q0, q1 = three_signal_reports(p, g0, g1, self.lams[0])
-            return mu, q0[..., None], q1[..., None]
+        """(μ, q0 (..., G), q1 (..., G)) of {0, p, 1} structures."""
         return three_signal_group_reports(p, g0, g1, self.lams)
 
     def weights(self, mu: Array, q0: Array, q1: Array) -> Array:
@@ -315,10 +314,27 @@ class SearchSpace:
         return starts
 
     def _zoom(self, f: Array, params: Array, r: Array, starts: list[int], h0: float,
-              steps: int) -> tuple[Array, Array]:
+              steps: int, *, stencil: Array | None = None) -> tuple[Array, Array]:
         u = _from_params(params[starts, 0], params[starts, 1], params[starts, 2])
         h = np.full(len(starts), h0)
-        return _pattern_search(lambda t: self.regret3(f, t), u, r[starts], h, _STENCIL3, steps)
+        offs = _STENCIL3 if stencil is None else stencil
+        return _pattern_search(lambda t: self.regret3(f, t), u, r[starts], h, offs, steps)
+
+    @cached_property
+    def _half_bank(self) -> tuple[Array, Array | None, Array | None]:
+        """{0, p, 1} structures with p = 1/2 and p = 1/2 ± 1e-9: a dense grid over (γ0, γ1).
+
+        At λ = ∞ the report jumps at posterior 1/2 (a coin flip there, 0 or 1 on either side),
+        and the worst case is often the limit p -> 1/2 from one side, which a zoom towards the
+        jump approaches only slowly; 1e-9 away the other groups' ψ differ by < 1e-8.
+        """
+        s = np.linspace(0.0, 1.0, 121)
+        g0, g1 = np.meshgrid(s, s, indexing="ij")
+        keep = g0 + g1 <= 1.0 + 1e-12
+        g0, g1 = g0[keep], g1[keep]
+        rows = [np.stack([np.full(g0.size, p), g0, g1], axis=-1)
+                for p in (0.5 - 1e-9, 0.5, 0.5 + 1e-9)]
+        return self._make_bank(np.concatenate(rows))
 
     def candidates3(self, f: Array, *, top: int = 6, grid: tuple[int, int] | None = None,
                     zoom_steps: int = 14) -> tuple[Array, Array]:
@@ -333,6 +349,13 @@ class SearchSpace:
         params, r = self._bank_regrets(f, bank)
         starts = self._distinct(params, r, top, 0.1)
         us, best = self._zoom(f, params, r, starts, 1.0 / (grid[1] - 1), zoom_steps)
+        if self.has_rational:
+            # λ = ∞ reports a coin flip at posterior 1/2 exactly and 0 or 1 on either side:
+            # the line p = 1/2 is searched on its own (the zoom keeps p there)
+            params, r = self._bank_regrets(f, self._half_bank)
+            starts = self._distinct(params, r, 6, 0.1)
+            uh, bh = self._zoom(f, params, r, starts, 1.0 / 120, 20, stencil=_STENCIL_HALF)
+            us, best = np.concatenate([us, uh]), np.concatenate([best, bh])
         if self.face_points:
             params, r = self._bank_regrets(f, self._face_bank)
             n_tot = sum(self.ns)
@@ -447,6 +470,7 @@ def _case(space: SearchSpace, value: float, post: Array, probs: Array, family: s
 
 
 _STENCIL3 = np.array(np.meshgrid(*[np.linspace(-1, 1, 5)] * 3, indexing="ij")).reshape(3, -1).T
+_STENCIL_HALF = _STENCIL3[_STENCIL3[:, 0] == 0]  # moves that keep p where it is
 
 
 @lru_cache(maxsize=8)

@@ -8,8 +8,9 @@ own rules, a dense grid instead of a search, and an LP over that grid.
 
 For each configuration of groups (n_g, λ_g):
 1. Two sets of signal structures: a dense set of {0, p, 1} structures (a 3-D grid over
-   (p, γ0, γ1), 101 x 1326 points, and the two faces of two-posterior structures {0, p} and
-   {p, 1}, 1001 x 501 points each), and 400,000 random structures with K = 2G' + 2 free
+   (p, γ0, γ1), 101 x 1326 points; the two faces of two-posterior structures {0, p} and
+   {p, 1}, 1001 x 501 points each; p = 1/2 ± 1e-9 with a 20,301-point (γ0, γ1) grid, for the
+   jump of λ = ∞ at posterior 1/2), and 400,000 random structures with K = 2G' + 2 free
    posteriors (G' distinct λ > 0: by Carathéodory K posteriors reach every report structure;
    {0, p, 1} does not, see docs/ensembles.md).
 2. The minimax LP in the variables d_x = 2 f(x) − 1 and t: minimise t with
@@ -98,7 +99,14 @@ def dense_set():  # type: ignore[no-untyped-def]
                                              indexing="ij")]
     face0 = np.stack([pf, gf, 1 - gf], axis=1)  # {0, p}
     face1 = np.stack([pf, np.zeros_like(pf), gf], axis=1)  # {p, 1}
-    return np.concatenate([grid, face0, face1])
+    # λ = ∞ jumps at posterior 1/2 (0 below, 1/2 at, 1 above), so the worst case can be the
+    # limit p -> 1/2 from one side: p = 1/2 ± 1e-9 with a dense (γ0, γ1) grid
+    s = np.arange(201) / 200
+    a, b = [v.ravel() for v in np.meshgrid(s, s, indexing="ij")]
+    keep = a + b <= 1 + 1e-12
+    half = [np.stack([np.full(keep.sum(), 0.5 + e), a[keep], b[keep]], axis=1)
+            for e in (-1e-9, 1e-9)]
+    return np.concatenate([grid, face0, face1, *half])
 
 
 def coarse_set():  # type: ignore[no-untyped-def]

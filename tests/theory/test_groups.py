@@ -255,3 +255,26 @@ def test_engine_matches_dense_grid_reference(ref):
     assert res.worst_regret == pytest.approx(ref["robust_upper"], abs=1e-4)
     assert res.majority_worst_regret == pytest.approx(ref["majority"], abs=1e-4)
     assert res.lam_weighted_worst_regret == pytest.approx(ref["lam_weighted"], abs=1e-4)
+
+
+def test_chebyshev_argument_does_not_carry_over_to_two_lambdas():
+    # The paper's lemma rests on 1, s, ψ(s), s ψ(s) being a Chebyshev system (no four points of
+    # the curve coplanar): every 4 x 4 determinant at ordered points has one sign. With two λ
+    # the 6 x 6 determinants of 1, s, ψ_2, s ψ_2, ψ_8, s ψ_8 change sign (condition numbers
+    # below 2e4, so the signs are not rounding), and the route to {0, p_1, p_2, 1} via
+    # principal representations (Karlin & Studden) is closed. docs/ensembles.md.
+    from ensemble.qr import psi
+
+    def det(s, lams):
+        s = np.asarray(s)
+        cols = [np.ones_like(s), s]
+        for lam in lams:
+            cols += [psi(s, lam), s * psi(s, lam)]
+        return np.linalg.det(np.stack(cols, axis=-1))
+
+    assert det([0.05419588, 0.11054774, 0.36619035, 0.86147972, 0.93611693, 0.99782617],
+               (2.0, 8.0)) < -1e-7
+    assert det(np.linspace(0.05, 0.95, 6), (2.0, 8.0)) > 1e-5
+    rng = np.random.default_rng(0)
+    one = [det(np.sort(rng.random(4)), (2.0,)) for _ in range(200)]
+    assert all(d > 0 for d in one)  # one λ: the paper's lemma
