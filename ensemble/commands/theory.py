@@ -94,8 +94,17 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     Console().print(table)
 
 
+MAX_N_THRESHOLD = 10_001  # g(n) costs ~13 ms per odd n here: ~1 min at the limit
+
+
 def run_threshold(args: argparse.Namespace) -> int:
+    from ..errors import InputError
     from ..theory import threshold
+
+    if args.n_max > MAX_N_THRESHOLD:
+        raise InputError(f"--n-max {args.n_max} needs g(n) for {(args.n_max - 1) // 2} group "
+                         f"sizes (~13 ms each, ~{args.n_max * 0.0065 / 60:.0f} min); the limit "
+                         f"is {MAX_N_THRESHOLD} (~1 min)")
 
     rows = [{"n": n, "g": threshold(n)} for n in range(1, args.n_max + 1)]
     if args.plot:

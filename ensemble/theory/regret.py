@@ -91,13 +91,17 @@ def check_size(groups: Sequence[Group], what: str) -> None:
     if cost > cap:
         shape = count_shape(groups)
         size = math.prod(shape)
-        desc = " x ".join(str(v) for v in shape)
+        if len(groups) == 1:
+            desc = f"{groups[0].n} experts ({size} count vectors)"
+        else:
+            desc = (f"groups of {', '.join(str(g.n) for g in groups)} experts "
+                    f"({' x '.join(str(v) for v in shape)} = {size} count vectors)")
         what_desc = ("the robust LP repeats it ~10-30 times" if what == "robust"
                      else "one worst-case search")
         raise InputError(
-            f"{what}: {desc} = {size} count vectors is too large: each pass of the worst-case "
-            f"search computes {cost:.2g} weights (limit {cap:.2g}; {what_desc}, ~1 min at the "
-            "limit); use fewer experts per group")
+            f"{what}: {desc} is too large: each pass of the worst-case search computes "
+            f"{cost:.2g} weights (limit {cap:.2g}; {what_desc}, ~1 min at the limit); use fewer "
+            "experts")
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def test_group_tables_print():
     (["robust", "--n", "100000", "--lam", "3"], "too large"),
     (["regret", "--n", "100000", "--lam", "3"], "too large"),
     (["robust", "--group", "20:1", "--group", "20:2"], "too large"),
+    (["threshold", "--n-max", "100000"], "limit is 10001"),
 ])
 def test_bad_group_input_is_one_line(args, needle):
     res = run(*args)
