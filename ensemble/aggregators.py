@@ -9,13 +9,23 @@ the group but support no answer) or "fail" (raise).
 Binary rules are also available as vectors f(0..n) (the probability of deciding the first
 choice given x votes for it), matching `ensemble.theory`, and vectorised forms score many
 items and bootstrap draws at once for the evals.
+
+Mixed ensembles. Votes may carry a group label (`groups=[member index per vote]`). Pooled rules
+(plurality, majority, random-follow, weighted) ignore the labels and only report the counts per
+group; `lam-weighted` weighs each vote by 2λ of its group (any number of options); `robust` with
+`lams=[λ per group]` is the minimax-regret rule of the per-group counts (binary only). Which rule
+applies to which task is in `RULES` (`aggregator_info`), and `get_aggregator(name,
+n_options=...)` refuses a rule that cannot apply before any sample is drawn. For groups, f is an
+array indexed by the per-group counts, f[x_1, ..., x_G] (`group_aggregator_f`), and
+`group_utility` gives its exact expected utility under per-group report probabilities.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,12 +35,20 @@ from .errors import InputError
 
 __all__ = [
     "INVALID_POLICIES",
+    "RULES",
     "TIE_RULES",
     "Aggregator",
+    "RuleInfo",
     "Vote",
     "aggregator_f",
+    "aggregator_info",
     "aggregator_names",
     "get_aggregator",
+    "group_aggregator_f",
+    "group_credit",
+    "group_utility",
+    "group_utility_with_invalid",
+    "lam_weighted_credit",
     "majority_credit",
     "plurality_credit",
     "plurality_winner",
@@ -60,13 +78,42 @@ class Vote:
     rule: str
     invalid_policy: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # valid answers per group (member index 0, 1, ...) when the votes were labelled
+    group_counts: tuple[dict[str, int], ...] = field(default_factory=tuple)
 
 
 class Aggregator(Protocol):
     name: str
 
     def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote: ...
+                 weights: Sequence[float] | None = None,
+                 groups: Sequence[int] | None = None) -> Vote: ...
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What a rule applies to: `binary` rules need exactly two options; `needs` names the
+    options `get_aggregator` must be given (one of them, for "lam or lams")."""
+
+    name: str
+    binary: bool
+    needs: tuple[str, ...]
+    summary: str
+
+
+RULES: dict[str, RuleInfo] = {r.name: r for r in (
+    RuleInfo("plurality", False, (), "most frequent answer over all votes; any number of options"),
+    RuleInfo("majority", True, (), "binary majority over all votes; ties 1/2 or a seeded coin"),
+    RuleInfo("random-follow", False, (), "follow one vote chosen at random (the baseline)"),
+    RuleInfo("weighted", False, (), "plurality weighted per vote (weights= at call time, e.g. "
+             "logprob confidence)"),
+    RuleInfo("lam-weighted", False, ("lam", "lams"), "each vote weighs 2λ of its member "
+             "(log-odds that an informed expert reports the truth); any number of options"),
+    RuleInfo("robust", True, ("lam", "lams"), "minimax-regret rule from the theory engine: one "
+             "group (lam=) or the per-group counts of members (lams=); binary only"),
+    RuleInfo("omniscient", True, ("structure",), "evaluation only: the best rule knowing the "
+             "true report structure"),
+)}
 
 
 def _rng(rng: Any) -> np.random.Generator:
@@ -84,6 +131,24 @@ class _Base:
         self.tie = tie
         self.invalid = invalid
         self.rng = _rng(rng)
+
+    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
+                 weights: Sequence[float] | None = None,
+                 groups: Sequence[int] | None = None) -> Vote:
+        labels = _check_groups(groups, len(answers))
+        vote = self._aggregate(answers, choices=choices, weights=weights, groups=labels)
+        if labels is None:
+            return vote
+        per: list[Counter[str]] = [Counter() for _ in range(max(labels, default=-1) + 1)]
+        for a, g in zip(answers, labels, strict=True):
+            if a is not None:
+                per[g][a] += 1
+        return replace(vote, group_counts=tuple(dict(c) for c in per))
+
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None
+                   ) -> Vote:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def _prepare(self, answers: Sequence[str | None]) -> tuple[list[str], int, int]:
         n_invalid = sum(1 for a in answers if a is None)
@@ -117,8 +182,8 @@ class Plurality(_Base):
 
     name = "plurality"
 
-    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote:
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         valid, n, n_inv = self._prepare(answers)
         counts = Counter(valid)
         best = max(counts.values(), default=0)
@@ -135,8 +200,8 @@ class Majority(_Base):
 
     name = "majority"
 
-    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote:
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if not choices or len(choices) != 2:
             raise InputError("majority needs exactly two choices, e.g. choices=['L', 'R']")
         valid, n, n_inv = self._prepare(answers)
@@ -162,8 +227,8 @@ class RandomFollow(_Base):
 
     name = "random-follow"
 
-    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote:
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         valid, n, n_inv = self._prepare(answers)
         counts = Counter(valid)
         if not valid:
@@ -180,15 +245,15 @@ class Weighted(_Base):
 
     name = "weighted"
 
-    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote:
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if weights is None or len(weights) != len(answers):
             raise InputError("weighted voting needs one weight per answer")
         if any(w < 0 for w in weights):
             raise InputError("weights must be >= 0")
         valid, n, n_inv = self._prepare(answers)
         score: dict[str, float] = {}
-        for a, w in zip(answers, weights):
+        for a, w in zip(answers, weights, strict=True):
             if a is not None:
                 score[a] = score.get(a, 0.0) + float(w)
         best = max(score.values(), default=0.0)
@@ -202,8 +267,8 @@ class _BinaryF(_Base):
     def f(self, n: int) -> NDArray[np.float64]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None) -> Vote:
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if not choices or len(choices) != 2:
             raise InputError(f"{self.name} needs exactly two choices, e.g. choices=['L', 'R']")
         valid, n, n_inv = self._prepare(answers)
@@ -220,21 +285,150 @@ class _BinaryF(_Base):
 
 
 class Robust(_BinaryF):
-    """The minimax-regret rule for the group's n and rationality λ (ψ_λ units), from the theory
-    engine (majority when λ <= g(n)); randomised where the optimal f(x) is fractional."""
+    """The minimax-regret rule from the theory engine; randomised where the optimal f is
+    fractional (a seeded coin, like every tie here).
+
+    One group: `lam=` (ψ_λ units): f(0..n) for the n valid votes (majority when λ <= g(n)).
+    Groups: `lams=[λ per group]` and votes labelled `groups=[index into lams]`: f of the
+    per-group counts (x_1, ..., x_G) for the valid votes of each group (groups without a valid
+    vote drop out). Binary only.
+    """
 
     name = "robust"
 
-    def __init__(self, *, lam: float | None = None, **kw: Any) -> None:
+    def __init__(self, *, lam: float | None = None, lams: Sequence[float] | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
-        if lam is None:
-            raise InputError("the robust aggregator needs the experts' rationality: lam=...")
-        from .qr import validate_lam
-
-        self.lam = validate_lam(lam)
+        self.lam, self.lams = _lam_options(self.name, lam, lams)
 
     def f(self, n: int) -> NDArray[np.float64]:
+        if self.lam is None:
+            raise InputError("robust with lams= (groups) decides on per-group counts; "
+                             "call it with groups=[member index per vote]")
         return aggregator_f("robust", n, lam=self.lam)
+
+    def f_groups(self, ns: Sequence[int]) -> NDArray[np.float64]:
+        """f[x_1, ..., x_G] for n_g valid votes in group g (computed once, then cached)."""
+        lams = self.lams if self.lams is not None else (self.lam,)
+        return group_aggregator_f("robust", ns, lams)  # type: ignore[arg-type]
+
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
+        if self.lams is None:
+            return super()._aggregate(answers, choices=choices, weights=weights, groups=groups)
+        if not choices or len(choices) != 2:
+            raise InputError(f"{self.name} needs exactly two choices, e.g. choices=['L', 'R']")
+        labels = _labels_for(self.name, groups, len(answers), len(self.lams))
+        valid, n, n_inv = self._prepare(answers)
+        bad = [a for a in valid if a not in choices]
+        if bad:
+            raise InputError(f"answer {bad[0]!r} is not one of the choices {list(choices)}")
+        counts = Counter({c: 0 for c in choices})
+        counts.update(valid)
+        ng = [0] * len(self.lams)
+        xg = [0] * len(self.lams)
+        for a, g in zip(answers, labels, strict=True):
+            if a is not None or self.invalid == "abstain":
+                ng[g] += 1
+            if a == choices[0]:
+                xg[g] += 1
+        present = [g for g in range(len(self.lams)) if ng[g] > 0]
+        if not present:
+            return self._finish(counts, [], 0, 0, n_inv)
+        f = group_aggregator_f("robust", [ng[g] for g in present], [self.lams[g] for g in present])
+        p1 = float(f[tuple(xg[g] for g in present)])
+        decision = choices[0] if self.rng.random() < p1 else choices[1]
+        margin = abs(counts[choices[0]] - counts[choices[1]])
+        return Vote(decision, dict(counts), {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
+                    n_inv, 0 < p1 < 1, margin, self.name, self.invalid)
+
+
+class LamWeighted(_Base):
+    """The λ-weighted vote: each valid vote of group g adds 2λ_g to its answer's score, the
+    highest score wins (any number of options). 2λ is the log-odds that an expert whose signal
+    reveals the answer reports it; votes of λ = ∞ outrank every finite weight (compared first),
+    λ = 0 votes weigh nothing. Equal λ everywhere is plain plurality. docs/ensembles.md derives
+    the weight and says when it helps.
+
+    `lam=` (one group) or `lams=[λ per group]` with votes labelled `groups=[index into lams]`.
+    """
+
+    name = "lam-weighted"
+
+    def __init__(self, *, lam: float | None = None, lams: Sequence[float] | None = None,
+                 **kw: Any) -> None:
+        super().__init__(**kw)
+        one, many = _lam_options(self.name, lam, lams)
+        self.lams: tuple[float, ...] = many if many is not None else (float(one),)  # type: ignore
+
+    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
+        labels = _labels_for(self.name, groups, len(answers), len(self.lams))
+        valid, n, n_inv = self._prepare(answers)
+        if choices is not None:
+            bad = [a for a in valid if a not in choices]
+            if bad:
+                raise InputError(f"answer {bad[0]!r} is not one of the choices {list(choices)}")
+        hi: dict[str, float] = {}
+        lo: dict[str, float] = {}
+        for a, g in zip(answers, labels, strict=True):
+            if a is None:
+                continue
+            lam = self.lams[g]
+            hi[a] = hi.get(a, 0.0) + (1.0 if math.isinf(lam) else 0.0)
+            lo[a] = lo.get(a, 0.0) + (0.0 if math.isinf(lam) else 2.0 * lam)
+        counts = Counter(valid)
+        if not counts:
+            return self._finish(counts, [], n, 0, n_inv)
+        top_hi = max(hi.values())
+        cand = [a for a in counts if hi[a] == top_hi]
+        best = max(lo[a] for a in cand)
+        tol = 1e-12 * max(1.0, abs(best))
+        top = [a for a in cand if abs(lo[a] - best) <= tol]
+        vote = self._finish(counts, top, n, len(valid), n_inv)
+        return vote
+
+
+def _lam_options(name: str, lam: float | None, lams: Sequence[float] | None
+                 ) -> tuple[float | None, tuple[float, ...] | None]:
+    from .qr import validate_lam
+
+    if lam is not None and lams is not None:
+        raise InputError(f"{name}: give lam= (one group) or lams= (one λ per group), not both")
+    if lam is None and lams is None:
+        raise InputError(f"{name} needs the experts' rationality: lam=λ for one group, or "
+                         "lams=[λ per member] for a mixed ensemble (e.g. from calibration "
+                         "profiles)")
+    if lams is not None:
+        if isinstance(lams, (str, bytes)) or len(lams) == 0:
+            raise InputError(f"{name}: lams must be a non-empty list of λ, one per group")
+        return None, tuple(validate_lam(v, name="lams[i]") for v in lams)
+    return validate_lam(lam), None  # type: ignore[arg-type]
+
+
+def _check_groups(groups: Sequence[int] | None, n_answers: int) -> list[int] | None:
+    if groups is None:
+        return None
+    labels = list(groups)
+    if len(labels) != n_answers:
+        raise InputError(f"groups must label every vote: {len(labels)} labels for "
+                         f"{n_answers} answers")
+    for g in labels:
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 0:
+            raise InputError(f"group labels must be integers >= 0 (member indices), got {g!r}")
+    return [int(g) for g in labels]
+
+
+def _labels_for(name: str, labels: list[int] | None, n_answers: int, n_groups: int
+                ) -> list[int]:
+    if labels is None:
+        if n_groups == 1:
+            return [0] * n_answers
+        raise InputError(f"{name} with {n_groups} groups needs groups=[member index per vote]")
+    if labels and max(labels) >= n_groups:
+        raise InputError(f"group label {max(labels)} out of range: {name} has {n_groups} "
+                         "groups (lams)")
+    return labels
 
 
 class Omniscient(_BinaryF):
@@ -257,7 +451,8 @@ class Omniscient(_BinaryF):
 
 _RULES: dict[str, Callable[..., Aggregator]] = {
     "plurality": Plurality, "majority": Majority, "random-follow": RandomFollow,
-    "weighted": Weighted, "robust": Robust, "omniscient": Omniscient,
+    "weighted": Weighted, "lam-weighted": LamWeighted, "robust": Robust,
+    "omniscient": Omniscient,
 }
 
 
@@ -265,21 +460,40 @@ def aggregator_names() -> list[str]:
     return sorted(_RULES)
 
 
-def get_aggregator(name: str, **options: Any) -> Aggregator:
-    """Build a rule by name: plurality, majority, random-follow, weighted, robust, omniscient."""
+def aggregator_info(name: str) -> RuleInfo:
+    """What rule `name` applies to (binary or any number of options) and what it needs."""
     try:
-        cls = _RULES[name]
+        return RULES[name]
     except KeyError:
         raise InputError(f"unknown aggregator {name!r}; choose from {', '.join(aggregator_names())}"
                          ) from None
-    return cls(**options)
+
+
+def get_aggregator(name: str, *, n_options: int | None = None,
+                   choices: Sequence[str] | None = None, **options: Any) -> Aggregator:
+    """Build a rule by name: plurality, majority, random-follow, weighted, lam-weighted, robust,
+    omniscient.
+
+    Give the task's options (`choices=` or `n_options=`) to refuse, here and in one line, a rule
+    that cannot apply: robust, majority and omniscient are binary (two options; e.g. box-ball,
+    not MathQA's five). Rule options: tie, invalid, rng for all; lam= or lams= for
+    lam-weighted and robust; structure= for omniscient.
+    """
+    info = aggregator_info(name)
+    k = len(choices) if choices is not None else n_options
+    if info.binary and k is not None and k != 2:
+        opts = f" ({', '.join(choices)})" if choices is not None else ""
+        raise InputError(f"{name} decides between two options; this task has {k}{opts}: use "
+                         "plurality or lam-weighted")
+    return _RULES[name](**options)
 
 
 def aggregator_f(name: str, n: int, *, lam: float | None = None) -> NDArray[np.float64]:
-    """A binary rule as the vector f(0..n): majority, random-follow or robust (needs λ)."""
+    """A binary rule as the vector f(0..n): majority, random-follow, robust (needs λ), or
+    lam-weighted (for one group: majority)."""
     from .theory import majority_f, random_follow_f, robust_aggregator
 
-    if name == "majority":
+    if name in ("majority", "lam-weighted"):
         return majority_f(n)
     if name == "random-follow":
         return random_follow_f(n)
@@ -287,7 +501,161 @@ def aggregator_f(name: str, n: int, *, lam: float | None = None) -> NDArray[np.f
         if lam is None:
             raise InputError("the robust rule needs lam")
         return np.asarray(robust_aggregator(n, lam).f)
-    raise InputError(f"{name!r} has no vector form; use majority, random-follow or robust")
+    raise InputError(f"{name!r} has no vector form; use majority, random-follow, lam-weighted "
+                     "or robust")
+
+
+def group_aggregator_f(name: str, ns: Sequence[int], lams: Sequence[float]
+                       ) -> NDArray[np.float64]:
+    """A binary rule for groups as an array f of shape (n_1+1, ..., n_G+1):
+    f[x_1, ..., x_G] = P(decide choices[0]) given x_g votes for it among the n_g of group g.
+
+    name: majority (over all votes), random-follow, lam-weighted (votes weighted by 2λ_g) or
+    robust (the minimax-regret rule; cached per (n_g, λ_g), the first call costs ~0.1-5 s).
+    `lams` gives λ_g per group (ψ_λ units; lam-weighted and robust use it). One group gives
+    the same values as `aggregator_f`. The array is read-only.
+    """
+    from .theory import (
+        group_majority_f,
+        group_random_follow_f,
+        group_robust_aggregator,
+        lam_weighted_f,
+        validate_groups,
+    )
+
+    if len(ns) != len(lams):
+        raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
+    groups = validate_groups(list(zip(ns, lams, strict=True)))
+    if name == "majority":
+        f = group_majority_f(groups)
+    elif name == "random-follow":
+        f = group_random_follow_f(groups)
+    elif name == "lam-weighted":
+        f = lam_weighted_f(groups)
+    elif name == "robust":
+        f = group_robust_aggregator(groups).f
+    else:
+        raise InputError(f"{name!r} has no vector form for groups; use majority, random-follow, "
+                         "lam-weighted or robust")
+    f = np.asarray(f)
+    f.flags.writeable = False
+    return f
+
+
+def group_utility(f: ArrayLike, mu: ArrayLike, q0: ArrayLike, q1: ArrayLike,
+                  ns: Sequence[int]) -> NDArray[np.float64]:
+    """Exact expected utility (±1 units) of a group rule f, vectorised over scenarios.
+
+    U = Σ_x w_x (2 f(x) − 1), w_x = μ Π_g Bin(x_g; n_g, q1[g]) − (1 − μ) Π_g Bin(x_g; n_g,
+    q0[g]): the experts of group g report 1 with probability q0[..., g] given ω = 0 and
+    q1[..., g] given ω = 1 (e.g. Σ_c P(colour c | ω) × the member's frequency of answering 1
+    to colour c, in box-ball), independently given ω.
+
+    f: shape (n_1+1, ..., n_G+1) (`group_aggregator_f`) or flat in C order.
+    mu: shape S (any batch shape), the prior P(ω = 1) of each scenario.
+    q0, q1: shape S + (G,).
+    Returns shape S. For one group, f(0..n), q0 and q1 of shape S + (1,).
+    """
+    from .theory import group_utility as _group_utility
+
+    return _group_utility(f, mu, q0, q1, ns)
+
+
+def group_utility_with_invalid(rule: str, ns: Sequence[int], lams: Sequence[float],
+                               mu: ArrayLike, yes0: ArrayLike, no0: ArrayLike, yes1: ArrayLike,
+                               no1: ArrayLike) -> NDArray[np.float64]:
+    """Exact expected utility (±1 units) of a group rule when answers can be invalid.
+
+    Each expert of group g votes 1 with probability yes{ω}[..., g], 0 with no{ω}[..., g], and
+    is invalid otherwise (e.g. box-ball: yes = Σ_c P(c | ω) × frequency of "L" for colour c,
+    no likewise for "R"). Invalid votes are ignored, as by the rules' default policy: the rule
+    decides on the valid counts, with f computed for the valid group sizes (a group without a
+    valid vote drops out); no valid vote at all counts as wrong (−1), as in the evals.
+
+    rule: majority (over all valid votes), lam-weighted or robust (one f per vector of valid
+    sizes: ∏(n_g + 1) rules, each cached). mu: shape S; yes0, no0, yes1, no1: shape S + (G,).
+    Returns shape S. Without invalid answers it equals `group_utility`.
+    """
+    from .theory import group_weights
+    from .theory.utility import binom_pmf
+
+    if rule not in ("majority", "lam-weighted", "robust"):
+        raise InputError(f"{rule!r}: use majority, lam-weighted or robust")
+    if len(ns) != len(lams):
+        raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
+    m = np.asarray(mu, dtype=float)
+    y0, n0, y1, n1 = (np.asarray(v, dtype=float) for v in (yes0, no0, yes1, no1))
+    v0, v1 = np.clip(y0 + n0, 0.0, 1.0), np.clip(y1 + n1, 0.0, 1.0)  # P(valid | ω)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c0 = np.where(v0 > 0, y0 / np.where(v0 > 0, v0, 1.0), 0.5)  # P(1 | valid, ω)
+        c1 = np.where(v1 > 0, y1 / np.where(v1 > 0, v1, 1.0), 0.5)
+    size0 = [binom_pmf(n, v0[..., g]) for g, n in enumerate(ns)]  # P(m_g valid | ω = 0)
+    size1 = [binom_pmf(n, v1[..., g]) for g, n in enumerate(ns)]
+    total = np.zeros(np.broadcast_shapes(m.shape, v0.shape[:-1]))
+    for sizes in np.ndindex(*(n + 1 for n in ns)):
+        pm0 = np.prod([size0[g][..., k] for g, k in enumerate(sizes)], axis=0)
+        pm1 = np.prod([size1[g][..., k] for g, k in enumerate(sizes)], axis=0)
+        present = [g for g, k in enumerate(sizes) if k > 0]
+        if not present:
+            total -= m * pm1 + (1 - m) * pm0  # no valid vote: wrong
+            continue
+        sub_ns = [sizes[g] for g in present]
+        f = group_aggregator_f(rule, sub_ns, [lams[g] for g in present]).reshape(-1)
+        w1 = group_weights(1.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=1)
+        w0 = -group_weights(0.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=0)
+        total += m * pm1 * (w1 @ (2 * f - 1)) - (1 - m) * pm0 * (w0 @ (2 * f - 1))
+    return total
+
+
+def group_credit(f: ArrayLike, ones: ArrayLike, truth: ArrayLike) -> NDArray[np.float64]:
+    """Expected credit of a group rule on observed votes: f[x] if truth is 1 else 1 − f[x].
+
+    f: shape (n_1+1, ..., n_G+1); ones: per-group counts of votes for 1, shape S + (G,)
+    (integers, x_g <= n_g); truth: 0/1 of shape S. A randomised f gives its probability.
+    """
+    farr = np.asarray(f, dtype=float)
+    x = np.asarray(ones)
+    if x.shape[-1] != farr.ndim:
+        raise InputError(f"ones needs a last axis with one count per group ({farr.ndim})")
+    if (x < 0).any() or any((x[..., g] >= farr.shape[g]).any() for g in range(farr.ndim)):
+        raise InputError(f"counts out of range for f of shape {farr.shape}")
+    p1 = farr[tuple(x[..., g] for g in range(farr.ndim))]
+    t = np.asarray(truth)
+    return np.where(t == 1, p1, 1.0 - p1)
+
+
+def lam_weighted_credit(counts: ArrayLike, correct: ArrayLike, lams: Sequence[float], *,
+                        tie: str = "fractional", rng: Any = None) -> NDArray[np.float64]:
+    """Credit of the λ-weighted vote, vectorised (any number of options).
+
+    counts: shape S + (G, k): votes per group and option; correct: index of the right option,
+    shape S; lams: λ per group. Scores are compared lexicographically: votes of λ = ∞ first,
+    then Σ_g 2λ_g counts. Ties as in `plurality_credit`; rows without votes get 0.
+    """
+    c = np.asarray(counts, dtype=float)
+    if c.ndim < 2 or c.shape[-2] != len(lams):
+        raise InputError(f"counts needs shape (..., G, k) with G = {len(lams)} groups")
+    from .theory import lam_weights
+
+    w = lam_weights(lams)
+    inf = np.isinf(w)
+    hi = (c * inf[:, None]).sum(axis=-2)
+    lo = (c * np.where(inf, 0.0, w)[:, None]).sum(axis=-2)
+    top = hi == hi.max(axis=-1, keepdims=True)
+    lo_top = np.where(top, lo, -np.inf)
+    best = lo_top.max(axis=-1, keepdims=True)
+    top &= np.abs(lo_top - best) <= 1e-12 * np.maximum(1.0, np.abs(best))
+    any_vote = c.sum(axis=(-2, -1)) > 0
+    corr = np.asarray(correct).astype(int)
+    if tie == "random":
+        noise = _rng(rng).random(top.shape)
+        win = np.argmax(np.where(top, noise, -1.0), axis=-1)
+        return ((win == corr) & any_vote).astype(float)
+    if tie != "fractional":
+        raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
+    k = top.sum(axis=-1)
+    is_top = np.take_along_axis(top, corr[..., None], axis=-1)[..., 0]
+    return np.where(is_top & any_vote, 1.0 / k, 0.0)
 
 
 # -- vectorised forms for evaluation -----------------------------------------------------------

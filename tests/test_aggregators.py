@@ -1,5 +1,6 @@
 """Aggregators against hand-computed cases, tie rules and abstention policies."""
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from ensemble.aggregators import (
     aggregator_f,
+    aggregator_names,
     get_aggregator,
     majority_credit,
     plurality_credit,
@@ -97,3 +99,151 @@ def test_vectorised_forms_match_scalar():
     w = plurality_winner(np.tile(counts[:1], (4000, 1)), rng=0)
     assert set(np.unique(w)) == {0, 1} and abs((w == 0).mean() - 0.5) < 0.05
     np.testing.assert_allclose(majority_credit([2, 1, 2], [3, 3, 4], [1, 1, 0]), [1, 0, 0.5])
+
+
+# -- mixed ensembles: votes labelled by group ----------------------------------------------------
+def test_pooled_rules_report_counts_per_group():
+    v = get_aggregator("majority")(["L", "L", "R", None], choices=["L", "R"], groups=[0, 1, 1, 1])
+    assert v.decision == "L" and v.counts == {"L": 2, "R": 1}
+    assert v.group_counts == ({"L": 1}, {"L": 1, "R": 1})
+    v = get_aggregator("plurality")(["a", "b", "b"], groups=[2, 0, 0])
+    assert v.decision == "b" and v.group_counts == ({"b": 2}, {}, {"a": 1})
+    assert get_aggregator("plurality")(["a"]).group_counts == ()
+    with pytest.raises(InputError, match="label every vote"):
+        get_aggregator("plurality")(["a", "b"], groups=[0])
+    with pytest.raises(InputError, match="integers >= 0"):
+        get_aggregator("plurality")(["a"], groups=[-1])
+
+
+def test_lam_weighted_vote_by_hand():
+    agg = get_aggregator("lam-weighted", lams=[2.0, 8.0])
+    # 3 votes at λ = 2 (weight 4 each) against 2 at λ = 8 (16 each): the λ = 8 pair wins
+    v = agg(["L", "L", "L", "R", "R"], groups=[0, 0, 0, 1, 1], choices=["L", "R"])
+    assert v.decision == "R" and v.credit == {"R": 1.0} and not v.tie
+    # split pair: the triple decides
+    v = agg(["L", "L", "R", "R", "L"], groups=[0, 0, 0, 1, 1], choices=["L", "R"])
+    assert v.decision == "L"
+    # any number of options; equal weights are plurality
+    v = get_aggregator("lam-weighted", lam=1.0)(["a", "c", "c", "e"])
+    assert v.decision == "c"
+    # rational votes outrank any finite weight; λ = 0 votes weigh nothing
+    agg = get_aggregator("lam-weighted", lams=[math.inf, 50.0, 0.0])
+    assert agg(["a", "b", "b", "b"], groups=[0, 1, 1, 1]).decision == "a"
+    v = get_aggregator("lam-weighted", lams=[0.0, 1.0], tie="fractional")(
+        ["a", "a", "a", "b", "c"], groups=[0, 0, 0, 1, 1])
+    assert v.tie and v.credit == {"b": 0.5, "c": 0.5}
+
+
+def test_lam_weighted_needs_lambda_and_labels():
+    with pytest.raises(InputError, match="lams="):
+        get_aggregator("lam-weighted")
+    with pytest.raises(InputError, match="not both"):
+        get_aggregator("lam-weighted", lam=1.0, lams=[1.0])
+    with pytest.raises(InputError, match="groups="):
+        get_aggregator("lam-weighted", lams=[1.0, 2.0])(["a", "b"])
+    with pytest.raises(InputError, match="out of range"):
+        get_aggregator("lam-weighted", lams=[1.0, 2.0])(["a", "b"], groups=[0, 2])
+    with pytest.raises(InputError, match="lam"):
+        get_aggregator("lam-weighted", lams=[1.0, -2.0])
+
+
+def test_group_robust_vote_uses_the_group_rule():
+    from ensemble.theory import group_robust_aggregator
+
+    f = group_robust_aggregator([(3, 2.0), (2, 8.0)]).f
+    agg = get_aggregator("robust", lams=[2.0, 8.0], rng=0)
+    v = agg(["L", "L", "R", "R", "L"], groups=[0, 0, 0, 1, 1], choices=["L", "R"])
+    assert v.credit["L"] == pytest.approx(f[2, 1])
+    assert 0 < f[2, 1] < 1 and v.tie  # randomised here
+    # seeded: the same seed, the same decisions
+    a, b = (get_aggregator("robust", lams=[2.0, 8.0], rng=5) for _ in range(2))
+    votes = (["L", "R", "R", "L", "R"], [0, 0, 0, 1, 1])
+    assert [a(votes[0], groups=votes[1], choices=["L", "R"]).decision for _ in range(20)] == \
+        [b(votes[0], groups=votes[1], choices=["L", "R"]).decision for _ in range(20)]
+    # an invalid vote shrinks its group (policy "ignore"): group 1 has one valid vote
+    g = group_robust_aggregator([(3, 2.0), (1, 8.0)]).f
+    v = agg(["L", "L", "R", None, "R"], groups=[0, 0, 0, 1, 1], choices=["L", "R"])
+    assert v.credit["L"] == pytest.approx(g[2, 0])
+    # a group without valid votes drops out
+    v = agg(["L", "R", "R", None, None], groups=[0, 0, 0, 1, 1], choices=["L", "R"])
+    assert v.credit["L"] == pytest.approx(aggregator_f("robust", 3, lam=2.0)[1])
+
+
+def test_rules_refuse_tasks_they_cannot_apply_to():
+    with pytest.raises(InputError, match="two options; this task has 5"):
+        get_aggregator("robust", lam=2.0, choices=["a", "b", "c", "d", "e"])
+    with pytest.raises(InputError, match="two options"):
+        get_aggregator("majority", n_options=5)
+    with pytest.raises(InputError, match="needs the experts' rationality"):
+        get_aggregator("robust", choices=["L", "R"])
+    assert get_aggregator("lam-weighted", lams=[1.0], n_options=5).name == "lam-weighted"
+    assert get_aggregator("robust", lam=1.0, choices=["L", "R"]).name == "robust"
+    from ensemble.aggregators import RULES, aggregator_info
+
+    assert set(RULES) == set(aggregator_names())
+    assert aggregator_info("robust").binary and not aggregator_info("lam-weighted").binary
+
+
+def test_group_vectorised_forms():
+    from ensemble.aggregators import (
+        group_aggregator_f,
+        group_credit,
+        group_utility,
+        lam_weighted_credit,
+    )
+    from ensemble.theory import expected_utility
+
+    f = group_aggregator_f("lam-weighted", [3, 2], [2.0, 8.0])
+    assert f.shape == (4, 3) and not f.flags.writeable
+    np.testing.assert_array_equal(group_aggregator_f("majority", [4], [1.0]),
+                                  aggregator_f("majority", 4))
+    # utility for many scenarios at once equals the one-group formula, scenario by scenario
+    mu = np.array([0.2, 0.5, 0.9])
+    q0 = np.array([[0.1], [0.4], [0.3]])
+    q1 = np.array([[0.8], [0.6], [0.35]])
+    fr = group_aggregator_f("robust", [3], [4.0])
+    u = group_utility(fr, mu, q0, q1, [3])
+    for i in range(3):
+        rs = ReportStructure(mu=mu[i], q0=q0[i, 0], q1=q1[i, 0])
+        assert u[i] == pytest.approx(expected_utility(fr, rs, 3), abs=1e-14)
+    np.testing.assert_allclose(group_credit(f, [[3, 0], [0, 2], [1, 1]], [1, 1, 0]),
+                               [0.0, 1.0, 1.0])
+    counts = np.array([[[2, 1, 0], [0, 0, 1]],   # λ = 1: two a, one b; λ = 5: one c -> c
+                       [[0, 3, 0], [1, 0, 1]],   # b: 6 vs a: 10, c: 10 -> a/c tie
+                       [[0, 0, 0], [0, 0, 0]]])  # no votes
+    got = lam_weighted_credit(counts, [2, 0, 0], [1.0, 5.0])
+    np.testing.assert_allclose(got, [1.0, 0.5, 0.0])
+
+
+def test_group_utility_with_invalid_answers():
+    from ensemble.aggregators import group_aggregator_f, group_utility, group_utility_with_invalid
+
+    ns, lams = [2, 1], [1.0, 8.0]
+    mu = np.array([0.3, 0.6])
+    yes1 = np.array([[0.6, 0.8], [0.5, 0.7]])
+    yes0 = np.array([[0.3, 0.1], [0.4, 0.2]])
+    # without invalid answers: the plain formula
+    for rule in ("majority", "lam-weighted", "robust"):
+        got = group_utility_with_invalid(rule, ns, lams, mu, yes0, 1 - yes0, yes1, 1 - yes1)
+        f = group_aggregator_f(rule, ns, lams)
+        np.testing.assert_allclose(got, group_utility(f, mu, yes0, yes1, ns), atol=1e-12)
+    # with invalid answers: against a simulation of the votes through the scalar rule
+    no1, no0 = 0.6 * (1 - yes1), 0.7 * (1 - yes0)
+    exact = group_utility_with_invalid("robust", ns, lams, mu, yes0, no0, yes1, no1)
+    rng = np.random.default_rng(1)
+    agg = get_aggregator("robust", lams=lams, rng=rng)
+    labels = [0, 0, 1]
+    for s in range(2):
+        total, reps = 0.0, 4000
+        for _ in range(reps):
+            omega = int(rng.random() < mu[s])
+            yes, no = (yes1, no1) if omega else (yes0, no0)
+            answers = []
+            for g in labels:
+                u = rng.random()
+                answers.append("1" if u < yes[s, g] else "0" if u < yes[s, g] + no[s, g] else None)
+            v = agg(answers, groups=labels, choices=["1", "0"])
+            credit = v.credit.get(str(omega), 0.0) if v.decision is not None else 0.0
+            total += 2 * credit - 1
+        # 4000 draws: standard error below 0.016
+        assert abs(total / reps - exact[s]) < 0.05

@@ -10,11 +10,30 @@ from ._args import lam_value, positive_int
 from ._output import emit_json, fmt_lam
 
 UNITS = "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; utility and regret in ±1 units"
-AGGREGATORS = ("majority", "robust", "random-follow")
+AGGREGATORS = ("majority", "robust", "random-follow", "lam-weighted")
+GROUP_HELP = ("a group of N experts of rationality λ, as N:λ (λ may be inf); repeat for each "
+              "group, e.g. --group 3:2 --group 2:8; replaces --n/--lam")
+
+
+def group_value(text: str) -> tuple[int, float]:
+    """An N:λ group (N >= 1, λ >= 0 or inf), for --group; kept free of numpy (fast --help)."""
+    parts = text.split(":")
+    bad = argparse.ArgumentTypeError(
+        f"expected N:λ with N an integer >= 1 and λ a number >= 0 or inf (e.g. 3:2), got {text!r}")
+    if len(parts) != 2:
+        raise bad
+    try:
+        n, lam = int(parts[0]), float(parts[1])
+    except ValueError:
+        raise bad from None
+    if n < 1 or math.isnan(lam) or lam < 0:
+        raise bad
+    return n, lam
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("theory", help="decision-aggregation theory (g(n), regret, robust rule)",
+    p = subparsers.add_parser("theory",
+                              help="decision-aggregation theory (g(n), regret, robust rule)",
                               description=f"Decision-aggregation theory. {UNITS}.")
     p.set_defaults(_parser=p)
     sub = p.add_subparsers(dest="theory_command", metavar="WHAT", parser_class=type(p))
@@ -25,15 +44,19 @@ def register(subparsers: Any) -> None:
     t.set_defaults(func=run_threshold, _parser=t)
 
     r = sub.add_parser("regret", help="worst-case regret of an aggregator and its maximiser")
-    r.add_argument("--n", type=positive_int, required=True, help="number of experts")
-    r.add_argument("--lam", type=lam_value, required=True, help="rationality λ (inf allowed)")
-    r.add_argument("--aggregator", choices=AGGREGATORS, default="majority")
+    r.add_argument("--n", type=positive_int, help="number of experts")
+    r.add_argument("--lam", type=lam_value, help="rationality λ (inf allowed)")
+    r.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
+    r.add_argument("--aggregator", choices=AGGREGATORS, default="majority",
+                   help="majority (over all votes), robust (minimax regret), random-follow, "
+                        "lam-weighted (votes weighted by 2λ; plain majority for one group)")
     _common(r)
     r.set_defaults(func=run_regret, _parser=r)
 
     o = sub.add_parser("robust", help="the optimal robust (minimax-regret) aggregator")
-    o.add_argument("--n", type=positive_int, required=True)
-    o.add_argument("--lam", type=lam_value, required=True)
+    o.add_argument("--n", type=positive_int)
+    o.add_argument("--lam", type=lam_value)
+    o.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
     _common(o)
     o.set_defaults(func=run_robust, _parser=o)
 
@@ -71,8 +94,17 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     Console().print(table)
 
 
+MAX_N_THRESHOLD = 10_001  # g(n) costs ~13 ms per odd n here: ~1 min at the limit
+
+
 def run_threshold(args: argparse.Namespace) -> int:
+    from ..errors import InputError
     from ..theory import threshold
+
+    if args.n_max > MAX_N_THRESHOLD:
+        raise InputError(f"--n-max {args.n_max} needs g(n) for {(args.n_max - 1) // 2} group "
+                         f"sizes (~13 ms each, ~{args.n_max * 0.0065 / 60:.0f} min); the limit "
+                         f"is {MAX_N_THRESHOLD} (~1 min)")
 
     rows = [{"n": n, "g": threshold(n)} for n in range(1, args.n_max + 1)]
     if args.plot:
@@ -85,19 +117,64 @@ def run_threshold(args: argparse.Namespace) -> int:
     return 0
 
 
-def _aggregator_f(name: str, n: int, lam: float):  # type: ignore[no-untyped-def]
+def _groups_or_one(args: argparse.Namespace) -> list[tuple[int, float]] | None:
+    """The --group list, or None for the one-group form --n/--lam; InputError when mixed."""
+    from ..errors import InputError
+
+    if args.group:
+        if args.n is not None or args.lam is not None:
+            raise InputError("use either --group N:λ (repeatable) or --n N --lam λ, not both")
+        return list(args.group)
+    missing = [flag for flag, v in (("--n", args.n), ("--lam", args.lam)) if v is None]
+    if missing:
+        raise InputError(f"missing {' and '.join(missing)}: give --n N --lam λ for one group, "
+                         "or --group N:λ for each group")
+    return None
+
+
+def _aggregator_f(name: str, n: int, lam: float) -> Any:
     from ..theory import majority_f, random_follow_f, robust_aggregator
 
-    if name == "majority":
+    if name in ("majority", "lam-weighted"):  # one group: the λ-weighted vote is majority
         return majority_f(n)
     if name == "random-follow":
         return random_follow_f(n)
     return robust_aggregator(n, lam).f
 
 
-def run_regret(args: argparse.Namespace) -> int:
-    from ..theory import worst_case_regret
+def _group_f(name: str, groups: list[tuple[int, float]]) -> Any:
+    from ..theory import (
+        group_majority_f,
+        group_random_follow_f,
+        group_robust_aggregator,
+        lam_weighted_f,
+    )
 
+    if name == "majority":
+        return group_majority_f(groups)
+    if name == "random-follow":
+        return group_random_follow_f(groups)
+    if name == "lam-weighted":
+        return lam_weighted_f(groups)
+    return group_robust_aggregator(groups).f
+
+
+def _groups_json(groups: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    return [{"n": n, "lam": lam} for n, lam in groups]
+
+
+def _groups_title(groups: list[tuple[int, float]]) -> str:
+    return ", ".join(f"{n} at λ = {fmt_lam(lam)}" for n, lam in groups)
+
+
+def run_regret(args: argparse.Namespace) -> int:
+    groups = _groups_or_one(args)
+    if groups is not None:
+        return _run_group_regret(args, groups)
+    from ..theory import Group, worst_case_regret
+    from ..theory.regret import check_size
+
+    check_size((Group(args.n, args.lam),), "robust" if args.aggregator == "robust" else "regret")
     f = _aggregator_f(args.aggregator, args.n, args.lam)
     wc = worst_case_regret(f, args.lam, n=args.n)
     doc = {"n": args.n, "lam": args.lam, "aggregator": args.aggregator,
@@ -111,7 +188,34 @@ def run_regret(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_group_regret(args: argparse.Namespace, groups: list[tuple[int, float]]) -> int:
+    from ..theory import group_worst_case_regret
+    from ..theory.groups import validate_groups
+    from ..theory.regret import check_size
+
+    gs = validate_groups(groups)
+    check_size(gs, "robust" if args.aggregator == "robust" else "regret")
+    wc = group_worst_case_regret(_group_f(args.aggregator, groups), gs)
+    doc = {"groups": _groups_json(groups), "aggregator": args.aggregator,
+           "worst_regret": wc.value, "argmax": wc.argmax()}
+    if args.json:
+        emit_json(doc)
+        return 0
+    _table(f"Worst-case regret of {args.aggregator}, groups: {_groups_title(groups)}",
+           ["worst regret", "posteriors", "P(posterior)", "μ"],
+           [[f"{wc.value:.6f}", ", ".join(f"{p:.4f}" for p in wc.posteriors),
+             ", ".join(f"{t:.4f}" for t in wc.probs), f"{wc.mu:.4f}"]])
+    _table("Report structure at the maximiser: P(report 1 | ω) per group",
+           ["group", "n", "λ", "q0", "q1"],
+           [[str(i + 1), str(n), fmt_lam(lam), f"{a:.4f}", f"{b:.4f}"]
+            for i, ((n, lam), a, b) in enumerate(zip(groups, wc.q0, wc.q1, strict=True))])
+    return 0
+
+
 def run_robust(args: argparse.Namespace) -> int:
+    groups = _groups_or_one(args)
+    if groups is not None:
+        return _run_group_robust(args, groups)
     from ..theory import robust_aggregator
 
     res = robust_aggregator(args.n, args.lam)
@@ -126,6 +230,40 @@ def run_robust(args: argparse.Namespace) -> int:
         _table("Certificate", ["worst regret (upper)", "LP lower bound", "gap", "majority"],
                [[f"{res.worst_regret:.6f}", f"{res.lower_bound:.6f}", f"{res.gap:.1e}",
                  f"{res.majority_worst_regret:.6f}"]])
+    return 0
+
+
+def _run_group_robust(args: argparse.Namespace, groups: list[tuple[int, float]]) -> int:
+    from ..theory import group_robust_aggregator
+
+    res = group_robust_aggregator(groups)
+    doc = {"groups": _groups_json(groups), "f": res.f.tolist(),
+           "worst_regret": res.worst_regret, "lower_bound": res.lower_bound,
+           "majority_worst_regret": res.majority_worst_regret,
+           "lam_weighted_worst_regret": res.lam_weighted_worst_regret,
+           "family_posteriors": res.family_posteriors}
+    if args.json:
+        emit_json(doc)
+        return 0
+    title = f"Optimal robust aggregator, groups: {_groups_title(groups)}"
+    f = res.f
+    if f.ndim == 1:
+        _table(title, ["x reports of 1"] + [str(x) for x in range(f.shape[0])],
+               [["f(x) = P(decide 1)"] + [f"{v:.4f}" for v in f]])
+    elif f.ndim == 2:
+        _table(title + " — f(x1, x2) = P(decide 1); rows x1, columns x2",
+               ["x1 \\ x2"] + [str(x) for x in range(f.shape[1])],
+               [[str(i)] + [f"{v:.4f}" for v in row] for i, row in enumerate(f)])
+    else:
+        import numpy as np
+
+        _table(title + " — f = P(decide 1) per count vector",
+               [f"x{g + 1}" for g in range(f.ndim)] + ["f(x)"],
+               [[str(v) for v in idx] + [f"{f[idx]:.4f}"] for idx in np.ndindex(*f.shape)])
+    _table("Certificate and comparison (worst-case regret)",
+           ["robust (upper)", "LP lower bound", "gap", "majority", "lam-weighted"],
+           [[f"{res.worst_regret:.6f}", f"{res.lower_bound:.6f}", f"{res.gap:.1e}",
+             f"{res.majority_worst_regret:.6f}", f"{res.lam_weighted_worst_regret:.6f}"]])
     return 0
 
 
@@ -154,8 +292,9 @@ def regret_curves(ns: list[int], lams: list[float]) -> list[dict[str, Any]]:
     for n in ns:
         for lam in lams:
             res = robust_aggregator(n, lam)
-            out.append({"n": n, "lam": lam, "g": threshold(n), "majority": res.majority_worst_regret,
-                        "robust": res.worst_regret, "lower_bound": res.lower_bound})
+            out.append({"n": n, "lam": lam, "g": threshold(n),
+                        "majority": res.majority_worst_regret, "robust": res.worst_regret,
+                        "lower_bound": res.lower_bound})
     return out
 
 
@@ -202,7 +341,7 @@ def _plot_curves(rows: list[dict[str, Any]], ns: list[int], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(ns), figsize=(4.5 * len(ns), 4), squeeze=False)
-    for ax, n in zip(axes[0], ns):
+    for ax, n in zip(axes[0], ns, strict=True):
         sel = [r for r in rows if r["n"] == n]
         lam = [r["lam"] for r in sel]
         ax.plot(lam, [r["majority"] for r in sel], label="majority")

@@ -1,4 +1,4 @@
-"""Utility under a given signal structure: the bounded-rationality advantage (paper, section 3.2)."""
+"""Utility under a given signal structure: the bounded-rationality advantage (paper, sec. 3.2)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ the reports are fully described by the report structure (μ, q0, q1), q_w = P(X_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,8 @@ __all__ = [
     "posteriors",
     "report_structure",
     "report_structure_from_probs",
+    "signal_reports",
+    "three_signal_group_reports",
     "three_signal_reports",
     "validate_joint",
 ]
@@ -105,18 +108,59 @@ def three_signal_reports(p: ArrayLike, gamma0: ArrayLike, gamma1: ArrayLike, lam
     γ0 = P(S = 0), γ1 = P(S = p), γ2 = 1 − γ0 − γ1 = P(S = 1). Then μ = γ1 p + γ2,
     P(X=1, ω=1) = γ1 p ψ(p) + γ2 ψ(1) and P(X=1, ω=0) = γ0 ψ(0) + γ1 (1−p) ψ(p).
     Where μ is 0 (or 1) the undefined q1 (or q0) is set to 1/2; it carries zero weight.
+    The one-group case of `three_signal_group_reports`.
+    """
+    mu, q0, q1 = three_signal_group_reports(p, gamma0, gamma1, (lam,))
+    return mu, q0[..., 0], q1[..., 0]
+
+
+def _conditional(mu: NDArray[np.float64], a0: NDArray[np.float64], a1: NDArray[np.float64]
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """q0 = P(X=1, ω=0) / (1 − μ), q1 = P(X=1, ω=1) / μ; 1/2 where the condition is null."""
+    m = mu[..., None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q1 = np.where(m > 1e-15, a1 / np.where(m > 1e-15, m, 1.0), 0.5)
+        q0 = np.where(m < 1 - 1e-15, a0 / np.where(m < 1 - 1e-15, 1 - m, 1.0), 0.5)
+    return np.clip(q0, 0.0, 1.0), np.clip(q1, 0.0, 1.0)
+
+
+def three_signal_group_reports(p: ArrayLike, gamma0: ArrayLike, gamma1: ArrayLike,
+                               lams: Sequence[float]
+                               ) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                          NDArray[np.float64]]:
+    """(μ, q0, q1) of the structures {0, p, 1} seen by groups of rationalities `lams`.
+
+    Vectorised over (p, γ0, γ1); q0 and q1 carry a last axis with one entry per group.
     """
     p = np.asarray(p, dtype=float)
     g0 = np.asarray(gamma0, dtype=float)
     g1 = np.asarray(gamma1, dtype=float)
     g2 = np.clip(1.0 - g0 - g1, 0.0, 1.0)
-    psi_p = psi(p, lam)
-    psi0 = psi(0.0, lam)
-    psi1 = psi(1.0, lam)
     mu = g1 * p + g2
-    a1 = g1 * p * psi_p + g2 * psi1
-    a0 = g0 * psi0 + g1 * (1 - p) * psi_p
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q1 = np.where(mu > 1e-15, a1 / np.where(mu > 1e-15, mu, 1.0), 0.5)
-        q0 = np.where(mu < 1 - 1e-15, a0 / np.where(mu < 1 - 1e-15, 1 - mu, 1.0), 0.5)
-    return mu, np.clip(q0, 0.0, 1.0), np.clip(q1, 0.0, 1.0)
+    a1, a0 = [], []
+    for lam in lams:
+        psi_p = psi(p, lam)
+        a1.append(g1 * p * psi_p + g2 * psi(1.0, lam))
+        a0.append(g0 * psi(0.0, lam) + g1 * (1 - p) * psi_p)
+    q0, q1 = _conditional(mu, np.stack(a0, axis=-1), np.stack(a1, axis=-1))
+    return mu, q0, q1
+
+
+def signal_reports(posteriors: ArrayLike, probs: ArrayLike, lams: Sequence[float]
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(μ, q0, q1) of signal structures given as posteriors with their probabilities.
+
+    `posteriors` and `probs` have shape (..., K): a distribution τ of posteriors (Bayes
+    plausibility makes μ = E_τ[p]). For each group, P(X=1, ω=1) = E_τ[p ψ_g(p)] and
+    P(X=1, ω=0) = E_τ[(1 − p) ψ_g(p)]; q0 and q1 get a last axis with one entry per group.
+    """
+    P = np.asarray(posteriors, dtype=float)
+    T = np.asarray(probs, dtype=float)
+    mu = (T * P).sum(axis=-1)
+    a1, a0 = [], []
+    for lam in lams:
+        r = T * psi(P, lam)
+        a1.append((r * P).sum(axis=-1))
+        a0.append((r * (1 - P)).sum(axis=-1))
+    q0, q1 = _conditional(mu, np.stack(a0, axis=-1), np.stack(a1, axis=-1))
+    return mu, q0, q1

@@ -15,7 +15,7 @@ def test_even_equals_odd_below_and_decreasing():
     for k in range(2, 11):
         assert threshold(2 * k) == threshold(2 * k - 1)
     odd = g[::2]
-    assert all(a > b for a, b in zip(odd, odd[1:]))
+    assert all(a > b for a, b in zip(odd, odd[1:], strict=False))
 
 
 def test_threshold_is_the_boundary_of_the_inequality():
