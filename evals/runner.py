@@ -230,7 +230,8 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
     rule = VOTE_RULE[box]
     invalid = np.array([[a is None for a in answers[ti].ravel()]
                         for ti in range(answers.shape[0])], dtype=float)
-    cells = item_cells(cfg.task, questions, answers, ns)
+    # n = 1 is always computed: the ensemble contrasts compare each n with one expert
+    cells = item_cells(cfg.task, questions, answers, sorted(set(ns) | {1}))
     items = cells[0][rule, ns[0]].items
     total = max(population if population is not None else _population(cfg, questions), items)
     unit = "scenarios" if box else "questions"

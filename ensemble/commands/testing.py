@@ -38,7 +38,27 @@ def register(subparsers: Any) -> None:
                    help="fraction of replies without an answer")
     s.add_argument("--answer-key", metavar="FILE",
                    help="JSON object: question text -> correct letter")
+    s.add_argument("--link", choices=("logit", "probit"), default="logit",
+                   help="the expert's link: logit (quantal response) or probit (not QR)")
+    s.add_argument("--rate-limit", type=_rate_limit, metavar="N/W",
+                   help="answer 429 above N accepted requests in any W seconds, e.g. 20/1")
+    s.add_argument("--rate-limit-retry-after", type=nonneg_float, default=1.0,
+                   help="seconds sent in Retry-After with --rate-limit 429s (default 1)")
+    s.add_argument("--refuse-rate", type=probability, default=0.0,
+                   help="share of prompts refused for good (400 content policy)")
     s.set_defaults(func=run_serve, _parser=s)
+
+
+def _rate_limit(text: str) -> tuple[int, float]:
+    try:
+        n, w = text.split("/")
+        out = (int(n), float(w))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N/W, e.g. 20/1 (N requests in W seconds), "
+                                         f"got {text!r}") from None
+    if out[0] < 1 or not out[1] > 0:
+        raise argparse.ArgumentTypeError(f"expected N >= 1 and W > 0 in N/W, got {text!r}")
+    return out
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -64,9 +84,14 @@ def run_serve(args: argparse.Namespace) -> int:
     faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
                        every=args.fail_every, retry_after=args.retry_after, hang=args.hang,
                        slow=args.slow, seed=args.seed)
-    server = SimulatedServer(lam1=args.lam, bias=args.bias, answer_key=key, latency=args.latency,
-                             faults=faults, seed=args.seed, port=args.port,
-                             reject_n=args.reject_n, invalid_rate=args.invalid_rate)
+    if args.port > 65535:
+        raise InputError(f"--port {args.port} is not a port number (0 to 65535; 0: a free one)")
+    server = SimulatedServer(lam1=args.lam, bias=args.bias, link=args.link, answer_key=key,
+                             latency=args.latency, faults=faults, seed=args.seed, port=args.port,
+                             reject_n=args.reject_n, invalid_rate=args.invalid_rate,
+                             rate_limit=args.rate_limit,
+                             rate_limit_retry_after=args.rate_limit_retry_after,
+                             refuse_rate=args.refuse_rate)
 
     async def main() -> None:
         task = asyncio.ensure_future(server.serve_forever())

@@ -502,12 +502,20 @@ def _completion(ll: Any, resp: Any, *, model: str, target: str, api_base: str | 
                                      reason="reply without choices")
     usage = getattr(resp, "usage", None)
     cost: float | None
-    try:
-        cost = float(ll.completion_cost(completion_response=resp))
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        # litellm prices the reply already (None when it does not know the model's price)
+        raw = hidden.get("response_cost")
+        cost = None if raw is None else float(raw)
         if cost == 0.0 and not _has_price(ll, target):
             cost = None
-    except Exception:  # noqa: BLE001 - unknown price: unknown, not zero
-        cost = None
+    else:
+        try:
+            cost = float(ll.completion_cost(completion_response=resp))
+            if cost == 0.0 and not _has_price(ll, target):
+                cost = None
+        except Exception:  # noqa: BLE001 - unknown price: unknown, not zero
+            cost = None
     return Completion(choices=choices,
                       prompt_tokens=getattr(usage, "prompt_tokens", None),
                       completion_tokens=getattr(usage, "completion_tokens", None),

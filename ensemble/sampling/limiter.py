@@ -40,6 +40,8 @@ _DECREASE = 0.9  # a 429 sets the rate to this share of the success rate measure
 _GROWTH_PER_S = 0.005  # then the rate grows by this share per second without backpressure
 _WINDOW_S = 1.0  # the success rate is measured over this window
 _MIN_RATE = 0.05  # requests per second, floor of the learned rate
+_BUSY = 5  # successes in the window before a 429 reads as "our rate is too high"
+_HOLD_S = 2.0  # at most one rate decrease per this many seconds
 _DEFAULT_COOLDOWN = 1.0  # seconds of cool-down after backpressure without a Retry-After
 _MAX_COOLDOWN = 60.0
 
@@ -97,6 +99,7 @@ class EndpointLimiter:
         self._next_send = 0.0
         self.cooldown_until = 0.0
         self._episode_until = 0.0  # one decrease per backpressure episode
+        self._rate_hold_until = 0.0
         self._cooldown_streak = 0
         self.backpressure_events = 0
         self._successes: collections.deque[float] = collections.deque()
@@ -106,19 +109,39 @@ class EndpointLimiter:
         self._token_estimate = 0.0  # running mean tokens per request
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._timer_at: float | None = None
+        self._users: dict[int, tuple[int, float | None, float | None]] = {}
+        self._next_user = 0
 
     # -- configuration -----------------------------------------------------------------------
-    def tighten(self, *, max_concurrency: int, rpm: float | None, tpm: float | None) -> None:
-        """Another user of the endpoint: the tighter of each limit applies."""
+    def attach(self, *, max_concurrency: int, rpm: float | None = None,
+               tpm: float | None = None) -> int:
+        """A user (a Sampler) starts using the endpoint with these limits; while users overlap
+        the tightest of each applies. Returns a token for `detach`."""
         with self._lock:
-            m = max(1, int(max_concurrency))
-            if m < self.max:
-                self.max = m
-                self.limit = min(self.limit, float(m))
-            if rpm is not None and (self.rpm is None or rpm < self.rpm):
-                self.rpm = float(rpm)
-            if tpm is not None and (self.tpm is None or tpm < self.tpm):
-                self.tpm = float(tpm)
+            self._next_user += 1
+            self._users[self._next_user] = (max(1, int(max_concurrency)), rpm, tpm)
+            self._apply_users()
+            return self._next_user
+
+    def detach(self, token: int) -> None:
+        """The user is done: the limits of the remaining users apply (the learned rate and any
+        cool-down stay: they describe the endpoint, not the user)."""
+        with self._lock:
+            if self._users.pop(token, None) is not None and self._users:
+                self._apply_users()
+            self._pump(time.monotonic())
+
+    def _apply_users(self) -> None:
+        users = list(self._users.values())
+        m = min(u[0] for u in users)
+        if m != self.max:
+            grew = m > self.max
+            self.max = m
+            self.limit = float(m) if grew else min(self.limit, float(m))
+        rpms = [u[1] for u in users if u[1] is not None]
+        tpms = [u[2] for u in users if u[2] is not None]
+        self.rpm = min(rpms) if rpms else None
+        self.tpm = min(tpms) if tpms else None
 
     # -- acquiring ---------------------------------------------------------------------------
     async def acquire(self, *, est_tokens: float | None = None) -> Ticket:
@@ -285,12 +308,15 @@ class EndpointLimiter:
             self._successes.popleft()
         measured = len(self._successes) / _WINDOW_S
         current = self._rate(now)
-        if measured > 0:
-            target = measured if current is None else min(measured, current)
+        if len(self._successes) >= _BUSY and now >= self._rate_hold_until:
+            # a 429 while we were sending fast: our rate is the likely cause. Go just under the
+            # success rate seen before it (never below half the current rate in one step).
+            # At low traffic a 429 says little about our rate (a provider's random 429s would
+            # otherwise grind it to a halt): the cool-down and the halved concurrency suffice.
+            target = measured if current is None else max(min(measured, current), current / 2)
             self.learned_rate = max(_MIN_RATE, _DECREASE * target)
             self._rate_at = self.cooldown_until
-        # no success in the window: no rate to learn from; the cool-down and the halved
-        # concurrency slow the endpoint down until successes give a measure
+            self._rate_hold_until = self.cooldown_until + _HOLD_S
         self._next_send = self.cooldown_until
 
     # -- observing ---------------------------------------------------------------------------
@@ -322,15 +348,14 @@ def endpoint_key(provider: str, api_base: str | None, api_key: str | None) -> tu
 
 def limiter_for(key: tuple[str, str, str], *, max_concurrency: int, rpm: float | None = None,
                 tpm: float | None = None) -> EndpointLimiter:
-    """The process-wide limiter of an endpoint, created on first use; later users tighten it."""
+    """The process-wide limiter of an endpoint, created on first use. The limits given apply
+    when nobody is attached; users `attach` theirs for as long as they sample."""
     with _registry_lock:
         lim = _registry.get(key)
         if lim is None:
             name = f"{key[0]} {key[1]}".strip()
             lim = _registry[key] = EndpointLimiter(name, max_concurrency=max_concurrency,
                                                    rpm=rpm, tpm=tpm)
-            return lim
-    lim.tighten(max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
     return lim
 
 

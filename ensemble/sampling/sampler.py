@@ -23,7 +23,9 @@
 - Failure policy: a prompt that fails for good costs that prompt, not the run: every other
   request finishes and is stored, and `run` returns the failures. Systemic failures (401/403, a
   wrong or unreachable endpoint, `max_failures` permanent failures in a row, the cost cap) stop
-  new requests at once; requests in flight finish and are stored.
+  new requests at once; requests in flight finish and are stored. Content refusals do not count
+  towards `max_failures`: they belong to their prompts (a rerun of refused prompts is all
+  refusals).
 - Each request carries its first sample index in the `x-ensemble-sample-index` header (the
   simulated server makes draws reproducible with it).
 """
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import (
+    ContentRefusedError,
     EnsembleError,
     InputError,
     ProviderError,
@@ -181,6 +184,7 @@ class Sampler:
         self.holder = new_holder()
         self.stats = JobStats()
         self._limiter: EndpointLimiter | None = None
+        self._limiter_token = 0
         self._probe: asyncio.Lock | None = None
         self._bar: Any = None
         self._task_id: Any = None
@@ -207,6 +211,9 @@ class Sampler:
 
     async def aclose(self) -> None:
         """Close what this sampler opened: its own provider (not one passed in) and store."""
+        if self._limiter is not None:
+            self._limiter.detach(self._limiter_token)
+            self._limiter = None
         if self._own_provider:
             await self.provider.aclose()
         if self.store is not None:
@@ -238,6 +245,8 @@ class Sampler:
             self._limiter = limiter_for(self.provider.endpoint,
                                         max_concurrency=min(o.max_concurrency, cap),
                                         rpm=o.rpm, tpm=o.tpm)
+            self._limiter_token = self._limiter.attach(
+                max_concurrency=min(o.max_concurrency, cap), rpm=o.rpm, tpm=o.tpm)
 
     # -- sampling ----------------------------------------------------------------------------
     async def sample(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
@@ -393,7 +402,10 @@ class Sampler:
             request=unit.ri, tag=req.tag, key=unit.key, indices=missing,
             error=type(exc).__name__, status=exc.status, reason=exc.reason,
             message=" ".join(str(exc).split()), exception=exc))
-        self._consecutive_failures += 1
+        if not isinstance(exc, ContentRefusedError):
+            # a refusal is the prompt's, not the endpoint's: a rerun of refused prompts, all
+            # refused again, must not read as a systemic failure
+            self._consecutive_failures += 1
         if self._stop is not None:
             return
         if exc.systemic:

@@ -200,6 +200,7 @@ class SimulatedServer:
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/health", self._handle_health)
+        app.router.add_get("/stats", self._handle_stats)
         # a hanging "timeout" fault must not hold up stop() for its whole duration
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
                                      shutdown_timeout=0.5)
@@ -227,6 +228,22 @@ class SimulatedServer:
         from aiohttp import web
 
         return web.json_response({"status": "ok"})
+
+    async def _handle_stats(self, request: Any) -> Any:
+        """What the server counted (for benchmarks that run it in its own process)."""
+        from aiohttp import web
+
+        with self._lock:
+            st = self.stats
+            acc = st.accepted_times
+            doc = {"requests": st.requests, "completions": st.completions,
+                   "statuses": {str(k): v for k, v in st.statuses.items()},
+                   "rate_limited": st.rate_limited, "refused": st.refused,
+                   "faults": dict(st.faults), "served": len(st.served),
+                   "served_twice": sum(1 for c in st.served.values() if c > 1),
+                   "max_in_flight": st.max_in_flight, "accepted": len(acc),
+                   "accepted_span_s": (acc[-1] - acc[0]) if len(acc) > 1 else 0.0}
+        return web.json_response(doc)
 
     async def _handle_models(self, request: Any) -> Any:
         from aiohttp import web
@@ -282,7 +299,9 @@ class SimulatedServer:
         if self.require_api_key is not None:
             auth = request.headers.get("Authorization", "")
             if auth != f"Bearer {self.require_api_key}":
-                return self._error_response(401, "Incorrect API key provided.",
+                # like some providers, echo the key back: clients must not print it
+                given = auth.removeprefix("Bearer ").strip()
+                return self._error_response(401, f"Incorrect API key provided: {given}.",
                                             "invalid_request_error")
         try:
             body = await request.json()
