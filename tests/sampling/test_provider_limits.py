@@ -177,3 +177,21 @@ def test_option_values_are_checked_up_front(option):
     r = cli("eval", "boxball", "--model", MODEL, "--t", "1", "--n", "1", "--limit", "1", *option)
     assert r.returncode in (1, 2) and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr and option[0].lstrip("-").split("-")[0] in r.stderr
+
+
+def test_ctrl_c_exits_cleanly_without_coroutine_warnings(tmp_path):
+    import signal
+
+    with SimulatedServer(lam1=3.0, latency=0.3) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "ensemble", *boxball(
+            srv.base_url, tmp_path / "cancel", "--samples", "2", "--limit", "40",
+            "--max-concurrency", "4")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "PYTHONWARNINGS": "default"})
+        deadline = time.monotonic() + 60
+        while srv.stats.completions < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "never awaited" not in err and "RuntimeWarning" not in err
+    assert "completed samples are kept" in err
