@@ -59,6 +59,9 @@ class EvalConfig:
     skip_invalid: bool = False
     fail_on_error: float | None = None
     max_cost: float | None = None
+    adaptive: tuple[str, ...] = ()  # stopping rules to score beside fixed n ("bayes", "beta")
+    max_n: int | None = None  # the adaptive rules' budget (default: the samples per question)
+    stop_cost: float | None = None  # the bayes rule's cost per sample (default: its own)
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
@@ -80,6 +83,12 @@ class EvalConfig:
             raise InputError("--bootstrap must be >= 2")
         if self.limit is not None and self.limit < 1:
             raise InputError("--limit must be >= 1")
+        bad = [r for r in self.adaptive if r not in ("bayes", "beta")]
+        if bad:
+            raise InputError(f"--adaptive takes bayes or beta, got {bad[0]!r}")
+        if self.max_n is not None and self.max_n > self.k():
+            raise InputError(f"--max-n {self.max_n} is more than the samples drawn per question "
+                             f"(--samples {self.k()}): draw at least --max-n samples")
 
 
 def load_task(cfg: EvalConfig) -> Task:
@@ -172,6 +181,8 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     write_run_log(out, questions, cfg.temperatures, rows, answers, ns=cfg.ns,
                   rule="majority" if cfg.task == "boxball" else "plurality")
     summary = analyse(cfg, questions, answers)
+    if cfg.adaptive:
+        summary["adaptive"] = adaptive_rows(cfg, questions, answers)
     summary.update({
         "requests": stats.requests, "cost_usd": stats.cost_usd,
         "tokens": {"prompt": stats.prompt_tokens, "completion": stats.completion_tokens},
@@ -320,6 +331,53 @@ def _fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:
     out["identical"] = s.identical
     out["questions_exact"] = s.questions_exact
     return out
+
+
+def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray
+                  ) -> list[dict[str, Any]]:
+    """Rows for each stopping rule of `cfg.adaptive` beside fixed n, per temperature, replayed on
+    the drawn samples (`evals.adaptive`): the same random orders of each question's samples for
+    the adaptive and the fixed rows, so the two are comparable and their difference paired.
+
+    Multiple choice: accuracy of the plurality of the samples the rule used. Box-ball: per
+    question P(ω = decision | colour), weighted by P(scenario, colour) (each expert here sees the
+    question's own ball: this is not the eval's exact-utility table, which lets each expert draw
+    its own ball); the fixed rows beside it are scored the same way.
+    """
+    from ensemble.stopping import StopSpec
+
+    from .adaptive import adaptive_eval, boxball_inputs
+
+    box = cfg.task == "boxball"
+    max_n = cfg.max_n or cfg.k()
+    if box:
+        values, weights, groups = boxball_inputs(questions)
+        letters = ["L", "R"]
+        kw: dict[str, Any] = {"values": values, "weights": weights, "groups": groups}
+    else:
+        letters = []
+        for q in questions:
+            letters.extend(c for c in q.choices if c not in letters)
+        kw = {"correct": [letters.index(str(q.correct)) for q in questions],
+              "n_options": len(letters)}
+    idx = {c: i for i, c in enumerate(letters)}
+    codes = np.array([[[idx.get(a, -1) if a is not None else -1 for a in row]
+                       for row in answers[ti]] for ti in range(answers.shape[0])],
+                     dtype=np.int64)
+    fixed_ns = sorted({n for n in cfg.ns if n <= max_n} | {max_n})
+    rows = []
+    for stop in cfg.adaptive:
+        spec = StopSpec(stop=stop, max_n=max_n, cost=cfg.stop_cost if stop == "bayes" else None)
+        results = adaptive_eval(codes[:, :, :max_n], spec, fixed_ns=fixed_ns,
+                                reps=cfg.bootstrap, rng=cfg.seed, **kw)
+        for t, res in zip(cfg.temperatures, results, strict=True):
+            row = res.row(t=float(t), aggregator="majority" if box else "plurality")
+            row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
+                            for n, e in sorted(res.fixed.items())]
+            row["scored"] = ("P(ω = decision | colour), weighted by P(scenario, colour)" if box
+                             else "accuracy of the plurality of the samples used")
+            rows.append(row)
+    return rows
 
 
 def item_cells(task: str, questions: list[Any], answers: np.ndarray, ns: list[int]

@@ -8,6 +8,7 @@ from typing import Any
 from ._args import (
     add_provider_args,
     add_run_policy_args,
+    positive_float,
     positive_int,
     provider_options,
     status_printer,
@@ -47,6 +48,14 @@ def register(subparsers: Any) -> None:
                         "boxball, 1024 for mathqa and jsonl)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip malformed data rows (counted in summary.json) instead of failing")
+    a = p.add_argument_group("adaptive sampling (scored on the drawn samples, beside fixed n)")
+    a.add_argument("--adaptive", nargs="+", choices=("bayes", "beta"), default=(),
+                   help="stopping rules to score: bayes (the Bayes-optimal rule) and/or beta "
+                        "(Adaptive-Consistency's)")
+    a.add_argument("--max-n", type=positive_int,
+                   help="the most samples the rule may use per question (default: --samples)")
+    a.add_argument("--stop-cost", type=positive_float,
+                   help="the bayes rule's cost of one sample in accuracy units (default 0.004)")
     add_run_policy_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
@@ -62,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
                      data=args.data, out=args.out, provider=provider_options(args),
                      bootstrap=args.bootstrap, max_tokens=args.max_tokens,
                      skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
-                     max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
+                     max_cost=args.max_cost, adaptive=tuple(args.adaptive),
+                     max_n=args.max_n, stop_cost=args.stop_cost, progress=not args.json,
+                     on_status=status_printer)
     summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)
@@ -169,6 +180,22 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
                 row.append(_iv(ciq) + ("" if c.get("questions_exact", True) else " ‡"))
             d.add_row(*row)
         out.append(d)
+    adaptive = summary.get("adaptive", [])
+    if adaptive:
+        a = Table(title="Adaptive sampling, replayed on the drawn samples (the same random "
+                        "orders of each question's samples for every row)",
+                  caption=adaptive[0]["scored"])
+        for col in ("t", "rule", "samples / question", "accuracy", "95% interval",
+                    f"fixed n = {adaptive[0]['n']}", "difference (95%)", "saving"):
+            a.add_column(col, justify="right")
+        for r in adaptive:
+            vs = r["vs_fixed"]
+            a.add_row(f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
+                      f"{r['mean_samples']:.2f} {_iv(r['mean_samples_ci'], 2)}",
+                      f"{r['accuracy']:.4f}", _iv(r["ci"]), f"{vs['accuracy']:.4f}",
+                      f"{vs['difference']:+.4f} {_iv(vs['difference_ci'])}",
+                      f"{r['saving']:.0%}")
+        out.append(a)
     notes = []
     if subset:
         notes.append(f"{items} of the task's {total} {unit}, drawn at random (--limit "

@@ -319,6 +319,118 @@ class Sampler:
                                     "this is a bug, please report it")
         return SampleResult(rows=rows, failures=failures, stopped=stopped)
 
+    async def run_adaptive(self, requests: Sequence[SampleRequest], spec: Any, *,
+                           parser: Parser | None = None, history: Any = None) -> SampleResult:
+        """Draw each request's samples adaptively: a `StopSpec` (ensemble.stopping) decides,
+        per question, after each batch of answers, whether to stop or how many more to draw,
+        up to `spec.max_n` (each request's `k` is ignored).
+
+        Every question first gets `spec.first_draw()` samples (the pilot; the bayes rule fits
+        its prior across questions from it, together with `history`: (top, second) pilot
+        counts of earlier questions, e.g. an Ensemble's). Then all open questions proceed
+        concurrently within the endpoint's limits, each drawing its next batch (the rule's
+        lossless k, through the provider's `n`) as soon as its answers arrive. Sample i of a
+        question is the same stored sample as in a fixed run: samples already stored cost no
+        request. Rows hold the samples drawn, indices 0..m-1 (m varies by question).
+        """
+        from dataclasses import replace
+
+        from ..stopping import answer_counts
+
+        parse = parser or _default_parser
+        first = spec.first_draw()
+        pilot_reqs = [replace(r, k=first) for r in requests]
+        pilot = await self.run(pilot_reqs, parser=parse)
+        if pilot.stopped is not None or not requests:
+            return pilot
+        failed = {f.request for f in pilot.failures}
+        answers = [[s.answer for s in row if s is not None] for row in pilot.rows]
+        if spec.needs_pilot:
+            counts = [answer_counts(a) for i, a in enumerate(answers) if i not in failed]
+            tops = [c[1] for c in counts] + [c[0] for c in (history or [])]
+            seconds = [c[2] for c in counts] + [c[1] for c in (history or [])]
+            rule = spec.rule_from_counts(tops, seconds)
+        else:
+            rule = spec.rule()
+        self.last_rule = rule
+        rows: list[list[Sample | None]] = [
+            list(pilot.rows[i]) + [None] * max(0, spec.max_n - len(pilot.rows[i]))
+            for i in range(len(requests))]
+        failures = list(pilot.failures)
+        t0 = time.perf_counter()
+        order = iter([i for i in range(len(requests)) if i not in failed])
+
+        async def worker() -> None:
+            for ri in order:
+                if self._stop is not None:
+                    return
+                req = replace(requests[ri], k=spec.max_n)
+                key = request_key(self.model, req.messages, req.params)
+                row = rows[ri]
+                drawn = first
+                while self._stop is None:
+                    k = rule.more([s.answer for s in row[:drawn] if s is not None])
+                    k = min(k, spec.max_n - drawn)
+                    if k <= 0:
+                        break
+                    idx = list(range(drawn, drawn + k))
+                    self.stats.samples_total += k
+                    if not await self._draw_indices(ri, req, key, idx, row, parse, failures):
+                        break
+                    drawn += k
+
+        self._start_progress()
+        try:
+            n_workers = max(1, min(len(requests), self.options.max_concurrency))
+            await asyncio.gather(*(worker() for _ in range(n_workers)))
+        finally:
+            self.stats.wall_time_s += time.perf_counter() - t0
+            self._stop_progress()
+        out = [[s for s in row if s is not None] for row in rows]
+        for ri, row in enumerate(rows):  # drawn samples form a prefix 0..m-1
+            m = len(out[ri])
+            if any(s is None for s in row[:m]) and not any(f.request == ri for f in failures):
+                raise EnsembleError(f"{self.model}: adaptive sampling left a gap in the "
+                                    "samples; this is a bug, please report it")
+        return SampleResult(rows=out, failures=failures, stopped=self._stop)  # type: ignore
+
+    async def _draw_indices(self, ri: int, req: SampleRequest, key: str, indices: list[int],
+                            row: list[Sample | None], parse: Parser,
+                            failures: list[SampleFailure]) -> bool:
+        """Fill row[i] for i in `indices`: from the store, by waiting for another run's lease,
+        or by requesting them. False when they failed for good (recorded in `failures`)."""
+        unit = _Unit(ri, key, list(indices))
+        while True:
+            todo = list(unit.indices)
+            if self.store is not None and not self.refresh:
+                waiting = _UnitQueue([])
+                todo = self._claim(unit, _RowView(ri, row), parse, waiting)  # type: ignore
+                if waiting._deferred:  # another run is drawing some: wait for them
+                    busy = waiting._deferred[0]
+                    if todo:
+                        ok = await self._request_unit(ri, req, key, todo, row, parse, failures,
+                                                      unit)
+                        if not ok:
+                            return False
+                    await asyncio.sleep(_BUSY_POLL)
+                    unit = _Unit(ri, key, busy.indices)
+                    continue
+            elif self.store is not None:
+                self.store.claim([(key, todo)], holder=self.holder, ttl=LEASE_TTL)
+            if not todo:
+                return True
+            return await self._request_unit(ri, req, key, todo, row, parse, failures, unit)
+
+    async def _request_unit(self, ri: int, req: SampleRequest, key: str, todo: list[int],
+                            row: list[Sample | None], parse: Parser,
+                            failures: list[SampleFailure], unit: _Unit) -> bool:
+        try:
+            await self._run_unit(req, key, todo, row, parse)
+            return True
+        except (ProviderError, _Stopped) as exc:
+            self._fail(unit, req, todo, row, exc, failures)
+            return False
+
     def _plan(self, requests: Sequence[SampleRequest], rows: list[list[Sample | None]],
               parse: Parser) -> list[_Unit]:
         """Read what the store holds; return the units of missing samples."""
@@ -714,6 +826,19 @@ class Sampler:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class _RowView:
+    """A stand-in for the run's list of rows that holds one row (at its request index)."""
+
+    def __init__(self, ri: int, row: list[Sample | None]) -> None:
+        self._ri = ri
+        self._row = row
+
+    def __getitem__(self, i: int) -> list[Sample | None]:
+        if i != self._ri:  # pragma: no cover - internal misuse
+            raise IndexError(i)
+        return self._row
 
 
 class _CostCap(RetryBudgetExceeded):
