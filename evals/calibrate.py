@@ -14,8 +14,8 @@ import numpy as np
 
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
-from ensemble.sampling.options import ProviderOptions
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
+from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
 
@@ -45,6 +45,7 @@ class CalibrationConfig:
     fail_on_error: float | None = None
     max_cost: float | None = None
     max_tokens: int | None = None
+    dry_run: bool = False
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     target_accuracy: float | None = None
@@ -139,7 +140,6 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     task = get_task(cfg.task, **({"data": cfg.data} if cfg.task == "jsonl" else {}))
     one = qs[0].choices[0]
     out = calibration_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     if cfg.mode == "logprob":
         reqs = [SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
                                  max_tokens=1, logprobs=True, top_logprobs=5)
@@ -149,6 +149,12 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         extra = {} if max_tokens is None else {"max_tokens": max_tokens}
         reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, **extra)
                 for t in cfg.temperatures for q in qs]
+    if cfg.dry_run:
+        from .runner import dry_run
+
+        return dry_run(cfg.model, cfg.provider, out, reqs, task=cfg.task, questions=len(qs),
+                       temperatures=cfg.temperatures)
+    out.mkdir(parents=True, exist_ok=True)
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
                        progress=cfg.progress, max_cost=cfg.max_cost,
                        on_status=cfg.on_status) as sampler:

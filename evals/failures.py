@@ -82,9 +82,11 @@ def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
     listed = f"listed in {path}" if failed.count else "none failed"
     if result.stopped is not None:
         drawn = sum(1 for row in result.rows for s in row if s is not None)
+        lost = f" ({failed.count} questions failed, {listed})" if failed.count else ""
+        nxt = ("" if "cost cap" in str(result.stopped) else
+               "; fix the cause and rerun the same command to continue")
         raise RunStopped(f"{result.stopped}; {drawn} of {samples_total} samples drawn and "
-                         f"stored ({failed.count} questions failed, {listed}); fix the cause and "
-                         "rerun the same command to continue", failures=list(result.failures),
+                         f"stored{lost}{nxt}", failures=list(result.failures),
                          cause=result.stopped.cause)
     if not failed.count:
         return failed

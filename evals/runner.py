@@ -62,6 +62,7 @@ class EvalConfig:
     adaptive: tuple[str, ...] = ()  # stopping rules to score beside fixed n ("bayes", "beta")
     max_n: int | None = None  # the adaptive rules' budget (default: the samples per question)
     stop_cost: float | None = None  # the bayes rule's cost per sample (default: its own)
+    dry_run: bool = False  # count requests, tokens and price; send nothing
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
@@ -134,12 +135,15 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         raise InputError(f"question {bad.id!r} has no answer: every question needs one to be "
                          "scored (field 'answer')")
     out = run_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     k = cfg.k()
     max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
     extra = {} if max_tokens is None else {"max_tokens": max_tokens}
     reqs = [SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **extra)
             for t in cfg.temperatures for q in questions]
+    if cfg.dry_run:
+        return dry_run(cfg.model, cfg.provider, out, reqs, task=cfg.task,
+                       questions=len(questions), temperatures=cfg.temperatures)
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
                        progress=cfg.progress, max_cost=cfg.max_cost,
@@ -185,6 +189,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         summary["adaptive"] = adaptive_rows(cfg, questions, answers)
     summary.update({
         "requests": stats.requests, "cost_usd": stats.cost_usd,
+        "cost": {"now_usd": stats.cost_usd, "stored_samples_usd": stats.stored_cost_usd,
+                 "note": "now: this run's requests; stored_samples: what the samples read "
+                         "from the store had cost when drawn (null: price unknown)"},
         "tokens": {"prompt": stats.prompt_tokens, "completion": stats.completion_tokens},
         "samples": {"total": stats.samples_total, "from_store": stats.samples_cached},
         "retries": stats.retries, "errors": stats.errors, "rate_limited": stats.rate_limited,
@@ -195,6 +202,22 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     })
     _write_outputs(out, summary)
     return summary
+
+
+def dry_run(model: str, provider: ProviderOptions, out: Path, reqs: list[SampleRequest],
+            **head: Any) -> dict[str, Any]:
+    """What a run would request and cost, from the store it would resume; nothing is sent and
+    nothing is written (a missing store stays missing)."""
+    from ensemble.sampling.sampler import Sampler
+
+    store = out / "samples.sqlite"
+    sampler = Sampler(model, options=provider, store=store if store.exists() else None)
+    try:
+        est = sampler.estimate(reqs)
+    finally:
+        if sampler.store is not None:
+            sampler.store.close()
+    return {**head, "model": model, "run_dir": str(out), **est.to_dict()}
 
 
 def _data_notes(task: Task) -> dict[str, Any]:

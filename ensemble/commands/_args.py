@@ -53,6 +53,22 @@ def add_provider_args(p: argparse.ArgumentParser) -> None:
                         "included (default 900)")
     g.add_argument("--max-failures", type=positive_int, default=10,
                    help="stop after this many requests in a row fail for good (default 10)")
+    g.add_argument("--price-per-1k-tokens", type=price_pair, metavar="IN,OUT",
+                   help="USD per 1,000 prompt and completion tokens, for a model litellm has "
+                        "no price for (self-hosted, the simulator)")
+
+
+def price_pair(text: str) -> tuple[float, float]:
+    """IN,OUT: two finite numbers >= 0."""
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected IN,OUT (USD per 1,000 prompt and completion tokens), got {text!r}"
+        ) from None
+    if not (math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0):
+        raise argparse.ArgumentTypeError(f"expected two finite prices >= 0, got {text!r}")
+    return a, b
 
 
 def add_run_policy_args(p: argparse.ArgumentParser) -> None:
@@ -63,6 +79,22 @@ def add_run_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-cost", type=positive_float, metavar="USD",
                    help="stop new requests before spending more than this; rerun with a higher "
                         "cap to continue from the store")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the requests, tokens and price the run would spend, and exit "
+                        "without sending anything")
+
+
+def print_dry_run(doc: dict) -> None:  # type: ignore[type-arg]
+    """The dry run's count, for people."""
+    from rich.console import Console
+
+    cost = ("unknown" if doc["cost_usd_max"] is None else f"at most ${doc['cost_usd_max']:.4f}")
+    ct = doc["completion_tokens_max"]
+    Console().print(
+        f"dry run: {doc['samples_missing']} samples to draw ({doc['samples_stored']} already "
+        f"stored) in {doc['requests']} requests; {doc['prompt_tokens']} prompt tokens, "
+        f"{'no bound on' if ct is None else 'at most ' + str(ct)} completion tokens; cost "
+        f"{cost} ({doc['price']}). Nothing was sent.")
 
 
 def provider_options(args: argparse.Namespace) -> object:
@@ -72,7 +104,8 @@ def provider_options(args: argparse.Namespace) -> object:
     return ProviderOptions(api_base=args.api_base, api_key=args.api_key,
                            timeout=args.timeout, max_concurrency=args.max_concurrency,
                            rpm=args.rpm, tpm=args.tpm, max_attempts=args.max_attempts,
-                           max_retry_time=args.max_retry_time, max_failures=args.max_failures)
+                           max_retry_time=args.max_retry_time, max_failures=args.max_failures,
+                           price_per_1k=args.price_per_1k_tokens)
 
 
 def status_printer(line: str) -> None:
@@ -145,7 +178,8 @@ def probability(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a probability in [0, 1], got {text!r}") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
     return value

@@ -9,6 +9,7 @@ from ._args import (
     add_provider_args,
     add_run_policy_args,
     positive_int,
+    print_dry_run,
     probability,
     provider_options,
     status_printer,
@@ -60,10 +61,14 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode, n_budget=args.n_budget, eval_dir=args.eval_dir, out=args.out,
         provider=provider_options(args), fail_on_error=args.fail_on_error,
         max_tokens=args.max_tokens, target_accuracy=args.target_accuracy,
-        max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
+        max_cost=args.max_cost, dry_run=args.dry_run, progress=not args.json,
+        on_status=status_printer)
     doc = run_sync(run_calibration(cfg))
     if args.json:
         emit_json(doc)
+        return 0
+    if cfg.dry_run:
+        print_dry_run(doc)
         return 0
     from rich.console import Console
     from rich.table import Table

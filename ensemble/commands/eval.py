@@ -10,6 +10,7 @@ from ._args import (
     add_run_policy_args,
     positive_float,
     positive_int,
+    print_dry_run,
     provider_options,
     status_printer,
     temperature,
@@ -72,11 +73,14 @@ def run(args: argparse.Namespace) -> int:
                      bootstrap=args.bootstrap, max_tokens=args.max_tokens,
                      skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
                      max_cost=args.max_cost, adaptive=tuple(args.adaptive),
-                     max_n=args.max_n, stop_cost=args.stop_cost, progress=not args.json,
-                     on_status=status_printer)
+                     max_n=args.max_n, stop_cost=args.stop_cost, dry_run=args.dry_run,
+                     progress=not args.json, on_status=status_printer)
     summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)
+        return 0
+    if cfg.dry_run:
+        print_dry_run(summary)
         return 0
     _table(summary)
     return 0
@@ -88,11 +92,24 @@ def _table(summary: dict[str, Any]) -> None:
     con = Console()
     for line in table_lines(summary):
         con.print(line)
-    cost = "unknown" if summary.get("cost_usd") is None else f"${summary['cost_usd']:.4f}"
+    cost = _cost_text(summary.get("cost", {}), summary["requests"],
+                      summary["samples"]["from_store"])
     con.print(f"requests {summary['requests']} · "
               f"from store {summary['samples']['from_store']} of {summary['samples']['total']} · "
               f"tokens {summary['tokens']['prompt'] + summary['tokens']['completion']} · "
               f"cost {cost} · {summary['wall_time_s']:.1f} s · outputs in {summary['run_dir']}")
+
+
+def _cost_text(cost: dict[str, Any], requests: int, stored: int) -> str:
+    """What was spent now, and what the samples read from the store had cost."""
+    def usd(x: float | None) -> str:
+        return "unknown" if x is None else f"${x:.4f}"
+
+    now = cost.get("now_usd")
+    text = f"now {usd(now)}" if requests else "now $0 (no request)"
+    if stored:
+        text += f"; the {stored} stored samples had cost {usd(cost.get('stored_samples_usd'))}"
+    return text
 
 
 def _iv(ci: list[float], digits: int = 3) -> str:
@@ -218,6 +235,7 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
         notes.append(f"invalid replies {summary['invalid_rate']:.1%}: "
                      + summary.get("invalid_policy", ""))
     notes.append("random-follow (follow one expert) does not depend on n: one row per t.")
+    notes.extend(summary.get("notes", []))  # what the sampler noticed (e.g. n not supported)
     out.extend(f"[dim]{n}[/]" for n in notes)
     out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
     return out

@@ -9,6 +9,7 @@ from ._args import (
     add_provider_args,
     positive_float,
     positive_int,
+    print_dry_run,
     provider_options,
     status_printer,
     temperature,
@@ -28,6 +29,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
     p.add_argument("--max-cost", type=positive_float, metavar="USD",
                    help="stop new requests before spending more than this")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the requests, tokens and price, and exit without sending")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("prompt", nargs="?", help="the prompt text")
@@ -35,6 +38,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     from collections import Counter
 
     from .._sync import run_sync
@@ -50,6 +54,18 @@ def run(args: argparse.Namespace) -> int:
     parser = choice_parser(choices) if choices else extract_answer
     req = SampleRequest.of(prompt, temperature=args.t, k=args.k,
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
+
+    if args.dry_run:
+        s = Sampler(args.model, options=provider_options(args),  # type: ignore[arg-type]
+                    store=args.store if args.store and os.path.exists(args.store) else None)
+        doc = {"model": args.model, **s.estimate([req]).to_dict()}
+        if s.store is not None:
+            s.store.close()
+        if args.json:
+            emit_json(doc)
+        else:
+            print_dry_run(doc)
+        return 0
 
     async def go() -> tuple[Any, Any]:
         async with Sampler(args.model, options=provider_options(args),  # type: ignore[arg-type]

@@ -66,6 +66,10 @@ def litellm() -> Any:
         import litellm as _ll
 
         _ll.suppress_debug_info = True
+        import logging
+
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+            logging.getLogger(name).setLevel(logging.ERROR)  # its warnings are not ours to show
         _ll.drop_params = False  # never drop a parameter (e.g. n) behind the user's back
         _litellm = _ll
         # litellm creates a coroutine in a worker thread and awaits it later; when our request
@@ -463,6 +467,10 @@ class LiteLLMProvider:
             kwargs["api_key"] = self._key
         if headers:
             kwargs["extra_headers"] = dict(headers)
+        price = self.options.price_per_1k
+        if price is not None:  # litellm's custom pricing: it prices the reply with these
+            kwargs["input_cost_per_token"] = price[0] / 1000.0
+            kwargs["output_cost_per_token"] = price[1] / 1000.0
         t0 = time.perf_counter()
         try:
             # litellm enforces `timeout` on the HTTP client; the outer bound catches a client
@@ -481,11 +489,11 @@ class LiteLLMProvider:
                                   timeout=timeout, key_source=self._key_source) from None
         latency = time.perf_counter() - t0
         return _completion(ll, resp, model=self.model, target=self.target,
-                           api_base=self.api_base, latency=latency)
+                           api_base=self.api_base, latency=latency, price=price)
 
 
 def _completion(ll: Any, resp: Any, *, model: str, target: str, api_base: str | None,
-                latency: float) -> Completion:
+                latency: float, price: tuple[float, float] | None = None) -> Completion:
     provider = provider_of(target)
     try:
         choices = tuple(
@@ -507,12 +515,12 @@ def _completion(ll: Any, resp: Any, *, model: str, target: str, api_base: str | 
         # litellm prices the reply already (None when it does not know the model's price)
         raw = hidden.get("response_cost")
         cost = None if raw is None else float(raw)
-        if cost == 0.0 and not _has_price(ll, target):
+        if cost == 0.0 and not _has_price(ll, target) and price is None:
             cost = None
     else:
         try:
             cost = float(ll.completion_cost(completion_response=resp))
-            if cost == 0.0 and not _has_price(ll, target):
+            if cost == 0.0 and not _has_price(ll, target) and price is None:
                 cost = None
         except Exception:  # noqa: BLE001 - unknown price: unknown, not zero
             cost = None

@@ -41,6 +41,7 @@ class ProviderKwargs(TypedDict, total=False):
     max_attempts: int
     max_retry_time: float
     max_failures: int
+    price_per_1k: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class ProviderOptions:
     max_attempts:    attempts per request for transient errors (not counting rate limits).
     max_retry_time:  seconds one sample may spend waiting and retrying, rate limits included.
     max_failures:    consecutive permanent failures that stop the run (scattered refusals don't).
+    price_per_1k:    (prompt, completion) USD per 1,000 tokens, for a model whose price litellm
+                     does not know (a self-hosted or simulated one); None: litellm's price table.
     """
 
     api_base: str | None = None
@@ -67,6 +70,7 @@ class ProviderOptions:
     max_attempts: int = 6
     max_retry_time: float = 900.0
     max_failures: int = 10
+    price_per_1k: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         _positive_number("timeout", self.timeout)
@@ -78,6 +82,16 @@ class ProviderOptions:
             _positive_number("rpm", self.rpm)
         if self.tpm is not None:
             _positive_number("tpm", self.tpm)
+        if self.price_per_1k is not None:
+            try:
+                pin, pout = (float(x) for x in self.price_per_1k)
+            except (TypeError, ValueError):
+                raise InputError("price_per_1k must be (prompt, completion) USD per 1,000 "
+                                 f"tokens, got {self.price_per_1k!r}") from None
+            if not (math.isfinite(pin) and math.isfinite(pout) and pin >= 0 and pout >= 0):
+                raise InputError(f"price_per_1k must be finite and >= 0, got "
+                                 f"{self.price_per_1k!r}")
+            object.__setattr__(self, "price_per_1k", (pin, pout))
         if self.api_base is not None:
             object.__setattr__(self, "api_base", validate_api_base(self.api_base))
         if self.api_key is not None:

@@ -64,7 +64,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-__all__ = ["INDEX_HEADER", "SampleFailure", "SampleResult", "Sampler", "raise_for_failures"]
+__all__ = ["INDEX_HEADER", "RunEstimate", "SampleFailure", "SampleResult", "Sampler",
+           "raise_for_failures"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
 LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
@@ -173,8 +174,11 @@ class Sampler:
         self.extra_headers = dict(extra_headers or {})
         self.on_status = on_status
         self.status_every = float(status_every)
+        self.stats = JobStats()
         if use_n == "auto":
             self._n_ok: bool | None = self.provider.supports_n
+            if self._n_ok is False:
+                self._note(f"{model}: the provider takes one sample per request (no n)")
         else:
             self._n_ok = bool(use_n)
         self._own_store = store is not None and not isinstance(store, SampleStore)
@@ -182,7 +186,6 @@ class Sampler:
         self.store: SampleStore | None = (SampleStore(store) if self._own_store  # type: ignore[arg-type]
                                           else store)  # type: ignore[assignment]
         self.holder = new_holder()
-        self.stats = JobStats()
         self._limiter: EndpointLimiter | None = None
         self._limiter_token = 0
         self._probe: asyncio.Lock | None = None
@@ -192,6 +195,7 @@ class Sampler:
         self._consecutive_failures = 0
         self._last_progress = time.monotonic()
         self._in_flight = 0
+        self._paid = 0  # replies received (priced)
         self._retrying = 0
 
     def __repr__(self) -> str:  # never shows the key
@@ -431,6 +435,38 @@ class Sampler:
             self._fail(unit, req, todo, row, exc, failures)
             return False
 
+    def estimate(self, requests: Sequence[SampleRequest]) -> RunEstimate:
+        """What `run` would request, and cost, without sending anything (a dry run).
+
+        Reads the store for what is there; counts the requests the missing samples take (the
+        provider's `n` where it is known to work: `max_n` samples per request, else one each);
+        counts prompt tokens with litellm's tokenizer, bounds completion tokens by `max_tokens`;
+        prices both from `price_per_1k` or litellm's price table (None: unknown, with why).
+        """
+        n_ok = self._n_ok is not False
+        stored = missing = n_requests = 0
+        prompt_tokens = 0
+        completion_max: int | None = 0
+        for req in requests:
+            key = request_key(self.model, req.messages, req.params)
+            have = (self.store.get(key, range(req.k)) if self.store is not None
+                    and not self.refresh else {})
+            miss = [i for i in range(req.k) if i not in have]
+            stored += len(have)
+            missing += len(miss)
+            per = self.max_n if n_ok else 1
+            reqs = sum(-(-len(run) // per) for run in _contiguous(miss))
+            n_requests += reqs
+            if reqs:
+                prompt_tokens += reqs * _count_tokens(self.model, req.messages)
+            if completion_max is not None:
+                completion_max = (None if req.params.max_tokens is None
+                                  else completion_max + len(miss) * req.params.max_tokens)
+        cost, why = _price(self.model, self.options.price_per_1k, prompt_tokens, completion_max)
+        return RunEstimate(samples_stored=stored, samples_missing=missing, requests=n_requests,
+                           prompt_tokens=prompt_tokens, completion_tokens_max=completion_max,
+                           cost_usd_max=cost, price=why)
+
     def _plan(self, requests: Sequence[SampleRequest], rows: list[list[Sample | None]],
               parse: Parser) -> list[_Unit]:
         """Read what the store holds; return the units of missing samples."""
@@ -444,6 +480,10 @@ class Sampler:
                 rows[ri][i] = s
                 if not s.valid:
                     self.stats.invalid += 1
+                if s.cost_usd is None:
+                    self.stats.stored_cost_usd = None
+                elif self.stats.stored_cost_usd is not None:
+                    self.stats.stored_cost_usd += s.cost_usd
             self.stats.samples_total += req.k
             self.stats.samples_cached += len(have)
             self.stats.samples_done += len(have)
@@ -704,13 +744,12 @@ class Sampler:
         if self.max_cost is None:
             return
         s = self.stats
-        while s.requests - s.errors == 0 and self._in_flight > 0 and s.cost_usd == 0.0:
+        while self._paid == 0 and self._in_flight > 0:
             await asyncio.sleep(0.01)
         if s.cost_usd is None:
             self._stop_for_cost(f"the price of {self.model} is unknown, so --max-cost cannot be "
                                 "enforced; drop --max-cost or use a model with a known price")
-        paid = s.requests - s.errors
-        per = (s.cost_usd or 0.0) / paid if paid > 0 else 0.0
+        per = (s.cost_usd or 0.0) / self._paid if self._paid > 0 else 0.0
         if s.cost_usd is not None and s.cost_usd + per * (self._in_flight + 1) > self.max_cost:
             self._stop_for_cost(f"spent ${s.cost_usd:.4f} of the --max-cost ${self.max_cost:g} "
                                 "(with the requests in flight); rerun with a higher cap to "
@@ -722,6 +761,7 @@ class Sampler:
         raise _CostCap(message)
 
     def _account(self, comp: Completion) -> None:
+        self._paid += 1
         self.stats.prompt_tokens += comp.prompt_tokens or 0
         self.stats.completion_tokens += comp.completion_tokens or 0
         if comp.cost_usd is None:
@@ -904,6 +944,58 @@ def raise_for_failures(result: SampleResult, n_requests: int) -> None:
         raise first
     raise SamplingFailed(_failure_summary(result.failures, n_requests),
                          failures=list(result.failures))
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """A dry run's count: what would be requested, and at most what it would cost."""
+
+    samples_stored: int
+    samples_missing: int
+    requests: int
+    prompt_tokens: int
+    completion_tokens_max: int | None  # None: no max_tokens, no bound
+    cost_usd_max: float | None  # None: unknown (see `price`)
+    price: str  # where the price comes from, or why it is unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": True, "samples_stored": self.samples_stored,
+                "samples_missing": self.samples_missing, "requests": self.requests,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens_max": self.completion_tokens_max,
+                "cost_usd_max": self.cost_usd_max, "price": self.price}
+
+
+def _count_tokens(model: str, messages: Sequence[Any]) -> int:
+    from .client import litellm
+
+    try:
+        return int(litellm().token_counter(model=model, messages=list(messages)))
+    except Exception:  # noqa: BLE001 - a model litellm cannot tokenise: about 4 chars a token
+        return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4
+
+
+def _price(model: str, per_1k: tuple[float, float] | None, prompt: int,
+           completion_max: int | None) -> tuple[float | None, str]:
+    if per_1k is not None:
+        src = f"--price-per-1k-tokens {per_1k[0]:g},{per_1k[1]:g}"
+        pin, pout = per_1k[0] / 1000.0, per_1k[1] / 1000.0
+    else:
+        from .client import litellm
+
+        try:
+            info = litellm().get_model_info(model)
+            pin = float(info.get("input_cost_per_token") or 0.0)
+            pout = float(info.get("output_cost_per_token") or 0.0)
+        except Exception:  # noqa: BLE001
+            pin = pout = 0.0
+        if not (pin or pout):
+            return None, (f"unknown: litellm's price table has no price for {model}; give one "
+                          "with --price-per-1k-tokens IN,OUT")
+        src = f"litellm's price table ({pin * 1e6:g} / {pout * 1e6:g} USD per 1M tokens)"
+    if completion_max is None:
+        return None, f"{src}; completion tokens unbounded (no --max-tokens)"
+    return prompt * pin + completion_max * pout, src
 
 
 def _failure_summary(failures: Sequence[SampleFailure], n_requests: int) -> str:

@@ -219,7 +219,8 @@ class JobStats:
     rate_limited: int = 0  # 429 / overloaded replies (backpressure, not failures)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = 0.0
+    cost_usd: float | None = 0.0  # spent by this job's requests (None: some price unknown)
     cost_unknown_requests: int = 0
+    stored_cost_usd: float | None = 0.0  # what the samples read from the store had cost
     wall_time_s: float = 0.0
     notes: list[str] = field(default_factory=list)
