@@ -125,8 +125,10 @@ def qr_curves_png(panels: Sequence[dict[str, Any]]) -> bytes:
             label = (f"λ = ∞ (λ ≥ {fit.ci[0]:.3g})" if fit.lam > 0
                      else f"λ = −∞ (λ ≤ {fit.ci[1]:.3g})")
         else:
-            z = 2 * fit.lam * (2 * grid - 1) + (fit.bias or 0.0)
-            curve = 1 / (1 + np.exp(-z))
+            from scipy.special import expit
+
+            # ψ_λ(p) with the fitted bias on its logit scale (the model fitted, as drawn)
+            curve = expit(2 * fit.lam * (2 * grid - 1) + (fit.bias or 0.0))
             label = f"λ = {fit.lam:.3g} [{_fmt(fit.ci[0])}, {_fmt(fit.ci[1])}]"
         ax.plot(grid, curve, color="tab:orange", lw=2.2, label=label)
         ax.set_title(f"t = {pn['t']:g}")

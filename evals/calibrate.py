@@ -154,7 +154,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
 
         return dry_run(cfg.model, cfg.provider, out, reqs, task=cfg.task, questions=len(qs),
                        temperatures=cfg.temperatures)
-    out.mkdir(parents=True, exist_ok=True)
+    from .records import make_run_dir
+
+    make_run_dir(out)
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
                        progress=cfg.progress, max_cost=cfg.max_cost,
                        on_status=cfg.on_status) as sampler:

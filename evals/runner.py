@@ -1,8 +1,9 @@
 """Run an eval: sample a (question × temperature) grid once, then analyse it.
 
 Samples live in the run directory's store (`samples.sqlite`); rerunning the same command on a
-finished run makes no request and only recomputes. Outputs: summary.json (DESIGN.md section 6
-shape, plus `ci`, `metric`, tokens, wall time), grid.csv and accuracy.png.
+finished run makes no request and only recomputes. Outputs: summary.json (the `--json`
+document of docs/evals.md: results with `ci` and `ci_questions`, contrasts, tokens, cost, wall
+time), grid.csv, accuracy.png and the run records (evals/records.py).
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     if cfg.dry_run:
         return dry_run(cfg.model, cfg.provider, out, reqs, task=cfg.task,
                        questions=len(questions), temperatures=cfg.temperatures)
-    out.mkdir(parents=True, exist_ok=True)
+    from .records import make_run_dir
+
+    make_run_dir(out)
     t0 = time.perf_counter()
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
                        progress=cfg.progress, max_cost=cfg.max_cost,

@@ -82,9 +82,12 @@ def test_robust_rule_randomises_above_threshold():
 def test_omniscient_needs_structure():
     with pytest.raises(InputError):
         get_aggregator("omniscient")
+    # w_x = P(X=x, ω=1) − P(X=x, ω=0), X ~ Bin(3, q_ω): x = 2: 0.25·0.432 − 0.75·0.096 > 0,
+    # so two reports of 1 ("L") decide L; x = 1: 0.25·0.288 − 0.75·0.384 < 0, so one decides R
     rs = ReportStructure(mu=0.25, q0=0.2, q1=0.6)
-    v = get_aggregator("omniscient", structure=rs)(["L", "L", "R"], choices=["L", "R"])
-    assert v.decision in ("L", "R")
+    omni = get_aggregator("omniscient", structure=rs)
+    assert omni(["L", "L", "R"], choices=["L", "R"]).decision == "L"
+    assert omni(["L", "R", "R"], choices=["L", "R"]).decision == "R"
 
 
 def test_unknown_aggregator():

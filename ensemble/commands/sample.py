@@ -111,5 +111,12 @@ def _split_choices(raw: list[str] | None, prompt: str | None
     items = list(raw)
     if prompt is None and len(items) > 1 and any(ch.isspace() for ch in items[-1]):
         prompt = items.pop()
+    from ..errors import InputError
+
     choices = [c.strip() for item in items for c in item.split(",") if c.strip()]
-    return choices or None, prompt
+    if not choices:
+        raise InputError("--choices is empty; give the allowed answers, e.g. --choices L,R")
+    dup = next((c for c in choices if choices.count(c) > 1), None)
+    if dup is not None:
+        raise InputError(f"--choices lists {dup!r} twice; give each allowed answer once")
+    return choices, prompt

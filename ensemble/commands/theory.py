@@ -315,6 +315,21 @@ def run_curve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _save(fig: Any, path: str) -> None:
+    """Save a figure; a path that cannot be written is one line naming it."""
+    import matplotlib.pyplot as plt
+
+    from ..errors import InputError
+
+    try:
+        fig.savefig(path, dpi=120)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot write the plot to --plot {path}: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        plt.close(fig)
+
+
 def _plot_threshold(rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib
 
@@ -330,7 +345,7 @@ def _plot_threshold(rows: list[dict[str, Any]], path: str) -> None:
     ax.set_title("Majority is optimally robust for λ ≤ g(n)  (g = ∞ for n ≤ 2)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -355,5 +370,5 @@ def _plot_curves(rows: list[dict[str, Any]], ns: list[int], path: str) -> None:
         ax.legend()
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)

@@ -151,10 +151,12 @@ class SimulatedExpert:
         if math.isinf(lam):
             z = (2 * p - 1) * 1e9 + self.bias
             return 1.0 if z > 0 else (0.0 if z < 0 else 0.5)
-        z = 2 * lam * (2 * p - 1) + self.bias
+        z = 2 * lam * (2 * p - 1) + self.bias  # the logit of ψ_λ(p), shifted by the bias
         if self.link == "probit":
             return 0.5 * math.erfc(-_PROBIT_SCALE * z / math.sqrt(2.0))
-        return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
+        from scipy.special import expit
+
+        return float(expit(z))  # = psi(p, λ) when bias = 0
 
     def _rng(self, *parts: Any) -> np.random.Generator:
         return np.random.default_rng(_u64(self.seed, *parts))
