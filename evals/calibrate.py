@@ -162,17 +162,14 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                        on_status=cfg.on_status) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
-    from .failures import apply_failure_policy
+    from .failures import apply_failure_policy, without_failed
 
     failed = apply_failure_policy(result, question_ids=[q.id for q in qs],
                                   temperatures=cfg.temperatures, out=out,
                                   fail_on_error=cfg.fail_on_error,
                                   samples_total=stats.samples_total)
-    rows = result.rows
-    if failed.count:  # leave the failed questions out of every fit
-        keep = [qi for qi, q in enumerate(qs) if q.id not in set(failed.ids)]
-        rows = [rows[ti * len(qs) + qi] for ti in range(len(cfg.temperatures)) for qi in keep]
-        qs = [qs[qi] for qi in keep]
+    # the failed questions are left out of every fit
+    rows, qs = without_failed(result.rows, qs, len(cfg.temperatures), failed)
     _write_records(out, task, qs, cfg.temperatures, rows)
     post = np.array([q.posterior for q in qs], dtype=float)
     fits: list[LambdaFit] = []

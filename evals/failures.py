@@ -29,7 +29,7 @@ from ensemble.sampling.sampler import SampleResult
 
 from .records import JsonlWriter
 
-__all__ = ["FAILURES_FILE", "FailedQuestions", "apply_failure_policy"]
+__all__ = ["FAILURES_FILE", "FailedQuestions", "apply_failure_policy", "without_failed"]
 
 FAILURES_FILE = "failures.jsonl"
 
@@ -110,3 +110,25 @@ def _allowed(fail_on_error: float | None, questions: int) -> int:
     if fail_on_error >= 1:
         return int(fail_on_error)
     return int(math.floor(fail_on_error * questions + 1e-9))
+
+
+def without_failed(rows: list[Any], questions: list[Any], n_temperatures: int,
+                   failed: FailedQuestions, *, whole: str | None = None
+                   ) -> tuple[list[Any], list[Any]]:
+    """The rows and questions without the failed questions (rows in (temperature, question)
+    order). `whole` names a `meta` key whose questions are scored together (box-ball's
+    "scenario"): one failed question drops its whole group. InputError if nothing is left."""
+    from ensemble.errors import InputError
+
+    if not failed.count:
+        return rows, questions
+    drop = set(failed.ids)
+    if whole is not None:
+        lost = {q.meta[whole] for q in questions if q.id in drop}
+        drop |= {q.id for q in questions if q.meta[whole] in lost}
+    keep = [qi for qi, q in enumerate(questions) if q.id not in drop]
+    if not keep:
+        raise InputError(f"every question failed; see {FAILURES_FILE}")
+    q = len(questions)
+    return ([rows[ti * q + qi] for ti in range(n_temperatures) for qi in keep],
+            [questions[qi] for qi in keep])

@@ -154,24 +154,15 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
     wall = time.perf_counter() - t0
-    from .failures import apply_failure_policy
+    from .failures import apply_failure_policy, without_failed
 
     failed = apply_failure_policy(result, question_ids=[q.id for q in questions],
                                   temperatures=cfg.temperatures, out=out,
                                   fail_on_error=cfg.fail_on_error,
                                   samples_total=stats.samples_total)
-    rows = result.rows
-    if failed.count:  # leave the failed questions out of every estimate
-        drop = set(failed.ids)
-        if cfg.task == "boxball":  # a scenario is scored as a whole (both colours)
-            lost = {q.meta["scenario"] for q in questions if q.id in drop}
-            drop |= {q.id for q in questions if q.meta["scenario"] in lost}
-        keep = [qi for qi, q in enumerate(questions) if q.id not in drop]
-        rows = [rows[ti * len(questions) + qi] for ti in range(len(cfg.temperatures))
-                for qi in keep]
-        questions = [questions[qi] for qi in keep]
-        if not questions:
-            raise InputError("every question failed; see failures.jsonl")
+    # the failed questions are left out of every estimate (box-ball: their whole scenarios)
+    rows, questions = without_failed(result.rows, questions, len(cfg.temperatures), failed,
+                                     whole="scenario" if cfg.task == "boxball" else None)
     parse_for = getattr(task, "parse_for", None)
     answers = np.empty((len(cfg.temperatures), len(questions), k), dtype=object)
     for i, row in enumerate(rows):

@@ -24,3 +24,19 @@ def smollm2_path() -> Path:
     if not SMOLLM2_GGUF.exists():
         pytest.skip(f"SmolLM2 GGUF not found at {SMOLLM2_GGUF} (it lives in ../shared)")
     return SMOLLM2_GGUF
+
+
+@pytest.fixture(scope="session")
+def box_questions():
+    """The 400 box-and-ball questions."""
+    from tasks import get_task
+
+    return get_task("boxball").questions()
+
+
+@pytest.fixture(scope="session")
+def box_parse():
+    """The box-and-ball answer parser."""
+    from tasks import get_task
+
+    return get_task("boxball").parse
