@@ -194,6 +194,10 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         "provider": cfg.provider.public(),
         "created": now_iso(), "version": __version__,
     })
+    from .schemas import EvalSummary
+
+    # typed: every key checked against the schema before it is written (a bug, not input)
+    summary = EvalSummary.model_validate(summary).model_dump(mode="python", exclude_unset=True)
     _write_outputs(out, summary)
     return summary
 

@@ -1,0 +1,210 @@
+"""The files a run writes, as typed models: summary.json of an eval, calibration.json of a
+calibration. Each is built by keyword and validated before it is written; each has one JSON
+schema (`EvalSummary.model_json_schema()`; `ensemble schema eval-summary` prints it).
+
+Numbers that may be infinite (λ) are plain floats here; on disk they follow ensemble.jsonio's
+encoding (null plus a `k_inf` sign marker), which `load` reverses.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "AdaptiveRow",
+    "CalibrationSummary",
+    "ContrastRow",
+    "CostSummary",
+    "EvalSummary",
+    "FailedSummary",
+    "FixedRow",
+    "Population",
+    "ResultRow",
+    "SCHEMAS",
+    "load_summary",
+    "write_model",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Cell(_Model):
+    """What every estimate carries: value, SEM and the two intervals (see docs/statistics.md)."""
+
+    sem: float
+    ci: list[float]  # 95% for the task
+    sem_questions: float
+    ci_questions: list[float]  # 95% for these questions
+    items: int
+    identical: bool = False  # every item's answers identical (t = 0): no sampling noise seen
+    questions_exact: bool = True  # False: K = n, the jackknife is not available
+    covers: dict[str, str] = {}
+    # box-ball: the same in utility (±1 units)
+    utility_sem: float | None = None
+    utility_ci: list[float] | None = None
+    utility_sem_questions: float | None = None
+    utility_ci_questions: list[float] | None = None
+
+
+class ResultRow(_Cell):
+    """One (t, n, aggregator) cell of the results table (DESIGN.md section 6 keys first)."""
+
+    t: float
+    n: int
+    aggregator: str
+    accuracy: float
+    utility: float | None = None
+
+
+class ContrastRow(_Cell):
+    """A paired difference: kind "temperature" (t − lowest t), "ensemble" (n − 1), or
+    "aggregator" (a rule − majority)."""
+
+    kind: str
+    t: float
+    vs_t: float
+    n: int
+    vs_n: int
+    aggregator: str
+    vs_aggregator: str | None = None
+    difference: float
+    utility_difference: float | None = None
+
+
+class FixedRow(_Model):
+    n: int
+    accuracy: float
+    sem: float
+    ci: list[float]
+
+
+class AdaptiveRow(_Model):
+    """A stopping rule replayed on the drawn samples, beside fixed n (evals/adaptive.py)."""
+
+    t: float
+    n: int  # the rule's max n
+    aggregator: str
+    stop: str
+    mean_samples: float
+    mean_samples_ci: list[float]
+    accuracy: float
+    sem: float
+    ci: list[float]
+    saving: float
+    vs_fixed: dict[str, Any]
+    fixed: list[FixedRow]
+    scored: str
+
+
+class Population(_Model):
+    items: int
+    total: int
+    unit: str
+    limit: int | None = None
+    fraction: float
+
+
+class CostSummary(_Model):
+    now_usd: float | None
+    stored_samples_usd: float | None
+    note: str
+
+
+class FailedSummary(_Model):
+    count: int
+    of: int
+    ids: list[str]
+    reasons: dict[str, int]
+    file: str | None
+
+
+class EvalSummary(BaseModel):
+    """summary.json of `ensemble eval` (and its `--json` document)."""
+
+    model_config = ConfigDict(extra="allow")  # features may add sections (documented there)
+
+    task: str
+    model: str
+    metric: str
+    estimator: str
+    temperatures: list[float]
+    ns: list[int]
+    samples_per_question: int
+    bootstrap: int
+    seed: int
+    population: Population
+    intervals: dict[str, str]
+    results: list[ResultRow]
+    contrasts: list[ContrastRow] = []
+    invalid_rate: float
+    invalid_rate_by_t: list[dict[str, float]]
+    invalid_policy: str
+    warnings: list[str] = []
+    adaptive: list[AdaptiveRow] = []
+    requests: int
+    cost_usd: float | None
+    cost: CostSummary
+    tokens: dict[str, int]
+    samples: dict[str, int]
+    retries: int
+    errors: int
+    rate_limited: int
+    wall_time_s: float
+    analysis_time_s: float
+    run_dir: str
+    data: dict[str, Any]
+    failed: FailedSummary
+    notes: list[str]
+    provider: dict[str, Any]
+    created: str
+    version: str
+
+
+class CalibrationSummary(BaseModel):
+    """calibration.json of `ensemble calibrate` (and its `--json` document)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    units: str
+    mode: str
+    fits: list[dict[str, Any]]
+    joint: dict[str, Any] | None
+    recommendation: dict[str, Any] | None
+    invalid: int
+    requests: int
+    cost_usd: float | None
+
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "eval-summary": EvalSummary,
+    "calibration": CalibrationSummary,
+}
+
+
+def write_model(path: str | os.PathLike[str], model: BaseModel) -> None:
+    """Write a model as JSON (±∞ encoded as ensemble.jsonio does)."""
+    from ensemble.jsonio import dumps
+
+    Path(path).write_text(dumps(model.model_dump(mode="python"), indent=2) + "\n")
+
+
+def load_summary(path: str | os.PathLike[str]) -> EvalSummary:
+    """Read and validate a summary.json (one-line DataError when it is not one)."""
+    from ensemble.errors import DataError
+    from ensemble.jsonio import loads
+
+    try:
+        doc = loads(Path(path).read_text())
+        return EvalSummary.model_validate(doc)
+    except OSError as exc:
+        raise DataError(f"cannot read it: {exc.strerror or exc}", path=str(path)) from None
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise DataError(f"not an eval summary: {first}", path=str(path)) from None
