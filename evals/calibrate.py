@@ -14,8 +14,9 @@ import numpy as np
 
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
-from ensemble.sampling.options import ProviderOptions
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
+from ensemble.sampling.batch import BatchOptions
+from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
 
@@ -48,6 +49,8 @@ class CalibrationConfig:
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     target_accuracy: float | None = None
+    batch: BatchOptions | None = None  # draw through the provider's Batch API
+    router: str | None = None  # a litellm Router config: online over several deployments
 
 
 def _questions(cfg: CalibrationConfig) -> list[Question]:
@@ -129,6 +132,7 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
 
 
 async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
+    from ensemble.sampling.router import sampler_mode
     from ensemble.sampling.sampler import Sampler
 
     if not cfg.temperatures or any(t < 0 for t in cfg.temperatures):
@@ -150,8 +154,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, **extra)
                 for t in cfg.temperatures for q in qs]
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
-                       progress=cfg.progress, max_cost=cfg.max_cost,
-                       on_status=cfg.on_status) as sampler:
+                       progress=cfg.progress, max_cost=cfg.max_cost, on_status=cfg.on_status,
+                       **sampler_mode(model=cfg.model, options=cfg.provider, batch=cfg.batch,
+                                      router=cfg.router)) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
     from .failures import apply_failure_policy

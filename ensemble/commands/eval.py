@@ -6,8 +6,10 @@ import argparse
 from typing import Any
 
 from ._args import (
+    add_mode_args,
     add_provider_args,
     add_run_policy_args,
+    mode_options,
     positive_int,
     provider_options,
     status_printer,
@@ -48,6 +50,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip malformed data rows (counted in summary.json) instead of failing")
     add_run_policy_args(p)
+    add_mode_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -57,12 +60,14 @@ def run(args: argparse.Namespace) -> int:
 
     from .._sync import run_sync
 
+    batch, router = mode_options(args)
     cfg = EvalConfig(task=args.task, model=args.model, temperatures=tuple(args.t),
                      ns=tuple(args.n), samples=args.samples, limit=args.limit, seed=args.seed,
                      data=args.data, out=args.out, provider=provider_options(args),
                      bootstrap=args.bootstrap, max_tokens=args.max_tokens,
                      skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
-                     max_cost=args.max_cost, progress=not args.json, on_status=status_printer)
+                     max_cost=args.max_cost, progress=not args.json, on_status=status_printer,
+                     batch=batch, router=router)
     summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)
