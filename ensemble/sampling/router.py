@@ -5,8 +5,8 @@
                                                                model="gpt-4o-mini"))
     Sampler("gpt-4o-mini", provider=litellm.Router(model_list=[...]))   # wrapped for you
 
-The config is litellm's (the proxy's `model_list` and `router_settings`); `--model` names the
-model group, whose deployments (keys, accounts, regions, servers) share the work:
+The config is litellm's (the proxy's `model_list`, optional `router_settings`); `--model` names
+the model group, whose deployments (keys, accounts, regions, servers) share the work:
 
     model_list:
       - model_name: gpt-4o-mini
@@ -14,23 +14,27 @@ model group, whose deployments (keys, accounts, regions, servers) share the work
           model: openai/gpt-4o-mini
           api_key: os.environ/OPENAI_KEY_A      # read from the environment, never written
           rpm: 500                              # this deployment's requests per minute
+          tpm: 200000                           # and tokens per minute
           max_parallel_requests: 8              # its requests in flight
       - model_name: gpt-4o-mini
-        litellm_params: {model: openai/gpt-4o-mini, api_key: os.environ/OPENAI_KEY_B, rpm: 500}
-    router_settings:
-      routing_strategy: usage-based-routing-v2
+        litellm_params: {model: openai/gpt-4o-mini, api_key: os.environ/OPENAI_KEY_B}
 
 How the limits combine (docs/batch.md):
-- **Per deployment**, the Router enforces each deployment's own `rpm`, `tpm` and
-  `max_parallel_requests`, routes around a deployment at its limit, and cools a deployment down
-  after its 429s, retrying the request on another (`num_retries`, default 2).
-- **Per process**, the group is one endpoint of the process-wide limiter (key: "router", the
-  group, a fingerprint of its deployments' endpoints and keys): at most `max_concurrency`
-  requests in flight in all, capped by the sum of the deployments' `max_parallel_requests` when
-  every deployment sets one; `--rpm` / `--tpm` bound the group's total. When every deployment is
-  cooling down the Router's 429 reaches the sampler as backpressure: the group waits it out.
-- A deployment used directly (`--api-base`) and through a Router in the same process has the
-  two sets of limits side by side; give each its share.
+- **Each deployment is an endpoint of the process-wide limiter** (`limiter.py`, keyed by its
+  provider, api_base and key fingerprint, as a direct `--api-base` run on it would be): its
+  `max_parallel_requests`, `rpm` and `tpm` are that limiter's limits (default concurrency:
+  `max_concurrency`), with the adaptive concurrency, the learned rate and the shared cool-down
+  after its 429s. A Sampler using the same deployment directly in the same process shares them.
+- **The Router holds the deployments and makes the calls; the choice is ours**: each request
+  goes to the deployment with the most room (not cooling down, fewest in flight for its
+  limit) and waits for a slot there. litellm's own routing does not wait for capacity: with
+  every slot of the deployment it picked in use it raises a 429 (measured), which the sampler
+  would take for the provider's backpressure.
+- A deployment's 429 cools that deployment down and the request moves to another one at once;
+  only when every deployment answers 429 does the sampler see backpressure.
+- **The group** is one more endpoint of the limiter (key: "router", the group, a fingerprint of
+  its deployments): at most `max_concurrency` requests in flight in all (capped by the sum of
+  the deployments' concurrency); `--rpm` / `--tpm` bound the group's total.
 """
 
 from __future__ import annotations
@@ -56,10 +60,10 @@ def is_router(obj: Any) -> bool:
             and hasattr(obj, "get_model_list"))
 
 
-def as_provider(obj: Any, *, model: str) -> Any:
+def as_provider(obj: Any, *, model: str, options: ProviderOptions | None = None) -> Any:
     """`obj` as a provider: a litellm Router is wrapped in a `RouterProvider` for `model`."""
     if obj is not None and is_router(obj):
-        return RouterProvider(obj, model=model)
+        return RouterProvider(obj, model=model, options=options)
     return obj
 
 
@@ -80,15 +84,31 @@ def _env_value(value: Any) -> Any:
     return value
 
 
+class _Deployment:
+    """One deployment of the group: its Router id and its endpoint's process-wide limiter."""
+
+    def __init__(self, id_: str, model: str, limiter: Any, limits: tuple[int, Any, Any]
+                 ) -> None:
+        self.id = id_
+        self.model = model
+        self.limiter = limiter
+        self.limits = limits  # (max_concurrency, rpm, tpm) this group asks of the endpoint
+        self.token = 0
+        self.latency = 0.0  # mean seconds per reply (an exponential average)
+
+
 class RouterProvider:
     """A provider (see `ensemble.sampling.provider`) that spreads requests for one model group
-    over its deployments with litellm's Router. The caller owns the Router."""
+    over its deployments through litellm's Router, each deployment within its own limits (see
+    the module docstring). The caller owns the Router."""
 
     supports_n: bool | None = None
 
-    def __init__(self, router: Any, *, model: str) -> None:
+    def __init__(self, router: Any, *, model: str, options: ProviderOptions | None = None
+                 ) -> None:
         from ..secrets import fingerprint, register, register_env_keys
-        from .limiter import endpoint_key
+        from .limiter import endpoint_key, limiter_for
+        from .provider import provider_of
 
         if not is_router(router):
             raise InputError(f"RouterProvider needs a litellm Router, got {type(router).__name__}")
@@ -97,24 +117,34 @@ class RouterProvider:
             names = sorted({str(d.get("model_name")) for d in (router.get_model_list() or [])})
             raise InputError(f"the router has no deployment for the model {model!r}; its model "
                              f"groups are: {', '.join(names) or 'none'} (--model names a group)")
+        o = options or ProviderOptions()
         register_env_keys()
         parts = []
-        caps: list[Any] = []
+        self._deps: list[_Deployment] = []
         for d in deployments:
             lp = dict(d.get("litellm_params") or {})
             key = _env_value(lp.get("api_key"))
             if isinstance(key, str):
                 register(key)
-            parts.append(f"{lp.get('model')}@{lp.get('api_base') or ''}#{fingerprint(key)}")
-            caps.append(lp.get("max_parallel_requests"))
+            target = str(lp.get("model"))
+            base = lp.get("api_base")
+            parts.append(f"{target}@{base or ''}#{fingerprint(key)}")
+            cap = lp.get("max_parallel_requests")
+            cap = int(cap) if isinstance(cap, int) and cap > 0 else o.max_concurrency
+            limits = (cap, _positive(lp.get("rpm")), _positive(lp.get("tpm")))
+            ekey = endpoint_key(provider_of(target), base, key if isinstance(key, str) else None)
+            lim = limiter_for(ekey, max_concurrency=cap, rpm=limits[1], tpm=limits[2])
+            self._deps.append(_Deployment(str((d.get("model_info") or {}).get("id")), target,
+                                          lim, limits))
         self.router = router
         self.model = model
         self.api_base: str | None = None
         self.deployments = len(deployments)
-        self.target = str((deployments[0].get("litellm_params") or {}).get("model") or model)
+        self.target = self._deps[0].model
         self.endpoint = endpoint_key("router", f"router:{model}", "|".join(sorted(parts)))
-        if caps and all(isinstance(c, int) and c > 0 for c in caps):
-            self.max_concurrency = int(sum(caps))
+        self.max_concurrency = int(sum(dep.limits[0] for dep in self._deps))
+        self._turn = 0
+        self._started = False
 
     def __repr__(self) -> str:  # never shows a key
         return f"RouterProvider(model={self.model!r}, deployments={self.deployments})"
@@ -149,11 +179,8 @@ class RouterProvider:
         if not isinstance(settings, dict):
             raise InputError(f"the router config {p}: router_settings must be a mapping")
         settings = dict(settings)
-        settings.setdefault("num_retries", 2)
-        settings.setdefault("retry_after", 0)
-        if any(d["litellm_params"].get(k) for d in doc["model_list"] for k in ("rpm", "tpm")):
-            # per-deployment rpm/tpm are limits only under usage-based routing
-            settings.setdefault("routing_strategy", "usage-based-routing-v2")
+        # one retry policy, the sampler's: the Router makes one attempt per call
+        settings.setdefault("num_retries", 0)
         if options is not None:
             settings.setdefault("timeout", options.timeout)
         ll = litellm()
@@ -164,19 +191,48 @@ class RouterProvider:
         except Exception as exc:  # noqa: BLE001 - litellm's own validation errors
             raise InputError(f"the router config {p} is not a valid litellm Router config: "
                              f"{' '.join(str(exc).split())[:200]}") from None
-        return cls(router, model=model)
+        return cls(router, model=model, options=options)
 
     async def start(self) -> None:
-        return None
+        """Impose each deployment's limits on its endpoint's limiter (until `aclose`)."""
+        if self._started:
+            return
+        for dep in self._deps:
+            cap, rpm, tpm = dep.limits
+            dep.token = dep.limiter.attach(max_concurrency=cap, rpm=rpm, tpm=tpm)
+        self._started = True
 
     async def aclose(self) -> None:
-        return None
+        if not self._started:
+            return
+        for dep in self._deps:
+            dep.limiter.detach(dep.token)
+        self._started = False
+
+    def _order(self) -> list[_Deployment]:
+        """Deployments, the soonest to serve a new request first: the longest of its
+        cool-down, its pacing (rpm, tpm, a learned rate) and its queue for a slot (requests
+        ahead per slot x its mean latency); ties taken in turn."""
+        self._turn += 1
+        n = len(self._deps)
+
+        def wait(i: int) -> tuple[float, int]:
+            dep = self._deps[i]
+            st = dep.limiter.status()
+            ahead = st.in_flight + st.waiting
+            pacing = (st.waiting + 1) / st.rate if st.rate else 0.0
+            queue = (ahead + 1) / max(1, st.limit) * dep.latency if ahead >= st.limit else 0.0
+            return (max(st.cooldown_s, pacing, queue), (i - self._turn) % n)
+
+        return [self._deps[i] for i in sorted(range(n), key=wait)]
 
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
                        n: int = 1, headers: Mapping[str, str] | None = None,
                        timeout: float = 60.0) -> Completion:
+        from ..errors import ProviderError
         from .client import _completion, litellm, translate_error
 
+        await self.start()
         ll = litellm()
         kwargs: dict[str, Any] = dict(params.as_dict())
         if n > 1:
@@ -184,19 +240,44 @@ class RouterProvider:
         if headers:
             kwargs["extra_headers"] = dict(headers)
         where = f"router:{self.model}"
-        tries = int(getattr(self.router, "num_retries", 0) or 0) + 1
-        t0 = time.perf_counter()
-        try:
-            resp = await asyncio.wait_for(
-                self.router.acompletion(model=self.model, messages=list(messages),
-                                        timeout=timeout, **kwargs),
-                timeout * 1.5 * tries + 1.0)
-        except asyncio.TimeoutError:
-            raise ProviderTimeoutError(f"no reply from the deployments of {where} within "
-                                       f"{timeout:g} s (--timeout)", model=self.model,
-                                       provider="router", reason="timeout") from None
-        except Exception as exc:  # noqa: BLE001 - translated in one place
-            raise translate_error(exc, model=self.model, api_base=where, n=n,
-                                  timeout=timeout) from None
-        return _completion(ll, resp, model=self.model, target=self.target, api_base=where,
-                           latency=time.perf_counter() - t0)
+        last: ProviderError | None = None
+        for dep in self._order():
+            if last is not None and dep.limiter.status().cooldown_s > 0:
+                continue  # after a 429, only deployments that are not cooling down
+            ticket = await dep.limiter.acquire()
+            t0 = time.perf_counter()
+            try:
+                resp = await asyncio.wait_for(
+                    self.router.acompletion(model=dep.id, messages=list(messages),
+                                            timeout=timeout, num_retries=0, **kwargs),
+                    timeout * 1.5 + 1.0)
+            except asyncio.TimeoutError:
+                dep.limiter.release(ticket, outcome="error")
+                raise ProviderTimeoutError(
+                    f"no reply from a deployment of {where} within {timeout:g} s (--timeout)",
+                    model=self.model, provider="router", reason="timeout") from None
+            except Exception as exc:  # noqa: BLE001 - translated in one place
+                err = translate_error(exc, model=self.model, api_base=where, n=n,
+                                      timeout=timeout)
+                dep.limiter.release(ticket, outcome="backpressure" if err.backpressure
+                                    else "error", retry_after=err.retry_after)
+                if not err.backpressure:
+                    raise err from None
+                last = err  # this deployment cools down; try one that does not
+                continue
+            except BaseException:
+                dep.limiter.release(ticket, outcome="error")
+                raise
+            took = time.perf_counter() - t0
+            dep.latency = took if not dep.latency else 0.9 * dep.latency + 0.1 * took
+            comp = _completion(ll, resp, model=self.model, target=dep.model, api_base=where,
+                               latency=took)
+            tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
+            dep.limiter.release(ticket, outcome="ok", tokens=tokens or None)
+            return comp
+        assert last is not None
+        raise last  # every deployment is at its limit: backpressure for the group
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None

@@ -173,7 +173,7 @@ class Sampler:
                                             max_cost=max_cost)
         self.model = model
         self.options = ProviderOptions.build(options, **provider_options)
-        provider = as_provider(provider, model=model)  # a litellm Router becomes a provider
+        provider = as_provider(provider, model=model, options=self.options)  # a litellm Router
         self._own_provider = provider is None
         self.provider: Provider = provider if provider is not None else make_provider(
             model, self.options)
