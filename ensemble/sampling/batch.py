@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import io
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -294,6 +295,17 @@ class LiteLLMBatchAPI:
                     model=self.target, provider=self.provider, status=404,
                     api_base=self.api_base, reason="batch not found")
             return err
+        if type(exc) is BadRequestError:  # not a refusal: the call itself was rejected
+            from .client import _chain, _reply_body
+
+            body = _reply_body(_chain(raw))
+            detail = " ".join(str((body or {}).get("message") or "").split())[:200] \
+                if isinstance(body, dict) else ""
+            where = self.api_base or f"the {self.provider} API"
+            return BadRequestError(f"{where} rejected {what} ({exc.status or 400}): "
+                                   f"{detail or 'no detail'}", model=self.target,
+                                   provider=self.provider, status=exc.status,
+                                   api_base=self.api_base, reason=exc.reason)
         return exc
 
     async def upload(self, data: bytes, *, filename: str) -> str:
@@ -779,72 +791,93 @@ class _BatchRun:
                                  f"({exc.reason}); retrying")
 
     async def _collect(self, rec: BatchRecord, info: BatchInfo) -> None:
-        """Store a finished batch's samples, note its failed lines, close its record."""
+        """Store a finished batch's samples, note its failed lines, close its record. The
+        result files are read line by line and stored 5,000 samples per transaction, so memory
+        stays bounded by the file itself, not by what it parses into."""
+        from .sampler import _request_meta
+
         s = self.s
         lines = {ln.custom_id: ln for ln in self.store.batch_lines(rec.id)}
-        results: dict[str, tuple[int | None, Any]] = {}
-        for fid in (info.output_file_id, info.error_file_id):
-            if fid:
-                for row in _jsonl(await self.api.content(fid)):
-                    cid = str(row.get("custom_id"))
-                    resp = row.get("response") or None
-                    if isinstance(resp, Mapping):
-                        results[cid] = (int(resp.get("status_code") or 0) or None,
-                                        resp.get("body"))
-                    else:
-                        results[cid] = (None, row.get("error"))
-        samples: list[Sample] = []
+        seen: set[str] = set()
+        buf: list[Sample] = []
         updates: list[tuple[str, str, str | None]] = []
         api_base = s.api_base
         fewer = False
-        for cid, ln in lines.items():
-            status, body = results.get(cid, (None, None))
+        stored = 0
+        batch_status = info.status if info.status != "completed" else ""
+        if info.status == "failed" and info.errors:
+            batch_status = "failed (" + "; ".join(info.errors)[:200] + ")"
+
+        def flush() -> None:
+            nonlocal stored
+            if not buf:
+                return
+            metas = {smp.key: _request_meta(s.model, self.requests[self.by_key[smp.key][0]])
+                     for smp in buf if smp.key in self.by_key}
+            self.store.put_many(buf, model=s.model, holder=batch_holder(rec.id),
+                                requests=metas)
+            stored += len(buf)
+            buf.clear()
+
+        def take(ln: BatchLine, status: int | None, body: Any) -> None:
+            nonlocal fewer
             if status == 200 and isinstance(body, Mapping):
                 got = self._samples(ln, body)
-                samples.extend(got)
-                if len(got) < ln.count:
-                    fewer = True
-                    updates.append((cid, "partial", f"{len(got)} of {ln.count} choices"))
-                    short = ServerError(f"{s.model}: a batch line answered n = {ln.count} with "
-                                        f"{len(got)} choices", model=s.model, status=200,
-                                        api_base=api_base, reason="fewer choices than n")
-                    short.retryable = True
-                    for i in list(ln.indices)[len(got):]:
-                        self.errors[(ln.key, i)] = short
-                else:
-                    updates.append((cid, "done", None))
-                continue
-            batch_status = info.status if info.status != "completed" else ""
-            if info.status == "failed" and info.errors:
-                batch_status = "failed (" + "; ".join(info.errors)[:200] + ")"
+                buf.extend(got)
+                if len(got) == ln.count:
+                    updates.append((ln.custom_id, "done", None))
+                    return
+                fewer = True
+                updates.append((ln.custom_id, "partial", f"{len(got)} of {ln.count} choices"))
+                short = ServerError(f"{s.model}: a batch line answered n = {ln.count} with "
+                                    f"{len(got)} choices", model=s.model, status=200,
+                                    api_base=api_base, reason="fewer choices than n")
+                short.retryable = True
+                for i in list(ln.indices)[len(got):]:
+                    self.errors[(ln.key, i)] = short
+                return
             exc = line_error(status, body, model=s.model, api_base=api_base,
                              batch_status=batch_status)
             s.stats.errors += 1
             if exc.backpressure:
                 s.stats.rate_limited += 1
-            updates.append((cid, "failed", exc.reason))
+            updates.append((ln.custom_id, "failed", exc.reason))
             for i in ln.indices:
                 self.errors[(ln.key, i)] = exc
             if exc.systemic:
                 self._stop_for(exc)
+
+        for fid in (info.output_file_id, info.error_file_id):
+            if not fid:
+                continue
+            data = await self.api.content(fid)
+            for row in _jsonl(data):
+                cid = str(row.get("custom_id"))
+                ln = lines.get(cid)
+                if ln is None or cid in seen:
+                    continue
+                seen.add(cid)
+                resp = row.get("response") or None
+                if isinstance(resp, Mapping):
+                    take(ln, int(resp.get("status_code") or 0) or None, resp.get("body"))
+                else:
+                    take(ln, None, row.get("error"))
+                if len(buf) >= 5000:  # one transaction per 5,000 samples
+                    flush()
+            del data
+        for cid, ln in lines.items():
+            if cid not in seen:  # in neither file: the batch never ran it
+                take(ln, None, None)
+        flush()
         if fewer and self.per_line > 1:
             self.per_line = 1
             s._n_ok = False
             s._note(f"{s.model} answered batch lines with fewer choices than n: one sample "
                     "per line from now on")
-        metas = {}
-        from .sampler import _request_meta
-
-        for smp in samples:
-            if smp.key not in metas and smp.key in self.by_key:
-                metas[smp.key] = _request_meta(s.model, self.requests[self.by_key[smp.key][0]])
-        for a in range(0, len(samples), 5000):  # one transaction per 5,000 samples
-            self.store.put_many(samples[a:a + 5000], model=s.model,
-                                holder=batch_holder(rec.id), requests=metas)
         self.store.set_line_status(rec.id, updates)
         self.store.close_batch(rec.id)
         n_failed = sum(1 for _, st_, _ in updates if st_ == "failed")
-        s._say(f"batch: {rec.batch_id} {info.status}: {len(samples)} samples stored"
+        s._say(f"batch: {rec.batch_id} {info.status}: {stored} samples stored"
                + (f", {n_failed} requests failed" if n_failed else ""))
 
     def _samples(self, ln: BatchLine, body: Mapping[str, Any]) -> list[Sample]:
@@ -1013,9 +1046,9 @@ def _runs(indices: Sequence[int]) -> list[list[int]]:
     return runs
 
 
-def _jsonl(data: bytes) -> list[dict[str, Any]]:
-    out = []
-    for raw in data.splitlines():
+def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one at a time."""
+    for raw in io.BytesIO(data):
         if not raw.strip():
             continue
         try:
@@ -1023,8 +1056,7 @@ def _jsonl(data: bytes) -> list[dict[str, Any]]:
         except ValueError:
             continue  # a line we cannot read counts as not returned: it is resubmitted
         if isinstance(doc, dict):
-            out.append(doc)
-    return out
+            yield doc
 
 
 def _span(seconds: float) -> str:

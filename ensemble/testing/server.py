@@ -212,7 +212,8 @@ class SimulatedServer:
     async def _startup(self) -> None:
         from aiohttp import web
 
-        app = web.Application()
+        # batch input files run to hundreds of MB (OpenAI takes up to 200 MB per batch)
+        app = web.Application(client_max_size=self.batch_api.plan.max_bytes + 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
