@@ -24,7 +24,7 @@ from ensemble.sampling.batch import BatchOptions, LiteLLMBatchAPI, parse_custom_
 from ensemble.sampling.client import LiteLLMProvider
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.store import SampleStore
-from ensemble.sampling.types import SampleRequest
+from ensemble.sampling.types import Sample, SampleRequest
 from ensemble.testing import BatchPlan, SimulatedServer
 from tasks import get_task
 
@@ -407,3 +407,50 @@ def test_bad_combinations_are_one_line_errors(tmp_path, capsys):
         Sampler(MODEL, mode="batch")
     with pytest.raises(InputError, match="mode must be"):
         Sampler(MODEL, mode="offline")
+
+
+def test_a_version_2_store_gains_batch_records_and_they_hold_leases(tmp_path):
+    from ensemble.sampling.store import BatchLine, BatchRecord, batch_holder, new_holder
+
+    path = tmp_path / "v2.sqlite"
+    with sqlite3.connect(path) as c:  # a store as schema 2 left it, with a sample and a lease
+        c.executescript("""
+            CREATE TABLE samples (key TEXT NOT NULL, idx INTEGER NOT NULL, model TEXT NOT NULL,
+                text TEXT, finish_reason TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+                cost_usd REAL, latency_s REAL, logprobs TEXT, created REAL NOT NULL,
+                source TEXT NOT NULL DEFAULT 'online', PRIMARY KEY (key, idx));
+            CREATE TABLE prompts (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL);
+            CREATE TABLE leases (key TEXT NOT NULL, idx INTEGER NOT NULL, holder TEXT NOT NULL,
+                expires REAL NOT NULL, PRIMARY KEY (key, idx));
+            INSERT INTO samples VALUES ('k', 0, 'm', 'x', 'stop', 1, 1, NULL, 0.1, NULL, 1,
+                                        'online');
+            PRAGMA user_version = 2;
+        """)
+    store = SampleStore(path)
+    assert store.schema_version == 3 and store.get("k", [0])[0].text == "x"
+    me, other = new_holder(), new_holder()
+    assert store.claim([("k", [1, 2, 3])], holder=me, ttl=60)[0].claimed == [1, 2, 3]
+    now = time.time()
+    rec = BatchRecord(id="sub1", provider="openai", endpoint="http://h/v1", model="m",
+                      status="submitting", lines=1, samples=2, created=now, updated=now)
+    store.add_batch(rec, [BatchLine("k:1:2", "k", 1, 2)], holder=me)
+    owners = {i: h for _, i, h, _ in store.leases()}
+    assert owners == {1: batch_holder("sub1"), 2: batch_holder("sub1"), 3: me}
+    store.update_batch("sub1", batch_id="batch_1", status="in_progress",
+                       counts={"total": 1}, lease_until=now + 86400)
+    # another run finds the batch's samples busy, not free
+    assert store.claim([("k", [1, 2])], holder=other, ttl=60)[0].busy == [1, 2]
+    [r] = store.batches(pending=True)
+    assert (r.batch_id, r.status, r.counts, r.live) == ("batch_1", "in_progress",
+                                                        {"total": 1}, True)
+    assert store.pending_lines() == [("sub1", "k", 1, 2)]
+    store.put_many([Sample(key="k", index=1, text="y", source="batch")], model="m",
+                   holder=batch_holder("sub1"))
+    store.set_line_status("sub1", [("k:1:2", "partial", "1 of 2 choices")])
+    store.close_batch("sub1")
+    assert store.batches(pending=True) == [] and store.pending_lines() == []
+    assert store.batch_lines("sub1")[0].status == "partial"
+    assert {i for _, i, _, _ in store.leases()} == {3}  # the batch's leases are gone
+    assert store.claim([("k", [2])], holder=other, ttl=60)[0].claimed == [2]
+    assert store.get("k", [1])[1].source == "batch"
+    store.close()
