@@ -109,8 +109,8 @@ def run_list(args: argparse.Namespace) -> int:
         con.print(f"no batches recorded in {args.out}")
         return 0
     table = Table(title=f"batches of {args.out}")
-    for col in ("batch", "status", "requests done / failed / total", "samples", "submitted",
-                "updated", "collected"):
+    for col in ("batch", "status", "done/failed/total", "samples", "submitted", "updated",
+                "collected"):
         table.add_column(col, justify="right" if col != "batch" else "left")
     for r in records:
         c = r.counts
@@ -177,4 +177,4 @@ def run_cancel(args: argparse.Namespace) -> int:
 def _time(t: float | None) -> str:
     import time
 
-    return "–" if not t else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return "–" if not t else time.strftime("%m-%d %H:%M", time.localtime(t))

@@ -64,6 +64,7 @@ from ..errors import (
     RunStopped,
     ServerError,
 )
+from ..secrets import redact
 from .provider import provider_of
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
 from .types import Parser, Sample, SampleRequest, request_key
@@ -456,7 +457,6 @@ class _BatchRun:
         self.by_key: dict[str, list[int]] = collections.defaultdict(list)
         for ri, k in enumerate(self.keys):
             self.by_key[k].append(ri)
-        self.k_of = {k: max(requests[ri].k for ri in ris) for k, ris in self.by_key.items()}
         self.attempts: collections.Counter[tuple[str, int]] = collections.Counter()
         self.errors: dict[tuple[str, int], ProviderError] = {}
         self.per_line = 1 if sampler._n_ok is False else sampler.max_n
@@ -775,7 +775,7 @@ class _BatchRun:
                 self.store.update_batch(rec.id, status=info.status, counts=info.counts,
                                         output_file_id=info.output_file_id,
                                         error_file_id=info.error_file_id,
-                                        info={"errors": list(info.errors),
+                                        info={"errors": [redact(e) for e in info.errors],
                                               "in_progress_at": info.in_progress_at})
             if self.seen_status.get(rec.id) != info.status:
                 self.seen_status[rec.id] = info.status
