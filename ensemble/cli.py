@@ -12,13 +12,13 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .errors import EnsembleError
+from .errors import BatchesSubmitted, EnsembleError
 
 __all__ = ["build_parser", "main"]
 
 # Subcommand modules under ensemble.commands; each defines register(subparsers).
 COMMANDS = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view",
-            "models")
+            "models", "batches")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -65,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         result = func(args)
+    except BatchesSubmitted as exc:  # --detach: not a failure
+        _detached(exc, as_json=bool(getattr(args, "json", False)))
+        return 0
     except EnsembleError as exc:
         print(f"ensemble: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
@@ -74,6 +77,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_ERROR
     return int(result or 0)
+
+
+def _detached(exc: BatchesSubmitted, *, as_json: bool) -> None:
+    """What --detach prints: the batch ids and how to collect (JSON with --json)."""
+    if as_json:
+        from .jsonio import emit_json
+
+        emit_json({"detached": True, "batches": exc.batch_ids, "message": _one_line(exc)})
+    else:
+        print(f"ensemble: {_one_line(exc)}", flush=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -22,6 +22,7 @@
     ├── SamplingFailed          some prompts failed for good; the others finished and are stored
     │   └── RunStopped              a systemic failure stopped new requests (keys, endpoint, a run
     │                               of consecutive permanent failures, the cost cap)
+    ├── BatchesSubmitted        not a failure: --detach submitted batches and returns (exit 0)
     ├── StoreError              the sample store cannot be opened or written
     └── LocalModelError         the embedded llama.cpp server cannot start or answer
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
+    "BatchesSubmitted",
     "ContentRefusedError",
     "DataError",
     "EndpointNotFoundError",
@@ -210,3 +212,12 @@ class StoreError(EnsembleError):
 
 class LocalModelError(EnsembleError):
     """The embedded local model (llama.cpp server) cannot be started or reached."""
+
+
+class BatchesSubmitted(EnsembleError):
+    """Not a failure: batch mode with `detach` submitted its batches (or found them still
+    running) and returns without waiting. `batch_ids` names them; rerun to collect."""
+
+    def __init__(self, message: str, *, batch_ids: list[str] | None = None) -> None:
+        self.batch_ids = list(batch_ids or [])
+        super().__init__(message)

@@ -15,6 +15,7 @@ import numpy as np
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
+from ensemble.sampling.batch import BatchOptions
 from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
@@ -49,6 +50,8 @@ class CalibrationConfig:
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     target_accuracy: float | None = None
+    batch: BatchOptions | None = None  # draw through the provider's Batch API
+    router: str | None = None  # a litellm Router config: online over several deployments
 
 
 def _questions(cfg: CalibrationConfig) -> list[Question]:
@@ -130,6 +133,7 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
 
 
 async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
+    from ensemble.sampling.router import sampler_mode
     from ensemble.sampling.sampler import Sampler
 
     if not cfg.temperatures or any(t < 0 for t in cfg.temperatures):
@@ -158,8 +162,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
 
     make_run_dir(out)
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
-                       progress=cfg.progress, max_cost=cfg.max_cost,
-                       on_status=cfg.on_status) as sampler:
+                       progress=cfg.progress, max_cost=cfg.max_cost, on_status=cfg.on_status,
+                       **sampler_mode(model=cfg.model, options=cfg.provider, batch=cfg.batch,
+                                      router=cfg.router)) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
     from .failures import apply_failure_policy, without_failed

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ensemble.errors import InputError
+from ensemble.sampling.batch import BatchOptions
 from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task
@@ -43,7 +44,9 @@ __all__ = [
 class EvalConfig:
     """What an eval run does. `provider` holds the endpoint and its limits (the key hidden);
     `fail_on_error` and `max_cost` are the run's failure policy and spending cap
-    (evals/failures.py); `on_status` receives the run's "waiting: ..." lines."""
+    (evals/failures.py); `on_status` receives the run's "waiting: ..." lines; `batch` (its
+    `BatchOptions`) draws through the provider's Batch API, `router` (a litellm Router config
+    file) spreads online requests over several deployments."""
 
     task: str
     model: str
@@ -66,6 +69,8 @@ class EvalConfig:
     dry_run: bool = False  # count requests, tokens and price; send nothing
     progress: bool = False
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    batch: BatchOptions | None = None
+    router: str | None = None
 
     def k(self) -> int:
         """Samples per question and temperature (default: the largest n)."""
@@ -126,6 +131,7 @@ def select_questions(cfg: EvalConfig, task: Task) -> list[Question]:
 
 async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     """Sample what is missing, analyse everything, write the outputs; return the summary."""
+    from ensemble.sampling.router import sampler_mode
     from ensemble.sampling.sampler import Sampler
 
     cfg.validate()
@@ -149,8 +155,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     make_run_dir(out)
     t0 = time.perf_counter()
     async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
-                       progress=cfg.progress, max_cost=cfg.max_cost,
-                       on_status=cfg.on_status) as sampler:
+                       progress=cfg.progress, max_cost=cfg.max_cost, on_status=cfg.on_status,
+                       **sampler_mode(model=cfg.model, options=cfg.provider, batch=cfg.batch,
+                                      router=cfg.router)) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
     wall = time.perf_counter() - t0

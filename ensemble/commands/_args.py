@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..sampling.batch import BatchOptions
+    from ..sampling.options import ProviderOptions
 
 
 def positive_float(text: str) -> float:
@@ -97,7 +102,45 @@ def print_dry_run(doc: dict) -> None:  # type: ignore[type-arg]
         f"{cost} ({doc['price']}). Nothing was sent.")
 
 
-def provider_options(args: argparse.Namespace) -> object:
+def add_mode_args(p: argparse.ArgumentParser) -> None:
+    """--batch, --detach and --router (sample, eval, calibrate)."""
+    g = p.add_argument_group("batch mode and routing (docs/batch.md)")
+    g.add_argument("--batch", action="store_true",
+                   help="draw the missing samples through the provider's Batch API (about half "
+                        "the price, done within 24 h); a rerun re-attaches to batches in flight")
+    g.add_argument("--detach", action="store_true",
+                   help="with --batch: submit, print the batch ids and exit at once; rerun the "
+                        "same command to collect")
+    g.add_argument("--batch-poll", type=positive_float, default=2.0, metavar="S",
+                   help="with --batch: seconds before the first status check; the interval "
+                        "grows to 5 minutes (default 2)")
+    g.add_argument("--router", metavar="CONFIG.yaml",
+                   help="spread online requests over several deployments or keys with litellm's "
+                        "Router (its model_list format; --model names the model group)")
+
+
+def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | None]:
+    """(BatchOptions or None, router config path or None) of the parsed mode arguments."""
+    from ..errors import InputError
+
+    batch = getattr(args, "batch", False)
+    if getattr(args, "detach", False) and not batch:
+        raise InputError("--detach submits batches: use it with --batch")
+    router = getattr(args, "router", None)
+    if router and batch:
+        raise InputError("--router spreads online requests over deployments; a batch goes to "
+                         "one endpoint: use --batch with --api-base, or --router without --batch")
+    if router and getattr(args, "api_base", None):
+        raise InputError("--router takes each deployment's api_base from its config; drop "
+                         "--api-base")
+    if not batch:
+        return None, router
+    from ..sampling.batch import BatchOptions
+
+    return BatchOptions(detach=args.detach, poll_initial=args.batch_poll), router
+
+
+def provider_options(args: argparse.Namespace) -> ProviderOptions:
     """The `ProviderOptions` of the parsed provider arguments (validated there)."""
     from ..sampling.options import ProviderOptions
 

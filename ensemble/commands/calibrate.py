@@ -6,8 +6,10 @@ import argparse
 from typing import Any
 
 from ._args import (
+    add_mode_args,
     add_provider_args,
     add_run_policy_args,
+    mode_options,
     positive_int,
     print_dry_run,
     probability,
@@ -46,6 +48,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="run directory (default runs/calibrate-MODEL; "
                                  "runs/calibrate-jsonl-DATA-MODEL for --task jsonl)")
     add_run_policy_args(p)
+    add_mode_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .._sync import run_sync
 
+    batch, router = mode_options(args)
     cfg = CalibrationConfig(
         model=args.model, temperatures=tuple(args.t), samples=args.samples, task=args.task,
         data=args.data, limit=args.limit, seed=args.seed, bias=args.bias, mirror=args.mirror,
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         provider=provider_options(args), fail_on_error=args.fail_on_error,
         max_tokens=args.max_tokens, target_accuracy=args.target_accuracy,
         max_cost=args.max_cost, dry_run=args.dry_run, progress=not args.json,
-        on_status=status_printer)
+        on_status=status_printer, batch=batch, router=router)
     doc = run_sync(run_calibration(cfg))
     if args.json:
         emit_json(doc)

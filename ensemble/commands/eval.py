@@ -6,8 +6,10 @@ import argparse
 from typing import Any
 
 from ._args import (
+    add_mode_args,
     add_provider_args,
     add_run_policy_args,
+    mode_options,
     positive_float,
     positive_int,
     print_dry_run,
@@ -58,6 +60,7 @@ def register(subparsers: Any) -> None:
     a.add_argument("--stop-cost", type=positive_float,
                    help="the bayes rule's cost of one sample in accuracy units (default 0.004)")
     add_run_policy_args(p)
+    add_mode_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
 
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .._sync import run_sync
 
+    batch, router = mode_options(args)
     cfg = EvalConfig(task=args.task, model=args.model, temperatures=tuple(args.t),
                      ns=tuple(args.n), samples=args.samples, limit=args.limit, seed=args.seed,
                      data=args.data, out=args.out, provider=provider_options(args),
@@ -74,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
                      skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
                      max_cost=args.max_cost, adaptive=tuple(args.adaptive),
                      max_n=args.max_n, stop_cost=args.stop_cost, dry_run=args.dry_run,
-                     progress=not args.json, on_status=status_printer)
+                     progress=not args.json, on_status=status_printer,
+                     batch=batch, router=router)
     summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)

@@ -6,7 +6,9 @@ import argparse
 from typing import Any
 
 from ._args import (
+    add_mode_args,
     add_provider_args,
+    mode_options,
     positive_float,
     positive_int,
     print_dry_run,
@@ -31,6 +33,7 @@ def register(subparsers: Any) -> None:
                    help="stop new requests before spending more than this")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, tokens and price, and exit without sending")
+    add_mode_args(p)
     p.add_argument("--progress", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("prompt", nargs="?", help="the prompt text")
@@ -44,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from .._sync import run_sync
     from ..errors import InputError
     from ..sampling.parsing import choice_parser, extract_answer
+    from ..sampling.router import sampler_mode
     from ..sampling.sampler import Sampler, raise_for_failures
     from ..sampling.types import SampleRequest
 
@@ -51,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     if not prompt:
         raise InputError("give the prompt text as the last argument, e.g. "
                          "ensemble sample --model M --t 0.7 -k 10 \"Which box?\"")
+    batch, router = mode_options(args)
+    if batch is not None and not args.store:
+        raise InputError("--batch needs --store FILE: the batches are recorded there, and a "
+                         "rerun of the same command collects them")
     parser = choice_parser(choices) if choices else extract_answer
     req = SampleRequest.of(prompt, temperature=args.t, k=args.k,
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
@@ -68,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     async def go() -> tuple[Any, Any]:
-        async with Sampler(args.model, options=provider_options(args),  # type: ignore[arg-type]
+        opts = provider_options(args)
+        async with Sampler(args.model, options=opts,
                            store=args.store, refresh=args.refresh, progress=args.progress,
-                           max_cost=args.max_cost, on_status=status_printer) as s:
+                           max_cost=args.max_cost, on_status=status_printer,
+                           **sampler_mode(model=args.model, options=opts, batch=batch,
+                                          router=router)) as s:
             result = await s.run([req], parser=parser)
             raise_for_failures(result, 1)
             return result.rows[0], s.stats

@@ -46,6 +46,17 @@ def register(subparsers: Any) -> None:
                    help="seconds sent in Retry-After with --rate-limit 429s (default 1)")
     s.add_argument("--refuse-rate", type=probability, default=0.0,
                    help="share of prompts refused for good (400 content policy)")
+    b = s.add_argument_group("Batch API (/v1/files, /v1/batches)")
+    b.add_argument("--batch-delay", type=nonneg_float, default=1.0, metavar="S",
+                   help="seconds from a batch's creation to its completion (default 1)")
+    b.add_argument("--batch-fail-rate", type=probability, default=0.0, metavar="P",
+                   help="share of batch lines that fail (500) on every submission")
+    b.add_argument("--batch-fail-first", type=probability, default=0.0, metavar="P",
+                   help="share of batch lines that fail (500) on their first submission only")
+    b.add_argument("--batch-expire-first", type=nonneg_int, default=0, metavar="K",
+                   help="the first K batches expire with half their lines done")
+    b.add_argument("--batch-max-lines", type=nonneg_int, default=50_000, metavar="N",
+                   help="lines per input file at most (default 50,000, as OpenAI)")
     s.set_defaults(func=run_serve, _parser=s)
 
 
@@ -68,7 +79,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import sys
 
     from ..errors import InputError
-    from ..testing import FaultPlan, SimulatedServer
+    from ..testing import BatchPlan, FaultPlan, SimulatedServer
 
     key = None
     if args.answer_key:
@@ -91,7 +102,13 @@ def run_serve(args: argparse.Namespace) -> int:
                              reject_n=args.reject_n, invalid_rate=args.invalid_rate,
                              rate_limit=args.rate_limit,
                              rate_limit_retry_after=args.rate_limit_retry_after,
-                             refuse_rate=args.refuse_rate)
+                             refuse_rate=args.refuse_rate,
+                             batch=BatchPlan(delay=args.batch_delay,
+                                             fail_rate=args.batch_fail_rate,
+                                             fail_first=args.batch_fail_first,
+                                             expire_first=args.batch_expire_first,
+                                             max_lines=max(1, args.batch_max_lines),
+                                             seed=args.seed))
 
     async def main() -> None:
         task = asyncio.ensure_future(server.serve_forever())

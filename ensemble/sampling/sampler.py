@@ -28,6 +28,9 @@
   refusals).
 - Each request carries its first sample index in the `x-ensemble-sample-index` header (the
   simulated server makes draws reproducible with it).
+- `mode="batch"`: the missing samples go through the provider's Batch API instead
+  (`ensemble.sampling.batch`), into the same store with the same keys, returning the same
+  `SampleResult`.
 """
 
 from __future__ import annotations
@@ -52,10 +55,12 @@ from ..errors import (
     RunStopped,
     SamplingFailed,
 )
+from .batch import BatchOptions
 from .limiter import EndpointLimiter, limiter_for
 from .options import ProviderKwargs, ProviderOptions
 from .parsing import extract_answer
 from .provider import Completion, Provider, make_provider
+from .router import as_provider
 from .store import SampleStore, new_holder
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
 
@@ -142,6 +147,8 @@ class Sampler:
     on_status: called with a one-line status ("waiting: ...") whenever no sample arrived for
                `status_every` seconds; default: the "ensemble.sampling" logger.
     progress:  a rich progress bar on stderr when it is a terminal.
+    mode:      "online" (requests as above) or "batch" (the provider's Batch API: half the
+               price, within 24 h; needs a store; `batch`: its `BatchOptions`).
     """
 
     def __init__(self, model: str, *, options: ProviderOptions | None = None,
@@ -151,6 +158,7 @@ class Sampler:
                  progress: bool = False, extra_headers: dict[str, str] | None = None,
                  max_cost: float | None = None,
                  on_status: Callable[[str], None] | None = None, status_every: float = 10.0,
+                 mode: str = "online", batch: BatchOptions | None = None,
                  **provider_options: Unpack[ProviderKwargs]) -> None:
         if not isinstance(model, str) or not model.strip():
             raise InputError("model must be a non-empty string such as openai/gpt-4o-mini")
@@ -162,8 +170,11 @@ class Sampler:
             raise InputError(f"max_cost must be a number of USD > 0, got {max_cost!r}")
         if not status_every > 0:
             raise InputError(f"status_every must be > 0 seconds, got {status_every!r}")
+        self.mode, self.batch = _check_mode(mode, batch, store=store, refresh=refresh,
+                                            max_cost=max_cost)
         self.model = model
         self.options = ProviderOptions.build(options, **provider_options)
+        provider = as_provider(provider, model=model, options=self.options)  # a litellm Router
         self._own_provider = provider is None
         self.provider: Provider = provider if provider is not None else make_provider(
             model, self.options)
@@ -274,6 +285,10 @@ class Sampler:
             if not isinstance(r, SampleRequest):
                 raise InputError(f"requests must be SampleRequest objects, got {type(r).__name__}")
         await self._resolve()
+        if self.mode == "batch":  # the provider's Batch API: ensemble/sampling/batch.py
+            from .batch import run_batch
+
+            return await run_batch(self, requests, parse, self.batch or BatchOptions())
         t0 = time.perf_counter()
         self._stop = None
         self._consecutive_failures = 0
@@ -290,6 +305,10 @@ class Sampler:
                 n_workers = min(queue.pending, self.options.max_concurrency)
                 if self.store is not None:
                     helpers.append(asyncio.ensure_future(self._heartbeat()))
+                    # samples leased to a batch of this store arrive when it is collected
+                    from .batch import follow_batches
+
+                    helpers.append(asyncio.ensure_future(follow_batches(self, parse)))
                 helpers.append(asyncio.ensure_future(self._watch()))
                 workers = [asyncio.ensure_future(self._worker(queue, requests, rows, parse,
                                                               failures))
@@ -338,6 +357,11 @@ class Sampler:
         request. Rows hold the samples drawn, indices 0..m-1 (m varies by question).
         """
         from dataclasses import replace
+
+        if self.mode == "batch":
+            raise InputError("adaptive sampling needs answers as they arrive; batch mode returns "
+                             "them hours later: sample online, or score --adaptive on a fixed "
+                             "batch run (eval --adaptive replays the drawn samples)")
 
         from ..stopping import answer_counts
 
@@ -879,6 +903,28 @@ class _RowView:
         if i != self._ri:  # pragma: no cover - internal misuse
             raise IndexError(i)
         return self._row
+
+
+def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: bool,
+                max_cost: float | None) -> tuple[str, BatchOptions | None]:
+    """The sampling mode and its batch options, checked: batch mode resumes from a store, and
+    neither re-draws everything nor caps a cost it only learns when a batch is done."""
+    if mode not in ("online", "batch"):
+        raise InputError(f"mode must be 'online' or 'batch', got {mode!r}")
+    if batch is not None and not isinstance(batch, BatchOptions):
+        raise InputError(f"batch must be a BatchOptions, got {type(batch).__name__}")
+    if mode != "batch":
+        return mode, None
+    if store is None:
+        raise InputError("batch mode needs a store (batches are resumed from it): pass store= "
+                         "(--store FILE for `ensemble sample`)")
+    if refresh:
+        raise InputError("batch mode cannot re-draw stored samples (refresh / --refresh would "
+                         "submit everything again on every rerun); use a new store instead")
+    if max_cost is not None:
+        raise InputError("--max-cost cannot be enforced in batch mode (a batch is priced when "
+                         "it is done); try a small --limit first, or sample online")
+    return mode, batch or BatchOptions()
 
 
 class _CostCap(RetryBudgetExceeded):

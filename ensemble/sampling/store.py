@@ -11,8 +11,17 @@ same store, by a holder (host, pid and a random id) until an expiry the holder k
 A second process that finds a live lease waits for the sample instead of paying for it again;
 a lease whose holder died (a dead pid on this host, or an expiry passed) is taken over.
 
+Batch records (`batches`, `batch_lines`): a provider Batch API job per row, written before the
+process waits for it (our submission id, the provider's batch id and input file id, provider,
+endpoint, model, status, request counts, times; never the key) and what each of its lines covers
+(store key, first sample index, count). A rerun re-attaches to them instead of submitting again;
+`ensemble batches list|cancel` reads them. While a batch is live its samples are leased to the
+holder `batch:<submission id>` until the batch's expiry, so an online run on the same store
+waits for them instead of paying for them twice (see `ensemble.sampling.batch`).
+
 Schema versions (`PRAGMA user_version`), migrated forward on open, in one transaction each:
-1 samples + prompts; 2 adds `samples.source` ("online" | "batch") and `leases`.
+1 samples + prompts; 2 adds `samples.source` ("online" | "batch") and `leases`; 3 adds
+`batches` and `batch_lines`.
 """
 
 from __future__ import annotations
@@ -24,16 +33,18 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
 from .types import Parser, Sample
 
-__all__ = ["SCHEMA_VERSION", "Claim", "SampleStore", "new_holder"]
+__all__ = ["BATCH_LIVE", "SCHEMA_VERSION", "BatchLine", "BatchRecord", "Claim", "SampleStore",
+           "batch_holder", "new_holder"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -65,7 +76,98 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "holder TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (key, idx))",
         "CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder)",
     ),
+    3: (
+        "CREATE TABLE IF NOT EXISTS batches (id TEXT PRIMARY KEY, batch_id TEXT, "
+        "input_file_id TEXT, provider TEXT NOT NULL, endpoint TEXT NOT NULL, model TEXT NOT NULL,"
+        " status TEXT NOT NULL, collected INTEGER NOT NULL DEFAULT 0, lines INTEGER NOT NULL, "
+        "samples INTEGER NOT NULL, counts TEXT, output_file_id TEXT, error_file_id TEXT, "
+        "expires REAL, info TEXT, created REAL NOT NULL, updated REAL NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS batch_lines (batch TEXT NOT NULL, custom_id TEXT NOT NULL, "
+        "key TEXT NOT NULL, start INTEGER NOT NULL, count INTEGER NOT NULL, "
+        "status TEXT NOT NULL DEFAULT 'pending', error TEXT, PRIMARY KEY (batch, custom_id))",
+        "CREATE INDEX IF NOT EXISTS batch_lines_key ON batch_lines (key)",
+    ),
 }
+
+# a batch in one of these states may still produce samples (plus ours: "submitting", between
+# the record and the provider's reply)
+BATCH_LIVE = ("submitting", "validating", "in_progress", "finalizing", "cancelling")
+
+
+def batch_holder(submission: str) -> str:
+    """The lease holder of a batch's samples: not a process, so never "dead"; its leases
+    last until the batch's expiry."""
+    return f"batch:{submission}"
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """One line of a batch input file: the samples (key, start .. start + count - 1)."""
+
+    custom_id: str
+    key: str
+    start: int
+    count: int
+    status: str = "pending"  # pending | done | partial | failed
+    error: str | None = None
+
+    @property
+    def indices(self) -> range:
+        return range(self.start, self.start + self.count)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A batch as the store knows it. `id` is ours (written before the provider knows the
+    batch), `batch_id` the provider's; `endpoint` the api_base or the provider's name."""
+
+    id: str
+    provider: str
+    endpoint: str
+    model: str
+    status: str
+    lines: int
+    samples: int
+    created: float
+    updated: float
+    batch_id: str | None = None
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    collected: bool = False
+    expires: float | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.status in BATCH_LIVE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "batch_id": self.batch_id, "status": self.status,
+                "provider": self.provider, "endpoint": self.endpoint, "model": self.model,
+                "lines": self.lines, "samples": self.samples, "counts": dict(self.counts),
+                "input_file_id": self.input_file_id, "output_file_id": self.output_file_id,
+                "error_file_id": self.error_file_id, "collected": self.collected,
+                "created": self.created, "updated": self.updated, "expires": self.expires,
+                "info": dict(self.info)}
+
+
+_BATCH_COLS = ("id, provider, endpoint, model, status, lines, samples, created, updated, "
+               "batch_id, input_file_id, output_file_id, error_file_id, collected, expires, "
+               "counts, info")
+
+
+def _batch_record(row: Sequence[Any]) -> BatchRecord:
+    (id_, provider, endpoint, model, status, lines, samples, created, updated, batch_id,
+     input_file_id, output_file_id, error_file_id, collected, expires, counts, info) = row
+    return BatchRecord(id=id_, provider=provider, endpoint=endpoint, model=model, status=status,
+                       lines=lines, samples=samples, created=created, updated=updated,
+                       batch_id=batch_id, input_file_id=input_file_id,
+                       output_file_id=output_file_id, error_file_id=error_file_id,
+                       collected=bool(collected), expires=expires,
+                       counts=json.loads(counts) if counts else {},
+                       info=json.loads(info) if info else {})
 
 _HOST = socket.gethostname()
 
@@ -221,9 +323,14 @@ class SampleStore:
         self.put_many([sample], model=model, request=request)
 
     def put_many(self, samples: Sequence[Sample], *, model: str,
-                 request: dict[str, Any] | None = None, holder: str | None = None) -> None:
+                 request: dict[str, Any] | None = None, holder: str | None = None,
+                 requests: Mapping[str, dict[str, Any]] | None = None) -> None:
         """Write the samples of one reply in one transaction, and drop `holder`'s leases on
-        them in the same transaction (a crash leaves either both or neither)."""
+        them in the same transaction (a crash leaves either both or neither).
+
+        `requests` (key -> request metadata) writes the prompts of samples of several keys at
+        once (a batch's output file).
+        """
         if not samples:
             return
         now = time.time()
@@ -238,6 +345,10 @@ class SampleStore:
                     self._conn.execute(
                         "INSERT OR IGNORE INTO prompts (key, model, request) VALUES (?, ?, ?)",
                         (samples[0].key, model, json.dumps(request, sort_keys=True)))
+                if requests:
+                    self._conn.executemany(
+                        "INSERT OR IGNORE INTO prompts (key, model, request) VALUES (?, ?, ?)",
+                        [(k, model, json.dumps(r, sort_keys=True)) for k, r in requests.items()])
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO samples (key, idx, model, text, finish_reason,"
                     " prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs, created,"
@@ -322,6 +433,128 @@ class SampleStore:
                         [(k, i, holder) for k, i in items])
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot release leases in the store {self.path}: {exc}") \
+                    from None
+
+    # -- batch records -----------------------------------------------------------------------
+    def add_batch(self, record: BatchRecord, lines: Sequence[BatchLine], *, holder: str
+                  ) -> None:
+        """Record a batch about to be submitted, with its lines, and hand `holder`'s leases on
+        the lines' samples to the batch (`batch_holder(record.id)`), in one transaction: from
+        here on a rerun knows of it, whatever happens to this process."""
+        owner = batch_holder(record.id)
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(
+                    f"INSERT INTO batches ({_BATCH_COLS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.id, record.provider, record.endpoint, record.model, record.status,
+                     record.lines, record.samples, record.created, record.updated,
+                     record.batch_id, record.input_file_id, record.output_file_id,
+                     record.error_file_id, int(record.collected), record.expires,
+                     json.dumps(record.counts), json.dumps(record.info)))
+                self._conn.executemany(
+                    "INSERT INTO batch_lines (batch, custom_id, key, start, count, status, error)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(record.id, ln.custom_id, ln.key, ln.start, ln.count, ln.status, ln.error)
+                     for ln in lines])
+                self._conn.executemany(
+                    "UPDATE leases SET holder = ? WHERE key = ? AND idx = ? AND holder = ?",
+                    [(owner, ln.key, i, holder) for ln in lines for i in ln.indices])
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"cannot record a batch in the store {self.path}: {exc}") \
+                    from None
+
+    _BATCH_FIELDS = ("batch_id", "input_file_id", "status", "counts", "output_file_id",
+                     "error_file_id", "expires", "info", "collected")
+
+    def update_batch(self, id: str, *, lease_until: float | None = None, **fields: Any) -> None:
+        """Update a batch record's fields (status, batch_id, counts, ...); `lease_until`
+        moves the expiry of the batch's leases (to the batch's own expiry once created)."""
+        bad = [k for k in fields if k not in self._BATCH_FIELDS]
+        if bad:
+            raise StoreError(f"unknown batch record field(s) {bad}")
+        values = {k: (json.dumps(v) if k in ("counts", "info") else
+                      int(v) if k == "collected" else v) for k, v in fields.items()}
+        values["updated"] = time.time()
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(f"UPDATE batches SET {sets} WHERE id = ?",
+                                   (*values.values(), id))
+                if lease_until is not None:
+                    self._conn.execute("UPDATE leases SET expires = ? WHERE holder = ?",
+                                       (lease_until, batch_holder(id)))
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"cannot update a batch record in the store {self.path}: "
+                                 f"{exc}") from None
+
+    def batches(self, *, pending: bool | None = None) -> list[BatchRecord]:
+        """The batch records, oldest first; `pending=True`: those not yet collected (their
+        samples may still arrive), False: the collected ones."""
+        where = "" if pending is None else f" WHERE collected = {0 if pending else 1}"
+        with self._lock:
+            try:
+                rows = self._conn.execute(
+                    f"SELECT {_BATCH_COLS} FROM batches{where} ORDER BY created, id").fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the sample store {self.path}: {exc}") from None
+        return [_batch_record(r) for r in rows]
+
+    def batch_lines(self, id: str) -> list[BatchLine]:
+        """The lines of one batch, in file order."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT custom_id, key, start, count, status, error FROM batch_lines "
+                "WHERE batch = ? ORDER BY rowid", (id,)).fetchall()
+        return [BatchLine(*r) for r in rows]
+
+    def pending_lines(self) -> list[tuple[str, str, int, int]]:
+        """(batch, key, start, count) of every line of a batch not yet collected: samples a
+        rerun must not request again."""
+        with self._lock:
+            return list(self._conn.execute(
+                "SELECT l.batch, l.key, l.start, l.count FROM batch_lines l "
+                "JOIN batches b ON l.batch = b.id WHERE b.collected = 0"))
+
+    def set_line_status(self, id: str, updates: Sequence[tuple[str, str, str | None]]) -> None:
+        """(custom_id, status, error) for lines of batch `id`."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(
+                    "UPDATE batch_lines SET status = ?, error = ? "
+                    "WHERE batch = ? AND custom_id = ?",
+                    [(st, err, id, cid) for cid, st, err in updates])
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"cannot update batch lines in the store {self.path}: {exc}") \
+                    from None
+
+    def close_batch(self, id: str, *, status: str | None = None) -> None:
+        """Mark a batch collected (its samples are stored, its failed lines known) and drop
+        the leases it still holds, in one transaction."""
+        now = time.time()
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                if status is None:
+                    self._conn.execute("UPDATE batches SET collected = 1, updated = ? "
+                                       "WHERE id = ?", (now, id))
+                else:
+                    self._conn.execute("UPDATE batches SET collected = 1, status = ?, "
+                                       "updated = ? WHERE id = ?", (status, now, id))
+                self._conn.execute("DELETE FROM leases WHERE holder = ?", (batch_holder(id),))
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"cannot close a batch in the store {self.path}: {exc}") \
                     from None
 
     def leases(self) -> list[tuple[str, int, str, float]]:

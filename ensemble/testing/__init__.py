@@ -9,9 +9,11 @@
     Ensemble("sim-expert", provider=FakeExpertProvider(lam1=3.0), ...).decide(prompt)
 
 `SimulatedExpert` is the planted expert both answer from (its docstring gives the answer
-model); `FaultPlan` injects faults into the server.
+model); `FaultPlan` injects faults into the server; `BatchPlan` sets how its Batch API
+(`/v1/files`, `/v1/batches`) behaves.
 """
 
+from .batchapi import BatchPlan
 from .expert import (
     LINKS,
     MCModel,
@@ -26,6 +28,6 @@ from .fake import FakeExpertProvider
 from .faults import FAULT_KINDS, FaultPlan
 from .server import INDEX_HEADER, ServerStats, SimulatedServer
 
-__all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "FakeExpertProvider", "FaultPlan", "MCModel",
-           "Reply", "ServerStats", "SimulatedExpert", "SimulatedServer",
+__all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan", "FakeExpertProvider", "FaultPlan",
+           "MCModel", "Reply", "ServerStats", "SimulatedExpert", "SimulatedServer",
            "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]

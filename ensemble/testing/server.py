@@ -13,12 +13,19 @@ accuracy model; see that module), and misbehaves on demand, like hosted provider
 - `reject_n=True`: 400 for n > 1 (like llama.cpp); `require_api_key`: 401 for any other key;
   `models`: 404 for other model names.
 
+It speaks OpenAI's Files and Batch API too (`/v1/files`, `/v1/batches`: see
+`ensemble.testing.batchapi`; `batch=BatchPlan(delay=..., fail_first=...)`), answering batch
+lines with the same expert and the same sample indices as the chat route, and streams
+(`stream=True`: server-sent events as OpenAI sends them, usage in the last chunk when
+`stream_options={"include_usage": true}`).
+
 Clients send the first sample index of a request in the `x-ensemble-sample-index` header
 (choices of an n > 1 request take the following indices); without it the server numbers samples
 per prompt. Every draw depends only on (seed, messages, temperature, sample index), so a run
 interrupted by faults or a kill, then resumed, gets exactly the samples of an unbroken run.
-`stats` counts what the server saw: requests, statuses, faults, and the (prompt, index) pairs
-served, which is how tests count requests at the server rather than in the client.
+`stats` counts what the server saw: chat requests, statuses, faults, the (prompt, index) pairs
+served (by the chat route and batch lines alike), Files/Batch API calls and batch lines
+executed, which is how tests count requests at the server rather than in the client.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .batchapi import BatchPlan, SimulatedBatchAPI
 from .expert import (
     MCModel,
     SimulatedExpert,
@@ -43,7 +51,7 @@ from .expert import (
 )
 from .faults import FaultPlan
 
-__all__ = ["INDEX_HEADER", "MCModel", "ServerStats", "SimulatedServer",
+__all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServerStats", "SimulatedServer",
            "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
@@ -65,6 +73,12 @@ class ServerStats:
     rate_limited: int = 0  # 429s sent by the `rate_limit` window
     refused: int = 0  # 400 content-policy refusals sent
     accepted_times: list = field(default_factory=list)  # monotonic times of accepted requests
+    streamed: int = 0  # chat replies sent as server-sent events
+    batch_calls: Counter = field(default_factory=Counter)  # Files/Batch API route -> calls
+    files_uploaded: int = 0
+    batches_created: int = 0
+    batch_lines: int = 0  # batch lines executed
+    batch_line_faults: int = 0  # batch lines failed by `BatchPlan.fail_rate` / `fail_first`
 
     def indices_served(self) -> dict[str, list[int]]:
         """Per prompt key (hash of messages and temperature), the sample indices served."""
@@ -82,7 +96,8 @@ class SimulatedServer:
     `bias`, `link` ("logit" or "probit"), `answer_key`, `mc_model` (or `mc_a`, `mc_b`),
     `invalid_rate`, `seed`; or pass a ready `expert`. Provider behaviour: `latency` (seconds per
     request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`, `refuse_rate`,
-    `reject_n`, `require_api_key`, `models`, `max_n`.
+    `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's behaviour
+    (`BatchPlan`: completion delay, failing lines, expiring batches, file limits).
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
@@ -93,7 +108,8 @@ class SimulatedServer:
                  require_api_key: str | None = None, models: Iterable[str] | None = None,
                  max_n: int = 128, rate_limit: tuple[int, float] | None = None,
                  rate_limit_retry_after: float = 1.0, refuse_rate: float = 0.0,
-                 expert: SimulatedExpert | None = None) -> None:
+                 expert: SimulatedExpert | None = None, batch: BatchPlan | None = None
+                 ) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
@@ -117,6 +133,7 @@ class SimulatedServer:
         self.rate_limit_retry_after = float(rate_limit_retry_after)
         self.refuse_rate = float(refuse_rate)
         self.stats = ServerStats()
+        self.batch_api = SimulatedBatchAPI(self, batch or BatchPlan(seed=self.seed))
         self._lock = threading.Lock()
         self._window: collections.deque[float] = collections.deque()
         self._counters: Counter = Counter()
@@ -195,12 +212,14 @@ class SimulatedServer:
     async def _startup(self) -> None:
         from aiohttp import web
 
-        app = web.Application()
+        # batch input files run to hundreds of MB (OpenAI takes up to 200 MB per batch)
+        app = web.Application(client_max_size=self.batch_api.plan.max_bytes + 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/health", self._handle_health)
         app.router.add_get("/stats", self._handle_stats)
+        self.batch_api.routes(app)
         # a hanging "timeout" fault must not hold up stop() for its whole duration
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
                                      shutdown_timeout=0.5)
@@ -242,7 +261,10 @@ class SimulatedServer:
                    "faults": dict(st.faults), "served": len(st.served),
                    "served_twice": sum(1 for c in st.served.values() if c > 1),
                    "max_in_flight": st.max_in_flight, "accepted": len(acc),
-                   "accepted_span_s": (acc[-1] - acc[0]) if len(acc) > 1 else 0.0}
+                   "accepted_span_s": (acc[-1] - acc[0]) if len(acc) > 1 else 0.0,
+                   "streamed": st.streamed, "batch_calls": dict(st.batch_calls),
+                   "files_uploaded": st.files_uploaded, "batches_created": st.batches_created,
+                   "batch_lines": st.batch_lines, "batch_line_faults": st.batch_line_faults}
         return web.json_response(doc)
 
     async def _handle_models(self, request: Any) -> Any:
@@ -296,29 +318,18 @@ class SimulatedServer:
         with self._lock:
             self.stats.requests += 1
             number = self.stats.requests
-        if self.require_api_key is not None:
-            auth = request.headers.get("Authorization", "")
-            if auth != f"Bearer {self.require_api_key}":
-                # like some providers, echo the key back: clients must not print it
-                given = auth.removeprefix("Bearer ").strip()
-                return self._error_response(401, f"Incorrect API key provided: {given}.",
-                                            "invalid_request_error")
+        denied = self._check_key(request)
+        if denied is not None:
+            return denied
         try:
             body = await request.json()
         except Exception:
             return self._error_response(400, "request body is not valid JSON",
                                         "invalid_request_error")
-        model = str(body.get("model", ""))
-        if self.models is not None and model not in self.models:
-            return self._error_response(404, f"The model `{model}` does not exist.",
-                                        "invalid_request_error", code="model_not_found")
-        n = int(body.get("n") or 1)
-        if n > 1 and self.reject_n:
-            return self._error_response(400, "only n = 1 is supported by this server",
-                                        "invalid_request_error", param="n")
-        if n < 1 or n > self.max_n:
-            return self._error_response(400, f"n must be between 1 and {self.max_n}",
-                                        "invalid_request_error", param="n")
+        bad = self._check_body(body)
+        if bad is not None:
+            return self._error_response(bad[0], bad[1]["message"], bad[1]["type"],
+                                        param=bad[1].get("param"), code=bad[1].get("code"))
         if self._over_rate_limit():
             return self._error_response(
                 429, "Rate limit reached for requests, please retry after "
@@ -347,25 +358,85 @@ class SimulatedServer:
                 return web.Response(status=500)
         if self.latency > 0:
             await asyncio.sleep(self.latency)
+        start_hdr = request.headers.get(INDEX_HEADER)
+        start = int(start_hdr) if start_hdr is not None and start_hdr.isdigit() else None
+        status, doc = self.completion(body, start=start, number=number,
+                                      short_n=fault == "short_n")
+        if status != 200:
+            err = doc["error"]
+            return self._error_response(status, err["message"], err["type"],
+                                        param=err.get("param"), code=err.get("code"))
+        if body.get("stream"):
+            return await self._stream(request, doc, body)
+        return web.json_response(doc)
+
+    def _check_key(self, request: Any) -> Any:
+        """401 unless the request carries `require_api_key` (None: any key passes)."""
+        if self.require_api_key is None:
+            return None
+        auth = request.headers.get("Authorization", "")
+        if auth == f"Bearer {self.require_api_key}":
+            return None
+        # like some providers, echo the key back: clients must not print it
+        given = auth.removeprefix("Bearer ").strip()
+        return self._error_response(401, f"Incorrect API key provided: {given}.",
+                                    "invalid_request_error")
+
+    @staticmethod
+    def _error_doc(message: str, etype: str, *, param: str | None = None,
+                   code: str | None = None) -> dict[str, Any]:
+        return {"error": {"message": message, "type": etype, "param": param, "code": code}}
+
+    def _check_body(self, body: Any) -> tuple[int, dict[str, Any]] | None:
+        """(status, error) for a chat request this server refuses before answering: an
+        unknown model, an n out of range, a stream option without a stream."""
+        if not isinstance(body, dict):
+            return 400, self._error_doc("the request body must be a JSON object",
+                                        "invalid_request_error")["error"]
+        model = str(body.get("model", ""))
+        if self.models is not None and model not in self.models:
+            return 404, self._error_doc(f"The model `{model}` does not exist.",
+                                        "invalid_request_error", code="model_not_found")["error"]
+        n = int(body.get("n") or 1)
+        if n > 1 and self.reject_n:
+            return 400, self._error_doc("only n = 1 is supported by this server",
+                                        "invalid_request_error", param="n")["error"]
+        if n < 1 or n > self.max_n:
+            return 400, self._error_doc(f"n must be between 1 and {self.max_n}",
+                                        "invalid_request_error", param="n")["error"]
+        stream = body.get("stream", False)
+        if stream not in (True, False, None):
+            return 400, self._error_doc(f"stream must be a boolean, got {stream!r}",
+                                        "invalid_request_error", param="stream")["error"]
+        if body.get("stream_options") is not None and not stream:
+            # as OpenAI does: stream options without a stream are a mistake, not ignored
+            return 400, self._error_doc("The 'stream_options' parameter is only allowed when "
+                                        "'stream' is enabled.", "invalid_request_error",
+                                        param="stream_options")["error"]
+        return None
+
+    def completion(self, body: dict[str, Any], *, start: int | None, number: int,
+                   short_n: bool = False) -> tuple[int, dict[str, Any]]:
+        """(status, document) of a chat completion request that passed the checks: a
+        content-policy refusal, or the expert's choices for sample indices start .. start+n-1
+        (without `start`, numbered per prompt). Shared by the chat route and batch lines."""
         messages = body.get("messages") or []
         temperature = float(body.get("temperature", 1.0))
         prompt = str(messages[-1].get("content", "")) if messages else ""
         if self.refuses(prompt):
             with self._lock:
                 self.stats.refused += 1
-            return self._error_response(
-                400, "Your request was rejected as a result of our safety system.",
+            return 400, self._error_doc(
+                "Your request was rejected as a result of our safety system.",
                 "invalid_request_error", code="content_policy_violation")
+        n = int(body.get("n") or 1)
         pkey = prompt_key(messages, temperature)
-        start_hdr = request.headers.get(INDEX_HEADER)
         with self._lock:
-            if start_hdr is not None and start_hdr.isdigit():
-                start = int(start_hdr)
-            else:
+            if start is None:
                 start = self._counters[pkey]
             self._counters[pkey] = max(self._counters[pkey], start + n)
         k = n
-        if fault == "short_n" and n > 1:
+        if short_n and n > 1:
             k = max(1, n // 2)
         want_lp = bool(body.get("logprobs"))
         top_lp = int(body.get("top_logprobs") or 0)
@@ -388,9 +459,53 @@ class SimulatedServer:
             self.stats.temperatures.append(temperature)
             self.stats.n_values.append(n)
         ptoks, ctoks = self.expert.usage(messages, [c["message"]["content"] for c in choices])
-        return web.json_response({
+        model = str(body.get("model", ""))
+        return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",
             "created": int(time.time()), "model": model or "sim-expert", "choices": choices,
             "usage": {"prompt_tokens": ptoks, "completion_tokens": ctoks,
                       "total_tokens": ptoks + ctoks},
-        })
+        }
+
+    async def _stream(self, request: Any, doc: dict[str, Any], body: dict[str, Any]) -> Any:
+        """The completion as server-sent events, chunked as the OpenAI API sends them: per
+        choice a role chunk, content chunks and a finish chunk; with
+        `stream_options.include_usage` every chunk carries `usage: null` and a last chunk with
+        no choices carries the usage; then `data: [DONE]`."""
+        import json
+
+        from aiohttp import web
+
+        with self._lock:
+            self.stats.streamed += 1
+        opts = body.get("stream_options") or {}
+        usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                       "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
+                "model": doc["model"], "system_fingerprint": None}
+
+        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+            chunk = {**head, "choices": choices, **extra}
+            if usage and "usage" not in extra:
+                chunk["usage"] = None
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        for ch in doc["choices"]:
+            j = ch["index"]
+            await send([{"index": j, "delta": {"role": "assistant", "content": ""},
+                         "logprobs": None, "finish_reason": None}])
+            text = ch["message"]["content"] or ""
+            pieces = [text[i:i + 16] for i in range(0, len(text), 16)] or [""]
+            for pi, piece in enumerate(pieces):
+                lp = ch.get("logprobs") if pi == 0 else None
+                await send([{"index": j, "delta": {"content": piece}, "logprobs": lp,
+                             "finish_reason": None}])
+            await send([{"index": j, "delta": {}, "logprobs": None,
+                         "finish_reason": ch["finish_reason"]}])
+        if usage:
+            await send([], usage=doc["usage"])
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
