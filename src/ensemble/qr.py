@@ -14,7 +14,7 @@ With softmax temperature t, λ(t) = λ₁ / t, where λ₁ is λ at t = 1; t = 0
 from __future__ import annotations
 
 import math
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -58,7 +58,7 @@ def psi(p: float, lam: float) -> float: ...
 def psi(p: NDArray[np.float64], lam: float) -> NDArray[np.float64]: ...
 
 
-def psi(p, lam):  # type: ignore[no-untyped-def]
+def psi(p: Any, lam: float) -> Any:
     """ψ_λ(p): the probability that an expert with posterior p reports 1.
 
     Vectorised over p. λ = inf gives the step (1/2 at p = 1/2); λ = 0 gives 1/2 everywhere.
@@ -85,7 +85,7 @@ def psi_inverse(q: float, lam: float) -> float: ...
 def psi_inverse(q: NDArray[np.float64], lam: float) -> NDArray[np.float64]: ...
 
 
-def psi_inverse(q, lam):  # type: ignore[no-untyped-def]
+def psi_inverse(q: Any, lam: float) -> Any:
     """The posterior p with ψ_λ(p) = q, clipped to [0, 1].
 
     For 0 < λ < inf, p = 1/2 + logit(q) / (4λ), clipped to [0, 1] (values of q below ψ_λ(0)

@@ -150,8 +150,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                 for t in cfg.temperatures for q in qs]
     else:
         max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
-        extra = {} if max_tokens is None else {"max_tokens": max_tokens}
-        reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, **extra)
+        reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, max_tokens=max_tokens)
                 for t in cfg.temperatures for q in qs]
     if cfg.dry_run:
         from .runner import dry_run

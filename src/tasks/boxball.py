@@ -66,8 +66,8 @@ class BoxBallTask:
         if not isinstance(denominator, int) or denominator < 1:
             raise InputError(f"denominator must be an integer >= 1, got {denominator!r}")
         if not isinstance(balls, int) or balls < 1 or balls % denominator:
-            raise InputError(
-                f"balls must be a positive multiple of the denominator {denominator}, got {balls!r}")
+            raise InputError(f"balls must be a positive multiple of the denominator "
+                             f"{denominator}, got {balls!r}")
         self.denominator = denominator
         self.balls = balls
 

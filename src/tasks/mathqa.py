@@ -209,7 +209,7 @@ class MathQATask:
         ambiguous = options.count(value) > 1
         if ambiguous:
             self.issues["duplicate_correct_value"].append(row)
-        opts = "\n".join(f"{L}) {v}" for L, v in zip(LETTERS, options))
+        opts = "\n".join(f"{L}) {v}" for L, v in zip(LETTERS, options, strict=False))
         return Question(
             id=f"mathqa-{row}",
             prompt=PROMPT_TEMPLATE.format(question=rec["Problem"].strip(), options=opts),

@@ -72,20 +72,20 @@ def main() -> None:
     with server_process() as url:
         asyncio.run(sampler(url, 50, 8))  # warm up both paths
         for c in (1, 8, 16, 32):
-            b, s, ratio = paired(lambda: bare(url, a.requests, c),
-                                 lambda: sampler(url, a.requests, c), a.repeats)
+            b, s, ratio = paired(lambda c=c: bare(url, a.requests, c),
+                                 lambda c=c: sampler(url, a.requests, c), a.repeats)
             print(f"  C={c:>2}: bare litellm {b:7.1f}/s  sampler {s:7.1f}/s  ratio {ratio:.2f}")
     print("50 ms server: requests/s vs ideal C / 0.05 s")
     with server_process("--latency", "0.05") as url:
         for c in (1, 8, 16, 32):
             n = max(40, min(a.requests, c * 20))
-            b, s, ratio = paired(lambda: bare(url, n, c), lambda: sampler(url, n, c),
-                                 a.repeats)
+            b, s, ratio = paired(lambda n=n, c=c: bare(url, n, c),
+                                 lambda n=n, c=c: sampler(url, n, c), a.repeats)
             ideal = c / 0.05
             print(f"  C={c:>2}: ideal {ideal:6.0f}/s  bare {b / ideal:5.0%}  sampler "
                   f"{s / ideal:5.0%}  sampler/bare {ratio:.2f}")
         for k in (5, 20):
-            s = med(lambda: sampler(url, 80, 16, k=k), a.repeats)
+            s = med(lambda k=k: sampler(url, 80, 16, k=k), a.repeats)
             print(f"  n = {k:>2} samples per request, C=16: {s:7.1f} samples/s "
                   f"({s / (16 / 0.05):.1f}x the one-sample-per-request ideal)")
 

@@ -25,7 +25,8 @@ from _servers import server_process
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_eval(url: str, data: str, out: str, temps: list[str], limit: int | None) -> tuple[dict, float]:
+def run_eval(url: str, data: str, out: str, temps: list[str],
+             limit: int | None) -> tuple[dict, float]:
     cmd = [sys.executable, "-m", "ensemble", "eval", "mathqa", "--model", "openai/sim-expert",
            "--api-base", url, "--data", data, "--t", *temps, "--n", "1", "5",
            "--samples", "20", "--out", out, "--json", "--bootstrap", "200"]

@@ -41,12 +41,12 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+SRC = Path(__file__).resolve().parents[2] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
-from ensemble.sampling.options import ProviderOptions
+from ensemble.sampling.options import ProviderOptions  # noqa: E402
 from evals.analysis import box_utility, plurality_exact  # noqa: E402
 from evals.compare import RunData, compare_runs  # noqa: E402
 from evals.records import QuestionRecord  # noqa: E402
@@ -456,7 +456,8 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
     base = Path(out or tempfile.mkdtemp(prefix="coverage-"))
     for rep in range(runs):
         with SimulatedServer(lam1=lam1, seed=100 + rep) as srv:
-            cfg = EvalConfig(task="boxball", model="openai/sim-expert", provider=ProviderOptions(api_base=srv.base_url),
+            cfg = EvalConfig(task="boxball", model="openai/sim-expert",
+                             provider=ProviderOptions(api_base=srv.base_url),
                              temperatures=(1.0,), ns=ns, samples=samples, limit=limit,
                              seed=rep, out=str(base / f"run{rep}"))
             s = asyncio.run(run_eval(cfg))
@@ -493,7 +494,8 @@ def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0
         for name, lam in (("a", lams[0]), ("b", lams[1])):
             with SimulatedServer(lam1=lam, seed=200 + 2 * rep + (name == "b")) as srv:
                 cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                                 provider=ProviderOptions(api_base=srv.base_url), temperatures=(1.0,), ns=ns,
+                                 provider=ProviderOptions(api_base=srv.base_url),
+                                 temperatures=(1.0,), ns=ns,
                                  samples=samples, limit=limit, seed=rep,
                                  out=str(base / f"{name}{rep}"))
                 asyncio.run(run_eval(cfg))

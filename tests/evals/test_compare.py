@@ -17,7 +17,8 @@ from evals.runner import EvalConfig, run_eval
 
 def _run(tmp_path, name, lam1, *, seed, limit=15, samples=6, ns=(1, 3), temps=(0.5, 1.0)):
     with SimulatedServer(lam1=lam1, seed=seed) as srv:
-        cfg = EvalConfig(task="boxball", model="openai/sim-expert", provider=ProviderOptions(api_base=srv.base_url),
+        cfg = EvalConfig(task="boxball", model="openai/sim-expert",
+                         provider=ProviderOptions(api_base=srv.base_url),
                          temperatures=temps, ns=ns, samples=samples, limit=limit, seed=0,
                          out=str(tmp_path / name), bootstrap=200)
         return asyncio.run(run_eval(cfg))

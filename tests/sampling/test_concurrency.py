@@ -1,4 +1,4 @@
-"""Concurrency, throttling, pools, secrets and the local-model hook, through litellm and real HTTP."""
+"""Concurrency, throttling, pools, secrets and the local-model hook, through litellm and HTTP."""
 
 import asyncio
 import logging

@@ -53,7 +53,7 @@ def test_greedy_is_argmax(box_questions, box_parse):
     with SimulatedServer(lam1=1.0, seed=1) as srv:
         rows, _ = draw(srv.base_url, [SampleRequest.of(q.prompt, temperature=0, k=3) for q in qs],
                        box_parse)
-    for q, row in zip(qs, rows):
+    for q, row in zip(qs, rows, strict=True):
         assert {s.answer for s in row} == {"L" if q.posterior > 0.5 else "R"}
 
 

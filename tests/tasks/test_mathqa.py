@@ -91,7 +91,7 @@ def test_seeded_subset_and_prompt(mathqa_path):
     # the paper's prompt, options "A) ..." one per line, the answer letter asked uppercase
     q = get_task("mathqa", data=mathqa_path).questions()[0]
     rec = json.loads(mathqa_path.read_text())[0]
-    opts = "\n".join(f"{L}) {v}" for L, v in zip("ABCDE", q.meta["options"]))
+    opts = "\n".join(f"{L}) {v}" for L, v in zip("ABCDE", q.meta["options"], strict=False))
     assert q.prompt == PROMPT_TEMPLATE.format(question=rec["Problem"].strip(), options=opts)
     assert q.prompt.startswith("### Scenario:\nPlease review the following math question")
     assert "### Options:\nA) " in q.prompt and "uppercase letter" in q.prompt

@@ -165,9 +165,9 @@ def test_multiple_choice_accuracy_model(mathqa_path):
         return (correct in winners) / len(winners)
 
     acc = {
-        "greedy": np.mean([g[0] == q.correct for g, q in zip(greedy, qs)]),
-        "single": np.mean([s[0] == q.correct for s, q in zip(single, qs)]),
-        "vote": np.mean([plurality_score(v, q.correct) for v, q in zip(vote, qs)]),
+        "greedy": np.mean([g[0] == q.correct for g, q in zip(greedy, qs, strict=True)]),
+        "single": np.mean([s[0] == q.correct for s, q in zip(single, qs, strict=True)]),
+        "vote": np.mean([plurality_score(v, q.correct) for v, q in zip(vote, qs, strict=True)]),
     }
     ref = {"greedy": a / (a + b), "single": _mc_reference(a, b, K, lam1 / 1.0, 1),
            "vote": _mc_reference(a, b, K, lam1 / 0.5, 9)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..sampling.batch import BatchOptions
@@ -89,7 +89,7 @@ def add_run_policy_args(p: argparse.ArgumentParser) -> None:
                         "without sending anything")
 
 
-def print_dry_run(doc: dict) -> None:  # type: ignore[type-arg]
+def print_dry_run(doc: dict[str, Any]) -> None:
     """The dry run's count, for people."""
     from rich.console import Console
 

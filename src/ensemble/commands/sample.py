@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
 
     if args.dry_run:
-        s = Sampler(args.model, options=provider_options(args),  # type: ignore[arg-type]
+        s = Sampler(args.model, options=provider_options(args),
                     store=args.store if args.store and os.path.exists(args.store) else None)
         doc = {"model": args.model, **s.estimate([req]).to_dict()}
         if s.store is not None:

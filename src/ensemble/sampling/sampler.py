@@ -514,8 +514,8 @@ class Sampler:
             missing = [i for i in range(req.k) if i not in have]
             per_unit = 1 if self._n_ok is False else self.max_n
             for run in _contiguous(missing):
-                for s in range(0, len(run), per_unit):
-                    units.append(_Unit(ri, key, run[s:s + per_unit]))
+                for start in range(0, len(run), per_unit):
+                    units.append(_Unit(ri, key, run[start:start + per_unit]))
         return units
 
     async def _worker(self, queue: _UnitQueue, requests: Sequence[SampleRequest],
