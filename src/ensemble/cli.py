@@ -16,9 +16,14 @@ from .errors import BatchesSubmitted, EnsembleError
 
 __all__ = ["build_parser", "main"]
 
-# Subcommand modules under ensemble.commands; each defines register(subparsers).
-COMMANDS = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view",
-            "models", "batches")
+# The core's subcommand modules (ensemble.commands); each defines register(subparsers). Other
+# packages add commands through the entry-point group below (the evals: eval, compare,
+# calibrate, view), so the core never imports them.
+COMMANDS = ("theory", "sample", "testing", "models", "batches")
+ENTRY_POINT_GROUP = "ensemble.commands"
+# the order of `ensemble --help`; commands not named here follow, sorted
+HELP_ORDER = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view", "models",
+              "batches")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -44,15 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ensemble {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f".commands.{name}", __package__)
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__package__}.commands.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+    modules = {name: f"{__package__}.commands.{name}" for name in COMMANDS}
+    modules.update(_plugin_commands())
+    rank = {name: i for i, name in enumerate(HELP_ORDER)}
+    for name in sorted(modules, key=lambda n: (rank.get(n, len(rank)), n)):
+        importlib.import_module(modules[name]).register(sub)
     return parser
+
+
+def _plugin_commands() -> dict[str, str]:
+    """Command name -> module, from the installed packages' "ensemble.commands" entry points."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.name not in COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Subcommands of the `ensemble` CLI, one module each, each with `register(subparsers)`.
+"""The core's subcommands of the `ensemble` CLI, one module each, each with `register(subparsers)`.
 
-Keep module-level imports light: argparse and the helpers in `_args` / `_output` only.
+Other packages add theirs through the entry-point group "ensemble.commands" (see `ensemble.cli`).
+Keep module-level imports light: argparse and `ensemble.cliargs` only.
 """

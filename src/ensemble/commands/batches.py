@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._output import emit_json
+from ..cliargs import emit_json
 
 
 def register(subparsers: Any) -> None:

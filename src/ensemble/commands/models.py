@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._output import emit_json
+from ..cliargs import emit_json
 
 
 def register(subparsers: Any) -> None:

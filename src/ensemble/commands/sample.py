@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import (
+from ..cliargs import (
     add_mode_args,
     add_provider_args,
+    emit_json,
     mode_options,
     positive_float,
     positive_int,
@@ -16,7 +17,6 @@ from ._args import (
     status_printer,
     temperature,
 )
-from ._output import emit_json
 
 
 def register(subparsers: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import lam_value, nonneg_float, nonneg_int, probability
+from ..cliargs import lam_value, nonneg_float, nonneg_int, probability
 
 
 def register(subparsers: Any) -> None:

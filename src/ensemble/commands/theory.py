@@ -6,8 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from ._args import lam_value, positive_int
-from ._output import emit_json, fmt_lam
+from ..cliargs import emit_json, fmt_lam, lam_value, positive_int
 
 UNITS = "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; utility and regret in ±1 units"
 AGGREGATORS = ("majority", "robust", "random-follow", "lam-weighted")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import (
+from ensemble.cliargs import (
     add_mode_args,
     add_provider_args,
     add_run_policy_args,
+    emit_json,
+    fmt_lam,
     mode_options,
     positive_int,
     print_dry_run,
@@ -17,7 +19,6 @@ from ._args import (
     status_printer,
     temperature,
 )
-from ._output import emit_json, fmt_lam
 
 
 def register(subparsers: Any) -> None:
@@ -54,9 +55,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ensemble._sync import run_sync
     from evals.calibrate import CalibrationConfig, run_calibration
-
-    from .._sync import run_sync
 
     batch, router = mode_options(args)
     cfg = CalibrationConfig(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import positive_int
-from ._output import emit_json
+from ensemble.cliargs import emit_json, positive_int
 
 
 def register(subparsers: Any) -> None:

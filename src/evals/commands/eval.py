@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import (
+from ensemble.cliargs import (
     add_mode_args,
     add_provider_args,
     add_run_policy_args,
+    emit_json,
     mode_options,
     positive_float,
     positive_int,
@@ -17,7 +18,6 @@ from ._args import (
     status_printer,
     temperature,
 )
-from ._output import emit_json
 
 
 def register(subparsers: Any) -> None:
@@ -66,9 +66,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ensemble._sync import run_sync
     from evals.runner import EvalConfig, run_eval
-
-    from .._sync import run_sync
 
     batch, router = mode_options(args)
     cfg = EvalConfig(task=args.task, model=args.model, temperatures=tuple(args.t),

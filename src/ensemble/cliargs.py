@@ -1,4 +1,11 @@
-"""argparse value types shared by the subcommands: each rejects bad input with a clear message."""
+"""The command line's shared parts, public for every package that adds a command: argparse value
+types that reject bad input with a clear message, the provider and run-policy flags, status and
+dry-run printers, JSON output (`emit_json`) and λ for people (`fmt_lam`).
+
+Commands live in `ensemble.commands` (the core's) and in other packages, which register theirs
+under the entry-point group "ensemble.commands" (the evals do: `evals.commands`); each module
+has `register(subparsers)`. Keep module-level imports light: argparse only.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,18 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
+from .jsonio import emit_json, to_jsonable
+
+__all__ = [
+    "add_mode_args", "add_provider_args", "add_run_policy_args", "emit_json", "fmt_lam",
+    "lam_value", "mode_options", "nonneg_float", "nonneg_int", "positive_float", "positive_int",
+    "price_pair", "print_dry_run", "probability", "provider_options", "share_or_count",
+    "status_printer", "temperature", "to_jsonable",
+]
+
 if TYPE_CHECKING:
-    from ..sampling.batch import BatchOptions
-    from ..sampling.options import ProviderOptions
+    from .sampling.batch import BatchOptions
+    from .sampling.options import ProviderOptions
 
 
 def positive_float(text: str) -> float:
@@ -121,7 +137,7 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 
 def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | None]:
     """(BatchOptions or None, router config path or None) of the parsed mode arguments."""
-    from ..errors import InputError
+    from .errors import InputError
 
     batch = getattr(args, "batch", False)
     if getattr(args, "detach", False) and not batch:
@@ -135,14 +151,14 @@ def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | N
                          "--api-base")
     if not batch:
         return None, router
-    from ..sampling.batch import BatchOptions
+    from .sampling.batch import BatchOptions
 
     return BatchOptions(detach=args.detach, poll_initial=args.batch_poll), router
 
 
 def provider_options(args: argparse.Namespace) -> ProviderOptions:
     """The `ProviderOptions` of the parsed provider arguments (validated there)."""
-    from ..sampling.options import ProviderOptions
+    from .sampling.options import ProviderOptions
 
     return ProviderOptions(api_base=args.api_base, api_key=args.api_key,
                            timeout=args.timeout, max_concurrency=args.max_concurrency,
@@ -226,3 +242,10 @@ def probability(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
     return value
+
+
+def fmt_lam(lam: float | None) -> str:
+    """λ for people: '∞' or '−∞' for an infinite value."""
+    if lam is None or (isinstance(lam, float) and math.isinf(lam)):
+        return "−∞" if lam is not None and lam < 0 else "∞"
+    return f"{lam:.4g}"
