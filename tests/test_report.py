@@ -10,19 +10,55 @@ from ensemble.report import inline_html, lambda_t_figure, write_report
 
 
 def test_html_escapes_text_and_embeds_images(tmp_path):
-    fit = LambdaFit(3.0, 0.2, (2.6, 3.4), -0.2, 0.05, False, 10, 100, 8.0, 8, 0.4, 1.0, t=1.0,
-                    notes=("<script>alert(1)</script>",))
-    sep = LambdaFit(math.inf, None, (40.0, math.inf), None, None, True, 10, 100, None, 9, None,
-                    None, t=0.0)
+    fit = LambdaFit(
+        lam=3.0,
+        se=0.2,
+        ci=(2.6, 3.4),
+        bias=-0.2,
+        bias_se=0.05,
+        separated=False,
+        n_questions=10,
+        n_valid=100,
+        deviance=8.0,
+        df=8,
+        gof_pvalue=0.4,
+        dispersion=1.0,
+        t=1.0,
+        notes=("<script>alert(1)</script>",),
+    )
+    sep = LambdaFit(
+        lam=math.inf,
+        se=None,
+        ci=(40.0, math.inf),
+        bias=None,
+        bias_se=None,
+        separated=True,
+        n_questions=10,
+        n_valid=100,
+        deviance=None,
+        df=9,
+        gof_pvalue=None,
+        dispersion=None,
+        t=0.0,
+    )
     p = np.linspace(0, 1, 10)
-    panels = [{"t": 0.0, "fit": sep, "posteriors": p, "proportions": (p > 0.5).astype(float)},
-              {"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}]
-    paths = write_report(tmp_path, model="<b>evil</b>", fits=[sep, fit], joint=None,
-                         panels=panels, recommendation=None, mode="sample")
+    panels = [
+        {"t": 0.0, "fit": sep, "posteriors": p, "proportions": (p > 0.5).astype(float)},
+        {"t": 1.0, "fit": fit, "posteriors": p, "proportions": p},
+    ]
+    paths = write_report(
+        tmp_path,
+        model="<b>evil</b>",
+        fits=[sep, fit],
+        joint=None,
+        panels=panels,
+        recommendation=None,
+        mode="sample",
+    )
     html = paths["html"].read_text()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert "<b>evil</b>" not in html and "&lt;b&gt;evil" in html
-    assert html.count("data:image/png;base64,") == 2 and "src=\"http" not in html
+    assert html.count("data:image/png;base64,") == 2 and 'src="http' not in html
     assert (tmp_path / "report.md").exists() and (tmp_path / "qr_curves.png").stat().st_size > 1000
 
 
@@ -36,33 +72,102 @@ def test_report_renders_in_headless_chromium(tmp_path):
     exe = shutil.which("chromium")
     if exe is None:
         pytest.skip("chromium not installed (apt-get install chromium) - render check skipped")
-    fit = LambdaFit(3.0, 0.2, (2.6, 3.4), -0.2, 0.05, False, 10, 100, 8.0, 8, 0.4, 1.0, t=1.0)
+    fit = LambdaFit(
+        lam=3.0,
+        se=0.2,
+        ci=(2.6, 3.4),
+        bias=-0.2,
+        bias_se=0.05,
+        separated=False,
+        n_questions=10,
+        n_valid=100,
+        deviance=8.0,
+        df=8,
+        gof_pvalue=0.4,
+        dispersion=1.0,
+        t=1.0,
+    )
     p = np.linspace(0, 1, 10)
-    paths = write_report(tmp_path, model="sim", fits=[fit], joint=None,
-                         panels=[{"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}],
-                         recommendation=None, mode="sample")
+    paths = write_report(
+        tmp_path,
+        model="sim",
+        fits=[fit],
+        joint=None,
+        panels=[{"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}],
+        recommendation=None,
+        mode="sample",
+    )
     shot = tmp_path / "shot.png"
-    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-                    "--window-size=1200,1600", paths["html"].as_uri()],
-                   capture_output=True, timeout=90)
+    subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            paths["html"].as_uri(),
+        ],
+        capture_output=True,
+        timeout=90,
+    )
     assert shot.exists() and shot.stat().st_size > 20_000  # a page with its images, not blank
 
 
 # -- reports a person can act on --------------------------------------------------------------
-META = {"model": "openai/sim", "api_base": "http://127.0.0.1:9/v1", "task": "boxball",
-        "questions": 400, "samples_per_question": 20, "temperatures": [0.5, 1.0], "bias": True,
-        "seed": 7, "created": "2026-01-02T03:04:05+00:00", "version": "9.9.9", "requests": 800,
-        "cost_usd": None}
+META = {
+    "model": "openai/sim",
+    "api_base": "http://127.0.0.1:9/v1",
+    "task": "boxball",
+    "questions": 400,
+    "samples_per_question": 20,
+    "temperatures": [0.5, 1.0],
+    "bias": True,
+    "seed": 7,
+    "created": "2026-01-02T03:04:05+00:00",
+    "version": "9.9.9",
+    "requests": 800,
+    "cost_usd": None,
+}
 
 
 def _fits():
-    a = LambdaFit(7.0, 0.4, (6.2, 7.9), -0.1, 0.05, False, 400, 8000, 300.0, 398, 0.5, 1.0,
-                  t=0.5)
-    b = LambdaFit(3.0, 0.2, (2.6, 3.4), -0.1, 0.05, False, 400, 8000, 300.0, 398, 0.004, 1.0,
-                  t=1.0)
+    a = LambdaFit(
+        lam=7.0,
+        se=0.4,
+        ci=(6.2, 7.9),
+        bias=-0.1,
+        bias_se=0.05,
+        separated=False,
+        n_questions=400,
+        n_valid=8000,
+        deviance=300.0,
+        df=398,
+        gof_pvalue=0.5,
+        dispersion=1.0,
+        t=0.5,
+    )
+    b = LambdaFit(
+        lam=3.0,
+        se=0.2,
+        ci=(2.6, 3.4),
+        bias=-0.1,
+        bias_se=0.05,
+        separated=False,
+        n_questions=400,
+        n_valid=8000,
+        deviance=300.0,
+        df=398,
+        gof_pvalue=0.004,
+        dispersion=1.0,
+        t=1.0,
+    )
     return [a, b]
 
 
@@ -72,8 +177,10 @@ def _panels(fits):
 
 
 def test_inline_markup_is_rendered_and_escaped():
-    assert inline_html("ψ_λ(p) and `x<y` and **b**") == \
-        "ψ<sub>λ</sub>(p) and <code>x&lt;y</code> and <b>b</b>"
+    assert (
+        inline_html("ψ_λ(p) and `x<y` and **b**")
+        == "ψ<sub>λ</sub>(p) and <code>x&lt;y</code> and <b>b</b>"
+    )
     assert inline_html("fit_joint q_w <script>") == "fit_joint q<sub>w</sub> &lt;script&gt;"
     assert inline_html("`ψ_λ stays in code`") == "<code>ψ_λ stays in code</code>"
 
@@ -82,18 +189,34 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
     from evals.calibrate import recommend
 
     fits = _fits()
-    rec = recommend(fits, 3, model="openai/sim", api_base="http://u:sk-key@127.0.0.1:9/v1",
-                    choices=("L", "R"))
-    paths = write_report(tmp_path, model="openai/sim", fits=fits, joint=None,
-                         panels=_panels(fits), recommendation=rec, mode="sample", meta=META)
+    rec = recommend(
+        fits, 3, model="openai/sim", api_base="http://u:sk-key@127.0.0.1:9/v1", choices=("L", "R")
+    )
+    paths = write_report(
+        tmp_path,
+        model="openai/sim",
+        fits=fits,
+        joint=None,
+        panels=_panels(fits),
+        recommendation=rec,
+        mode="sample",
+        meta=META,
+    )
     page = paths["html"].read_text()
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     assert "ψ_λ" not in body and "`" not in body and "ψ<sub>λ</sub>" in body
     for term in ("separated", "fit p-value", "95% interval", "bias b"):
         assert f"<dt>{term}</dt>" in body
     assert "one-sided" in body and "not a test of λ itself" in body
-    for value in ("openai/sim", "boxball", "400", "20 per question", "2026-01-02T03:04:05",
-                  "9.9.9", "<th>seed</th><td>7</td>"):
+    for value in (
+        "openai/sim",
+        "boxball",
+        "400",
+        "20 per question",
+        "2026-01-02T03:04:05",
+        "9.9.9",
+        "<th>seed</th><td>7</td>",
+    ):
         assert value in body, value
     assert "sk-key" not in page and "sk-key" not in paths["md"].read_text()
     # the recommendation ends the page, with a line that can be pasted and run
@@ -112,24 +235,54 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
 def test_rejected_law_says_what_to_use_and_the_one_in_twenty(tmp_path):
     fits = _fits()
     joint = JointFit(3.2, 0.1, (3.0, 3.4), -0.1, 5.1, 1, 0.024, (0.5, 1.0), False)
-    paths = write_report(tmp_path, model="m", fits=fits, joint=joint, panels=_panels(fits),
-                         recommendation=None, mode="sample", meta=META)
+    paths = write_report(
+        tmp_path,
+        model="m",
+        fits=fits,
+        joint=joint,
+        panels=_panels(fits),
+        recommendation=None,
+        mode="sample",
+        meta=META,
+    )
     text = paths["html"].read_text()
     assert "<b>Rejected</b>" in text and "one honest run in twenty" in text
     assert "λ measured at each temperature" in text and "profile.json" in text
     ok = JointFit(3.2, 0.1, (3.0, 3.4), -0.1, 0.3, 1, 0.58, (0.5, 1.0), True)
-    text = write_report(tmp_path, model="m", fits=fits, joint=ok, panels=_panels(fits),
-                        recommendation=None, mode="sample")["html"].read_text()
+    text = write_report(
+        tmp_path,
+        model="m",
+        fits=fits,
+        joint=ok,
+        panels=_panels(fits),
+        recommendation=None,
+        mode="sample",
+    )["html"].read_text()
     assert "<b>Not rejected</b>" in text and "one honest run in twenty" not in text
 
 
 def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
     from evals.calibrate import recommend
 
-    rows = [{"t": t, "n": n, "aggregator": "plurality", "accuracy": a, "sem": 0.01,
-             "ci": [a - 0.02, a + 0.02], "items": 500}
-            for t, n, a in [(0.5, 1, 0.60), (0.5, 3, 0.71), (0.5, 5, 0.78),
-                            (1.0, 1, 0.55), (1.0, 3, 0.73), (1.0, 5, 0.80)]]
+    rows = [
+        {
+            "t": t,
+            "n": n,
+            "aggregator": "plurality",
+            "accuracy": a,
+            "sem": 0.01,
+            "ci": [a - 0.02, a + 0.02],
+            "items": 500,
+        }
+        for t, n, a in [
+            (0.5, 1, 0.60),
+            (0.5, 3, 0.71),
+            (0.5, 5, 0.78),
+            (1.0, 1, 0.55),
+            (1.0, 3, 0.73),
+            (1.0, 5, 0.80),
+        ]
+    ]
     (tmp_path / "summary.json").write_text(json.dumps({"results": rows}))
     fits = _fits()
     rec = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.70)
@@ -147,15 +300,44 @@ def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
 def test_lambda_plot_starts_at_zero_and_clips_intervals():
     import matplotlib.pyplot as plt
 
-    fits = _fits() + [LambdaFit(math.inf, None, (40.0, math.inf), None, None, True, 10, 100,
-                                None, 9, None, None, t=0.0),
-                      LambdaFit(1.0, 5.0, (-30.0, 200.0), 0.0, 0.1, False, 10, 100, 1.0, 8,
-                                0.5, 1.0, t=2.0)]
+    fits = _fits() + [
+        LambdaFit(
+            lam=math.inf,
+            se=None,
+            ci=(40.0, math.inf),
+            bias=None,
+            bias_se=None,
+            separated=True,
+            n_questions=10,
+            n_valid=100,
+            deviance=None,
+            df=9,
+            gof_pvalue=None,
+            dispersion=None,
+            t=0.0,
+        ),
+        LambdaFit(
+            lam=1.0,
+            se=5.0,
+            ci=(-30.0, 200.0),
+            bias=0.0,
+            bias_se=0.1,
+            separated=False,
+            n_questions=10,
+            n_valid=100,
+            deviance=1.0,
+            df=8,
+            gof_pvalue=0.5,
+            dispersion=1.0,
+            t=2.0,
+        ),
+    ]
     fig = lambda_t_figure(fits, None)
     ax = fig.axes[0]
     lo, hi = ax.get_ylim()
-    assert lo <= 0 and any(line.get_ydata()[0] == 0 for line in ax.get_lines()
-                           if line.get_linestyle() == "--")  # the λ = 0 line
+    assert lo <= 0 and any(
+        line.get_ydata()[0] == 0 for line in ax.get_lines() if line.get_linestyle() == "--"
+    )  # the λ = 0 line
     for coll in ax.collections:  # error bars stay inside the axis
         for seg in coll.get_segments():
             assert lo - 1e-9 <= seg[:, 1].min() and seg[:, 1].max() <= hi + 1e-9
@@ -167,8 +349,18 @@ def test_accuracy_plot_spans_the_metric_with_a_chance_line():
 
     from evals.runner import accuracy_figure
 
-    rows = [{"t": 1.0, "n": n, "aggregator": "plurality", "accuracy": a, "sem": 0.2,
-             "ci": [a - 0.4, a + 0.4], "items": 10} for n, a in [(1, 0.9), (3, 0.95)]]
+    rows = [
+        {
+            "t": 1.0,
+            "n": n,
+            "aggregator": "plurality",
+            "accuracy": a,
+            "sem": 0.2,
+            "ci": [a - 0.4, a + 0.4],
+            "items": 10,
+        }
+        for n, a in [(1, 0.9), (3, 0.95)]
+    ]
     summary = {"task": "mathqa", "model": "x" * 150, "results": rows}
     fig = accuracy_figure(summary, chance=0.2)
     ax = fig.axes[0]
@@ -180,10 +372,27 @@ def test_accuracy_plot_spans_the_metric_with_a_chance_line():
             assert seg[:, 1].max() <= 1.0 + 1e-9  # 0.95 + 0.4 clipped to 1
     assert "\n" in ax.get_title()  # a long model name wraps instead of running off the figure
     plt.close(fig)
-    box = accuracy_figure({"task": "boxball", "model": "m", "results": [
-        {"t": 1.0, "n": 1, "aggregator": "majority", "accuracy": 0.5, "sem": 0.1, "ci": [0, 1],
-         "utility": 0.0, "utility_sem": 0.2, "utility_ci": [-1.5, 1.5], "items": 3}]},
-        chance=0.0)
+    box = accuracy_figure(
+        {
+            "task": "boxball",
+            "model": "m",
+            "results": [
+                {
+                    "t": 1.0,
+                    "n": 1,
+                    "aggregator": "majority",
+                    "accuracy": 0.5,
+                    "sem": 0.1,
+                    "ci": [0, 1],
+                    "utility": 0.0,
+                    "utility_sem": 0.2,
+                    "utility_ci": [-1.5, 1.5],
+                    "items": 3,
+                }
+            ],
+        },
+        chance=0.0,
+    )
     lo, hi = box.axes[0].get_ylim()
     assert lo <= -1 and hi >= 1
     plt.close(box)

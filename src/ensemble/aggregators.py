@@ -58,7 +58,7 @@ INVALID_POLICIES = ("ignore", "abstain", "fail")
 TIE_RULES = ("random", "fractional")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vote:
     """The outcome of one aggregation.
 
@@ -165,16 +165,23 @@ class _Base:
         margin = ordered[0][1] - (ordered[1][1] if len(ordered) > 1 else 0) if ordered else 0
         tie = len(top) > 1
         if not top:
-            return Vote(None, dict(counts), {}, n, n_valid, n_invalid, False, 0, self.name,
-                        self.invalid, notes)
+            return self._vote(None, counts, {}, n, n_valid, n_invalid, tie=False, margin=0,
+                              notes=notes)
         if tie and self.tie == "fractional":
             credit = {a: 1.0 / len(top) for a in top}
             decision = sorted(top)[int(self.rng.integers(len(top)))]
         else:
             decision = sorted(top)[int(self.rng.integers(len(top)))] if tie else top[0]
             credit = {decision: 1.0}
-        return Vote(decision, dict(counts), credit, n, n_valid, n_invalid, tie, margin, self.name,
-                    self.invalid, notes)
+        return self._vote(decision, counts, credit, n, n_valid, n_invalid, tie=tie,
+                          margin=margin, notes=notes)
+
+    def _vote(self, decision: str | None, counts: Counter[str] | dict[str, int],
+              credit: dict[str, float], n: int, n_valid: int, n_invalid: int, *, tie: bool,
+              margin: int, notes: tuple[str, ...] = ()) -> Vote:
+        return Vote(decision=decision, counts=dict(counts), credit=credit, n=n, n_valid=n_valid,
+                    n_invalid=n_invalid, tie=tie, margin=margin, rule=self.name,
+                    invalid_policy=self.invalid, notes=notes)
 
 
 class Plurality(_Base):
@@ -236,8 +243,8 @@ class RandomFollow(_Base):
         pick = valid[int(self.rng.integers(len(valid)))]
         vote = self._finish(counts, [pick], n, len(valid), n_inv)
         credit = {a: c / len(valid) for a, c in counts.items()}
-        return Vote(pick, dict(counts), credit, n, len(valid), n_inv, False, vote.margin,
-                    self.name, self.invalid)
+        return self._vote(pick, counts, credit, n, len(valid), n_inv, tie=False,
+                          margin=vote.margin)
 
 
 class Weighted(_Base):
@@ -280,8 +287,8 @@ class _BinaryF(_Base):
         decision = choices[0] if self.rng.random() < p1 else choices[1]
         ordered = counts.most_common()
         margin = ordered[0][1] - ordered[1][1]
-        return Vote(decision, dict(counts), {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
-                    n_inv, 0 < p1 < 1, margin, self.name, self.invalid)
+        return self._vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
+                          n_inv, tie=0 < p1 < 1, margin=margin)
 
 
 class Robust(_BinaryF):
@@ -339,8 +346,8 @@ class Robust(_BinaryF):
         p1 = float(f[tuple(xg[g] for g in present)])
         decision = choices[0] if self.rng.random() < p1 else choices[1]
         margin = abs(counts[choices[0]] - counts[choices[1]])
-        return Vote(decision, dict(counts), {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
-                    n_inv, 0 < p1 < 1, margin, self.name, self.invalid)
+        return self._vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
+                          n_inv, tie=0 < p1 < 1, margin=margin)
 
 
 class LamWeighted(_Base):

@@ -53,7 +53,7 @@ _CHI2_90 = 2.705543454095404  # χ²₁ 0.90 quantile: one-sided 95% bound
 _LAM_MAX = 1e4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LambdaFit:
     """λ (ψ_λ units) with its uncertainty; lam = inf when the data are separated."""
 
@@ -254,13 +254,16 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
         if bias:
             notes.append("bias not estimated under separation")
         if sign > 0:
-            return LambdaFit(math.inf, None, (float(bound), math.inf), None, None, True, nq, nv,
-                             None, nq - (2 if bias else 1), None, None, mode, t, mirror,
-                             tuple(notes))
+            return LambdaFit(lam=math.inf, se=None, ci=(float(bound), math.inf), bias=None,
+                             bias_se=None, separated=True, n_questions=nq, n_valid=nv,
+                             deviance=None, df=nq - (2 if bias else 1), gof_pvalue=None,
+                             dispersion=None, mode=mode, t=t, mirrored=mirror, notes=tuple(notes))
         notes.append("answers are separated AGAINST the evidence (λ = −∞): the model picks the "
                      "less likely box; check the prompt and the answer mapping")
-        return LambdaFit(-math.inf, None, (-math.inf, -float(bound)), None, None, True, nq, nv,
-                         None, nq - (2 if bias else 1), None, None, mode, t, mirror, tuple(notes))
+        return LambdaFit(lam=-math.inf, se=None, ci=(-math.inf, -float(bound)), bias=None,
+                         bias_se=None, separated=True, n_questions=nq, n_valid=nv, deviance=None,
+                         df=nq - (2 if bias else 1), gof_pvalue=None, dispersion=None, mode=mode,
+                         t=t, mirrored=mirror, notes=tuple(notes))
     exog = np.column_stack([x, np.ones_like(x)]) if bias else x[:, None]
     import warnings
 
@@ -305,9 +308,11 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
         if dev_p is not None and dev_p < 0.05:
             notes.append(f"deviance test p = {dev_p:.2g}: more spread between questions than "
                          "binomial sampling allows (some prompts may be read differently)")
-    return LambdaFit(lam, se, (float(lo), float(hi)), b, b_se, False, nq, nv, dev, df, gof, disp,
-                     mode, t, mirror, tuple(notes), gof_stat, dev_p,
-                     gof_reps if gof is not None else 0)
+    return LambdaFit(lam=lam, se=se, ci=(float(lo), float(hi)), bias=b, bias_se=b_se,
+                     separated=False, n_questions=nq, n_valid=nv, deviance=dev, df=df,
+                     gof_pvalue=gof, dispersion=disp, mode=mode, t=t, mirrored=mirror,
+                     notes=tuple(notes), gof_stat=gof_stat, deviance_pvalue=dev_p,
+                     gof_reps=gof_reps if gof is not None else 0)
 
 
 def fit_probabilities(posteriors: ArrayLike, probs: ArrayLike, *, bias: bool = True,
@@ -328,11 +333,13 @@ def fit_probabilities(posteriors: ArrayLike, probs: ArrayLike, *, bias: bool = T
         warnings.simplefilter("ignore")
         res = sm.GLM(q, exog, family=sm.families.Binomial()).fit(scale="X2")
     lam, se = float(res.params[0]), float(res.bse[0])
-    return LambdaFit(lam, se, (lam - 1.959964 * se, lam + 1.959964 * se),
-                     float(res.params[1]) if bias else None,
-                     float(res.bse[1]) if bias else None, False, int(p.size), int(p.size),
-                     float(res.deviance), int(res.df_resid), None, float(res.scale), "logprob", t,
-                     False, ("quasi-binomial fit to logprob probabilities; Wald interval",))
+    return LambdaFit(lam=lam, se=se, ci=(lam - 1.959964 * se, lam + 1.959964 * se),
+                     bias=float(res.params[1]) if bias else None,
+                     bias_se=float(res.bse[1]) if bias else None, separated=False,
+                     n_questions=int(p.size), n_valid=int(p.size), deviance=float(res.deviance),
+                     df=int(res.df_resid), gof_pvalue=None, dispersion=float(res.scale),
+                     mode="logprob", t=t, mirrored=False,
+                     notes=("quasi-binomial fit to logprob probabilities; Wald interval",))
 
 
 def fit_joint(groups: Sequence[tuple[float, ArrayLike, ArrayLike, ArrayLike]], *,

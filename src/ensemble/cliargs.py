@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .jsonio import emit_json, to_jsonable
 
@@ -22,33 +23,67 @@ __all__ = [
     "status_printer", "temperature", "to_jsonable",
 ]
 
+_N = TypeVar("_N", int, float)
+
 if TYPE_CHECKING:
     from .sampling.batch import BatchOptions
     from .sampling.options import ProviderOptions
 
 
+def _value(text: str, convert: Callable[[str], _N], ok: Callable[[_N], bool], what: str) -> _N:
+    """`convert(text)` if it converts and passes `ok`, else one message: expected `what`."""
+    try:
+        value = convert(text)
+    except (ValueError, OverflowError):
+        ok_ = False
+    else:
+        ok_ = ok(value)
+    if not ok_:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    return _value(text, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def nonneg_int(text: str) -> int:
+    """An integer >= 0."""
+    return _value(text, int, lambda v: v >= 0, "an integer >= 0")
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
+    return _value(text, float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+
+
+def nonneg_float(text: str) -> float:
+    """A finite number >= 0."""
+    return _value(text, float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
+
+
+def lam_value(text: str) -> float:
+    """A rationality λ >= 0; 'inf' allowed (the rational expert)."""
+    return _value(text, float, lambda v: v >= 0, "a number >= 0 (or inf) for λ")
+
+
+def temperature(text: str) -> float:
+    """A sampling temperature: a finite number >= 0."""
+    return _value(text, float, lambda v: math.isfinite(v) and v >= 0,
+                  "a temperature (a finite number >= 0)")
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1]."""
+    return _value(text, float, lambda v: 0.0 <= v <= 1.0, "a probability in [0, 1]")
 
 
 def share_or_count(text: str) -> float:
     """A share in [0, 1) or a count >= 1 (for --fail-on-error)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a share below 1 (e.g. 0.05) or a count (e.g. 3), got {text!r}") from None
-    if not math.isfinite(value) or value < 0 or (value >= 1 and value != int(value)):
-        raise argparse.ArgumentTypeError(
-            f"expected a share below 1 (e.g. 0.05) or a whole count (e.g. 3), got {text!r}")
-    return value
+    return _value(text, float,
+                  lambda v: math.isfinite(v) and v >= 0 and (v < 1 or v == int(v)),
+                  "a share below 1 (e.g. 0.05) or a whole count (e.g. 3)")
 
 
 def add_provider_args(p: argparse.ArgumentParser) -> None:
@@ -172,76 +207,6 @@ def status_printer(line: str) -> None:
     import sys
 
     print(f"ensemble: {line}", file=sys.stderr, flush=True)
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def nonneg_int(text: str) -> int:
-    """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    """A finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def lam_value(text: str) -> float:
-    """A rationality λ >= 0; 'inf' allowed (the rational expert)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number >= 0 (or inf) for λ, got {text!r}") from None
-    if math.isnan(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0 (or inf) for λ, got {text!r}")
-    return value
-
-
-def temperature(text: str) -> float:
-    """A sampling temperature: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a temperature (a number >= 0), got {text!r}") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a temperature (a finite number >= 0), got {text!r}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a probability in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
-    return value
 
 
 def fmt_lam(lam: float | None) -> str:
