@@ -4,7 +4,7 @@ Grid: 500 questions × 20 samples × 3 temperatures × n ∈ {1, 3, 5}: exact pe
 plurality estimates (the average over all n-subsets), their jackknife terms, and intervals with
 1000 bootstrap resamples of the questions, for every cell and contrast (`evals.runner.analyse`,
 the function the CLI runs). Box-ball: the 216 scenarios (400 questions) × 20 samples × 3
-temperatures, exact unbiased utility, same intervals. Target (DESIGN.md section 7): < 2 s each.
+temperatures, exact unbiased utility, same intervals. Target: < 2 s each.
 The baseline is the paper's procedure (1000 bootstrap repetitions, each a random n-subset per
 question) with a per-question Python loop, run for 20 repetitions and scaled to 1000; its
 Monte-Carlo estimate agrees with the exact one.

@@ -1,4 +1,4 @@
-"""Reproduce the paper's numbers under θ* (DESIGN.md section 1; paper section 3.2 and appendix)."""
+"""Reproduce the paper's numbers under θ* (paper section 3.2 and appendix)."""
 
 import math
 
