@@ -97,87 +97,87 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .aggregators import (  # noqa: F401
-        aggregator_names,
-        get_aggregator,
+if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-exported
+    from .aggregators import (
+        aggregator_names as aggregator_names,
+        get_aggregator as get_aggregator,
     )
-    from .api import (  # noqa: F401
-        Decision,
-        Ensemble,
-        vote,
+    from .api import (
+        Decision as Decision,
+        Ensemble as Ensemble,
+        vote as vote,
     )
-    from .calibration import (  # noqa: F401
-        LambdaFit,
-        fit_lambda,
+    from .calibration import (
+        LambdaFit as LambdaFit,
+        fit_lambda as fit_lambda,
     )
-    from .errors import (  # noqa: F401
-        AuthenticationError,
-        BadRequestError,
-        ContentRefusedError,
-        DataError,
-        EndpointNotFoundError,
-        EndpointUnreachable,
-        EnsembleError,
-        InputError,
-        LocalModelError,
-        MalformedResponseError,
-        ModelNotFoundError,
-        OverloadedError,
-        ProviderConnectionError,
-        ProviderError,
-        ProviderTimeoutError,
-        RateLimitError,
-        RetryBudgetExceeded,
-        RunStopped,
-        SamplingFailed,
-        ServerError,
-        StoreError,
+    from .errors import (
+        AuthenticationError as AuthenticationError,
+        BadRequestError as BadRequestError,
+        ContentRefusedError as ContentRefusedError,
+        DataError as DataError,
+        EndpointNotFoundError as EndpointNotFoundError,
+        EndpointUnreachable as EndpointUnreachable,
+        EnsembleError as EnsembleError,
+        InputError as InputError,
+        LocalModelError as LocalModelError,
+        MalformedResponseError as MalformedResponseError,
+        ModelNotFoundError as ModelNotFoundError,
+        OverloadedError as OverloadedError,
+        ProviderConnectionError as ProviderConnectionError,
+        ProviderError as ProviderError,
+        ProviderTimeoutError as ProviderTimeoutError,
+        RateLimitError as RateLimitError,
+        RetryBudgetExceeded as RetryBudgetExceeded,
+        RunStopped as RunStopped,
+        SamplingFailed as SamplingFailed,
+        ServerError as ServerError,
+        StoreError as StoreError,
     )
-    from .profile import (  # noqa: F401
-        CalibrationProfile,
+    from .profile import (
+        CalibrationProfile as CalibrationProfile,
     )
-    from .qr import (  # noqa: F401
-        lam_at_temperature,
-        psi,
-        psi_inverse,
-        temperature_for_lam,
+    from .qr import (
+        lam_at_temperature as lam_at_temperature,
+        psi as psi,
+        psi_inverse as psi_inverse,
+        temperature_for_lam as temperature_for_lam,
     )
-    from .sampling.options import (  # noqa: F401
-        ProviderOptions,
+    from .sampling.options import (
+        ProviderOptions as ProviderOptions,
     )
-    from .sampling.parsing import (  # noqa: F401
-        extract_answer,
+    from .sampling.parsing import (
+        extract_answer as extract_answer,
     )
-    from .sampling.provider import (  # noqa: F401
-        Choice,
-        Completion,
-        Provider,
+    from .sampling.provider import (
+        Choice as Choice,
+        Completion as Completion,
+        Provider as Provider,
     )
-    from .sampling.sampler import (  # noqa: F401
-        SampleFailure,
-        Sampler,
-        SampleResult,
+    from .sampling.sampler import (
+        SampleFailure as SampleFailure,
+        Sampler as Sampler,
+        SampleResult as SampleResult,
     )
-    from .sampling.store import (  # noqa: F401
-        SampleStore,
+    from .sampling.store import (
+        SampleStore as SampleStore,
     )
-    from .sampling.types import (  # noqa: F401
-        JobStats,
-        Sample,
-        SampleRequest,
-        SamplingParams,
+    from .sampling.types import (
+        JobStats as JobStats,
+        Sample as Sample,
+        SampleRequest as SampleRequest,
+        SamplingParams as SamplingParams,
     )
-    from .stopping import (  # noqa: F401
-        BayesRule,
-        BetaPrior,
-        BetaRule,
-        FixedRule,
-        GridPrior,
-        StoppingRule,
-        StopSpec,
-        expected_performance,
-        fit_prior,
-        get_stopping_rule,
-        prior_from_calibration,
+    from .stopping import (
+        BayesRule as BayesRule,
+        BetaPrior as BetaPrior,
+        BetaRule as BetaRule,
+        FixedRule as FixedRule,
+        GridPrior as GridPrior,
+        StoppingRule as StoppingRule,
+        StopSpec as StopSpec,
+        expected_performance as expected_performance,
+        fit_prior as fit_prior,
+        get_stopping_rule as get_stopping_rule,
+        prior_from_calibration as prior_from_calibration,
     )

@@ -53,7 +53,7 @@ class _Cell(_Model):
 
 
 class ResultRow(_Cell):
-    """One (t, n, aggregator) cell of the results table (the keys of the eval JSON contract first)."""
+    """One (t, n, aggregator) cell of the results table (the eval JSON contract's keys first)."""
 
     t: float
     n: int
