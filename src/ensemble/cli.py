@@ -23,7 +23,7 @@ COMMANDS = ("theory", "sample", "testing", "models", "batches")
 ENTRY_POINT_GROUP = "ensemble.commands"
 # the order of `ensemble --help`; commands not named here follow, sorted
 HELP_ORDER = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view", "models",
-              "batches")
+              "batches", "schema")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

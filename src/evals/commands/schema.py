@@ -1,0 +1,39 @@
+"""`ensemble schema NAME`: the JSON schema of a file a run writes (summary.json, profile.json,
+calibration.json), so other tools can validate what they read."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ensemble.cliargs import emit_json
+
+# name -> (module, class): imported only when asked for
+_FILES = {
+    "eval-summary": ("evals.schemas", "EvalSummary", "summary.json of `ensemble eval`"),
+    "calibration": ("evals.schemas", "CalibrationSummary",
+                    "calibration.json of `ensemble calibrate`"),
+    "profile": ("ensemble.profile", "CalibrationProfile",
+                "profile.json of `ensemble calibrate` (CalibrationProfile.load)"),
+}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "schema", help="the JSON schema of a file a run writes",
+        description="Print the JSON schema (draft 2020-12, from the pydantic model that "
+                    "validates the file before it is written). On disk an infinite number is "
+                    "null with a sibling `NAME_inf: \"+\" | \"-\"` marker, beside what the "
+                    "schema describes. Names: " + "; ".join(
+                        f"{k}: {v[2]}" for k, v in _FILES.items()))
+    p.add_argument("name", choices=sorted(_FILES), help="which file")
+    p.set_defaults(func=run, _parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import importlib
+
+    module, cls, _ = _FILES[args.name]
+    model = getattr(importlib.import_module(module), cls)
+    emit_json(model.model_json_schema())
+    return 0

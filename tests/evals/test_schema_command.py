@@ -1,0 +1,25 @@
+"""`ensemble schema NAME` prints the JSON schema that validates each file a run writes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("name, title", [("eval-summary", "EvalSummary"),
+                                         ("calibration", "CalibrationSummary"),
+                                         ("profile", "CalibrationProfile")])
+def test_schema_names_the_model_and_its_fields(name, title):
+    out = subprocess.run([sys.executable, "-m", "ensemble", "schema", name],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["title"] == title
+    assert doc["properties"] and "required" in doc
+
+
+def test_unknown_schema_is_one_line():
+    out = subprocess.run([sys.executable, "-m", "ensemble", "schema", "nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "invalid choice" in out.stderr
