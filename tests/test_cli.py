@@ -19,6 +19,19 @@ def test_help_works_and_does_not_import_litellm():
     assert res.returncode == 0 and "quantal response" in res.stdout
 
 
+def test_theory_threshold_imports_neither_litellm_nor_scipy():
+    """`ensemble theory threshold` starts in well under 0.5 s: numpy only (scipy's optimizer and
+    special functions alone cost ~0.3 s to import)."""
+    code = ("import sys, io, contextlib; from ensemble.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    rc = main(['theory', 'threshold', '--n-max', '20', '--json'])\n"
+            "print(rc, sorted(m for m in ('litellm', 'scipy', 'scipy.optimize') if m in sys.modules),"
+            " out.getvalue().count('\"n\"'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "[]", "20"]
+
+
 def test_unknown_command_is_one_line_usage_error():
     res = run("frobnicate")
     assert res.returncode == 2

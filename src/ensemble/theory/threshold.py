@@ -12,17 +12,25 @@ log-odds of q0 (so the region near ψ_λ(0), where ρ blows up, is resolved) and
 bounded scalar minimiser, all in log space (h ~ 4^-k underflows doubles beyond n ~ 1000;
 before that fix g(10001) came out as ∞). The paper's lemma makes the condition monotone in λ,
 so g(n) follows by bisection. g(n) = ∞ for n <= 2 and g(2k) = g(2k − 1) (same k).
+
+numpy only: `ensemble theory threshold` must start in under 0.5 s, and importing scipy.optimize
+and scipy.special costs ~0.3 s, more than the whole computation of g(3..20). The refinement is
+therefore a golden-section search written here (`_golden_min`, a dozen lines), not scipy's
+bounded Brent; both converge to the same minimum on these unimodal brackets (g(n) for n = 3..59,
+101, ..., 10001 agree to 1e-9 relative; tests/theory/test_threshold.py pins the values).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .utility import validate_n
+from ._checks import validate_n
 
 __all__ = ["threshold", "threshold_margin"]
 
@@ -33,15 +41,19 @@ def _log_h(q: NDArray[np.float64], k: int, psi1: float) -> NDArray[np.float64]:
         return k * np.log(q * (1 - q)) + np.log1p(-2 * q) - np.log(psi1 - q)
 
 
+def _log_h1(q: float, k: int, psi1: float) -> float:
+    """`_log_h` at one point, in plain floats (the refinement calls it thousands of times)."""
+    if q <= 0.0 or q >= 0.5:
+        return -math.inf  # h(1/2) = 0; q <= 0 lies outside the region
+    return k * math.log(q * (1 - q)) + math.log1p(-2 * q) - math.log(psi1 - q)
+
+
 def threshold_margin(lam: float, n: int, *, points: int = 4001) -> float:
     """min over the (q0, q1) triangle of log[h(q0) ρ(q0) / max_{q1 ∈ [q0, 1/2]} h(q1)].
 
     >= 0 means the inequality holds at this λ (majority is then optimally robust). Computed in
     log space, so large n (h ~ 4^-k) does not underflow.
     """
-    from scipy.optimize import minimize_scalar
-    from scipy.special import expit
-
     k = (n - 1) // 2
     psi1 = float(expit(2 * lam))
     # q0 from ψ_λ(0) (log-odds −2λ) towards 1/2 (log-odds 0): L = ln((1−q0)/q0) from 2λ down
@@ -59,26 +71,49 @@ def threshold_margin(lam: float, n: int, *, points: int = 4001) -> float:
     # refine around the grid minimum; the max of h on [q0, 1/2] is refined too
 
     def neg_lh(x: float) -> float:
-        return -float(_log_h(np.array([x]), k, psi1)[0])
+        return -_log_h1(x, k, psi1)
 
-    qmax_res = minimize_scalar(neg_lh, bounds=(float(q[0]), 0.5), method="bounded",
-                               options={"xatol": 1e-13})
-    qstar = float(qmax_res.x)
-    lhstar = max(float(-qmax_res.fun), float(lH.max()))
+    qstar, neg_max = _golden_min(neg_lh, float(q[0]), 0.5, xatol=1e-13)
+    lhstar = max(-neg_max, float(lH.max()))
     lo, hi = float(L[min(i + 1, L.size - 1)]), float(L[max(i - 1, 0)])
 
     def slack_at(Lx: float) -> float:
-        q0 = float(expit(-Lx))
-        lhq = float(_log_h(np.array([q0]), k, psi1)[0])
+        q0 = 1.0 / (1.0 + math.exp(Lx))  # expit(−Lx), Lx >= 0
+        lhq = _log_h1(q0, k, psi1)
         lHq = lhstar if q0 <= qstar else lhq
         lr = math.log(2 * lam + Lx) - math.log(2 * lam - Lx) if Lx < 2 * lam else math.inf
         return lhq + lr - lHq
 
     if hi > lo:
-        res = minimize_scalar(slack_at, bounds=(lo, hi), method="bounded",
-                              options={"xatol": 1e-14})
-        best = min(best, float(res.fun))
+        best = min(best, _golden_min(slack_at, lo, hi, xatol=1e-14)[1])
     return best
+
+
+def expit(x: Any) -> Any:
+    """1 / (1 + e^−x), without overflow warnings for large |x|."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
+
+
+_INVPHI = (math.sqrt(5.0) - 1.0) / 2.0  # 1/φ
+
+
+def _golden_min(f: Callable[[float], float], a: float, b: float, *,
+                xatol: float) -> tuple[float, float]:
+    """(x, f(x)) at the minimum of a unimodal f on [a, b], by golden-section search to
+    |bracket| <= xatol; the endpoints are compared too, so a minimum at a bound is found."""
+    c, d = b - _INVPHI * (b - a), a + _INVPHI * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > xatol:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _INVPHI * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + _INVPHI * (b - a)
+            fd = f(d)
+    return min(((c, fc), (d, fd), (a, f(a)), (b, f(b))), key=lambda p: p[1])
 
 
 def threshold(n: int, *, rtol: float = 1e-9) -> float:

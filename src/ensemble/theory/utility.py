@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, xlog1py, xlogy
 
 from ..errors import InputError
+from ._checks import validate_n
 from .structures import ReportStructure
 
 __all__ = [
@@ -32,12 +33,6 @@ __all__ = [
     "validate_f",
     "validate_n",
 ]
-
-
-def validate_n(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"n must be an integer >= 1, got {n!r}")
-    return int(n)
 
 
 def validate_f(f: ArrayLike, n: int) -> NDArray[np.float64]:
