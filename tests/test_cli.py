@@ -25,8 +25,8 @@ def test_theory_threshold_imports_neither_litellm_nor_scipy():
     code = ("import sys, io, contextlib; from ensemble.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
             "    rc = main(['theory', 'threshold', '--n-max', '20', '--json'])\n"
-            "print(rc, sorted(m for m in ('litellm', 'scipy', 'scipy.optimize') if m in sys.modules),"
-            " out.getvalue().count('\"n\"'))")
+            "mods = ('litellm', 'scipy', 'scipy.optimize')\n"
+            "print(rc, sorted(m for m in mods if m in sys.modules), out.getvalue().count('\"n\"'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "[]", "20"]
