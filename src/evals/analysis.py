@@ -39,6 +39,7 @@ replicate votes and `ItemValues.jackknife` is False.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb, factorial
 from typing import Any
@@ -716,7 +717,7 @@ def _vote_group_one(counts: list[NDArray[np.int64]], right: int, ns: list[int],
     return out
 
 
-def vote_group_values(codes: list[NDArray[np.integer]], correct: NDArray[np.integer],
+def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.integer],
                       ns: list[int], rules: dict[str, Any], *, n_options: int
                       ) -> dict[str, ItemValues]:
     """Per-question unbiased accuracy of rules over a mixed ensemble (multiple choice).
