@@ -195,3 +195,24 @@ def test_cli_ensemble_errors_and_schema(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     r = subprocess.run([*run, "--ensemble", p, "--model", "x"], capture_output=True, text=True)
     assert r.returncode != 0 and "drop --model" in r.stderr
+
+
+def test_mixed_mathqa_end_to_end(tmp_path, mathqa_path):
+    from ensemble.testing import answer_key_from_questions
+
+    key = answer_key_from_questions(get_task("mathqa", data=mathqa_path).questions())
+    with SimulatedServer(lam1=0.5, seed=1, answer_key=key) as a, \
+            SimulatedServer(lam1=3.0, seed=2, answer_key=key) as b:
+        spec = load_spec(_write(tmp_path, {"members": [
+            {"model": "openai/sim-a", "api_base": a.base_url, "n": 2, "temperature": 1.0,
+             "lam": 0.5},
+            {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 1.0,
+             "lam": 3.0}]}))
+        s = asyncio.run(run_mixed(spec, _cfg(tmp_path, task="mathqa", data=str(mathqa_path),
+                                             limit=8)))
+    assert s["ensemble"]["aggregators"] == ["plurality", "lam-weighted"]
+    assert [(r["member"], r["aggregator"]) for r in s["results"]] == [
+        ("ensemble", "plurality"), ("ensemble", "lam-weighted"),
+        ("openai/sim-a@t=1", "plurality"), ("openai/sim-b@t=1", "plurality")]
+    assert all(0 <= r["accuracy"] <= 1 for r in s["results"])
+    assert s["contrasts"][0]["vs_aggregator"] == "plurality"
