@@ -86,9 +86,9 @@ def share_or_count(text: str) -> float:
                   "a share below 1 (e.g. 0.05) or a whole count (e.g. 3)")
 
 
-def add_provider_args(p: argparse.ArgumentParser) -> None:
+def add_provider_args(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     """--model and the provider options shared by sample, eval and calibrate."""
-    p.add_argument("--model", required=True,
+    p.add_argument("--model", required=model_required,
                    help="litellm model string (openai/gpt-4o-mini, ollama/llama3, ...) or "
                         "local / local:<path.gguf>")
     g = p.add_argument_group("provider and limits (shared by every run on the same endpoint)")

@@ -9,6 +9,7 @@ time), grid.csv, accuracy.png and the run records (evals/records.py).
 from __future__ import annotations
 
 import csv
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,8 @@ class EvalConfig:
     on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     batch: BatchOptions | None = None
     router: str | None = None
+    aggregators: tuple[str, ...] = ()  # extra rules beside majority / plurality (--aggregator)
+    lam1: float | None = None  # λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for lam-weighted / robust
 
     def k(self) -> int:
         """Samples per question and temperature (default: the largest n)."""
@@ -141,6 +144,13 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         bad = next(q for q in questions if q.correct is None)
         raise InputError(f"question {bad.id!r} has no answer: every question needs one to be "
                          "scored (field 'answer')")
+    if cfg.aggregators:  # refused before any request when a rule cannot apply
+        from .mixed import check_aggregators
+
+        check_aggregators(list(cfg.aggregators), binary=all(len(q.choices) == 2
+                                                            for q in questions),
+                          n_options=max(len(q.choices) for q in questions), lams=[cfg.lam1],
+                          where="--aggregator")
     out = run_dir(cfg)
     k = cfg.k()
     max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
@@ -186,6 +196,8 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     write_run_log(out, questions, cfg.temperatures, rows, answers, ns=cfg.ns,
                   rule="majority" if cfg.task == "boxball" else "plurality")
     summary = analyse(cfg, questions, answers)
+    if cfg.aggregators:
+        extra_rules(cfg, questions, answers, summary)
     if cfg.adaptive:
         summary["adaptive"] = adaptive_rows(cfg, questions, answers)
     summary.update({
@@ -341,6 +353,67 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
     }
 
 
+def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
+                summary: dict[str, Any]) -> None:
+    """Add the `--aggregator` rules to a single-model summary: rows at each (t, n) and their
+    paired difference from the main vote (kind "aggregator", the same samples). λ = λ₁ / t
+    (ψ_λ units; ∞ at t = 0); one model is one group, so lam-weighted is the main vote."""
+    from .analysis import box_group_values, group_rule, vote_group_values
+    from .mixed import check_aggregators
+
+    box = cfg.task == "boxball"
+    names = check_aggregators(list(cfg.aggregators), binary=box or all(
+        len(q.choices) == 2 for q in questions), n_options=max(len(q.choices) for q in questions),
+        lams=[cfg.lam1], where="--aggregator")
+    main, extra = names[0], names[1:]
+    summary["aggregators"] = names
+    if not extra:
+        return
+    temps = [float(t) for t in cfg.temperatures]
+    ns = sorted(set(cfg.ns))
+    cells = item_cells(cfg.task, questions, answers, ns)
+    items = cells[0][main, ns[0]].items
+    total = summary["population"]["total"]
+    unit = summary["population"]["unit"]
+    g = np.random.default_rng(cfg.seed + 1)
+    resamples = bootstrap_counts(items, cfg.bootstrap, g)
+    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
+
+    def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
+        span = 2.0 if box else 1.0
+        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
+        s = summarise(iv, population=total, counts=resamples, rng=g, bounds=(lo, hi))
+        return {**head, **_fields(s, box=box, diff=diff), "covers": covers}
+
+    if box:
+        scen, joint, loc = box_layout(questions)
+    else:
+        choices: list[str] = []
+        for q in questions:
+            choices.extend(c for c in q.choices if c not in choices)
+        idx = {c: i for i, c in enumerate(choices)}
+        correct = np.array([idx[str(q.correct)] for q in questions])
+    for ti, t in enumerate(temps):
+        lam = None if cfg.lam1 is None else (math.inf if t == 0 else cfg.lam1 / t)
+        for n in ns:
+            if box:
+                counts = box_answer_counts(answers[ti], loc, len(scen))[None]
+                got = box_group_values(counts, joint, [n], {r: group_rule(r, [lam])
+                                                            for r in extra})
+            else:
+                codes = np.array([[idx.get(a, -1) if a is not None else -1 for a in r]
+                                  for r in answers[ti]], dtype=np.int64)
+                got = vote_group_values([codes], correct, [n], {r: [lam] for r in extra},
+                                        n_options=len(choices))
+            for r in extra:
+                summary["results"].append(row(got[r], diff=False, t=t, n=n, aggregator=r))
+                summary["contrasts"].append(row(
+                    got[r].minus(cells[ti][main, n], same_answers=True), diff=True,
+                    kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
+                    vs_aggregator=main))
+    summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == "random-follow"))
+
+
 def _fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:
     """A summary as JSON fields: accuracy units (box-ball: also utility in ±1 units)."""
     name = "difference" if diff else "accuracy"
@@ -477,21 +550,24 @@ def _population(cfg: EvalConfig, questions: list[Question]) -> int:
     return len(full.questions())
 
 
-def _write_outputs(out: Path, summary: dict[str, Any]) -> None:
+def _write_outputs(out: Path, summary: dict[str, Any], *, plot: bool = True) -> None:
     from ensemble.jsonio import dumps
 
     (out / "summary.json").write_text(dumps(summary, indent=2) + "\n")
     with open(out / "grid.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["t", "n", "aggregator", "accuracy", "sem", "ci_low", "ci_high",
-                    "ci_questions_low", "ci_questions_high", "utility", "utility_sem", "items"])
+                    "ci_questions_low", "ci_questions_high", "utility", "utility_sem", "items",
+                    "member"])
         for r in summary["results"]:
             u = [f"{r['utility']:.6f}", f"{r['utility_sem']:.6f}"] if "utility" in r else ["", ""]
-            w.writerow([r["t"], r["n"], r["aggregator"], f"{r['accuracy']:.6f}",
-                        f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}", f"{r['ci'][1]:.6f}",
+            w.writerow(["" if r["t"] is None else r["t"], r["n"], r["aggregator"],
+                        f"{r['accuracy']:.6f}", f"{r['sem']:.6f}", f"{r['ci'][0]:.6f}",
+                        f"{r['ci'][1]:.6f}",
                         f"{r['ci_questions'][0]:.6f}", f"{r['ci_questions'][1]:.6f}", *u,
-                        r["items"]])
-    _plot(out / "accuracy.png", summary)
+                        r["items"], r.get("member") or ""])
+    if plot:
+        _plot(out / "accuracy.png", summary)
 
 
 def _plot(path: Path, summary: dict[str, Any]) -> None:

@@ -19,9 +19,11 @@ __all__ = [
     "CalibrationSummary",
     "ContrastRow",
     "CostSummary",
+    "EnsembleInfo",
     "EvalSummary",
     "FailedSummary",
     "FixedRow",
+    "MemberInfo",
     "Population",
     "ResultRow",
     "SCHEMAS",
@@ -53,13 +55,17 @@ class _Cell(_Model):
 
 
 class ResultRow(_Cell):
-    """One (t, n, aggregator) cell of the results table (the eval JSON contract's keys first)."""
+    """One (t, n, aggregator) cell of the results table (the eval JSON contract's keys first).
 
-    t: float
+    Mixed ensembles (`--ensemble`): `member` is "ensemble" (t null, n the total votes) or the
+    label of a member scored alone at its own t and n."""
+
+    t: float | None
     n: int
     aggregator: str
     accuracy: float
     utility: float | None = None
+    member: str | None = None
 
 
 class ContrastRow(_Cell):
@@ -67,8 +73,9 @@ class ContrastRow(_Cell):
     "aggregator" (a rule − majority)."""
 
     kind: str
-    t: float
-    vs_t: float
+    t: float | None
+    vs_t: float | None
+    member: str | None = None
     n: int
     vs_n: int
     aggregator: str
@@ -100,6 +107,27 @@ class AdaptiveRow(_Model):
     vs_fixed: dict[str, Any]
     fixed: list[FixedRow]
     scored: str
+
+
+class MemberInfo(_Model):
+    """A member of a mixed ensemble as it was scored (λ in ψ_λ units at its temperature)."""
+
+    label: str
+    model: str
+    api_base: str | None
+    n: int
+    temperature: float
+    lam: float | None  # None: unknown, or infinite when lam_inf
+    lam_inf: bool = False
+    lam_source: str | None
+    samples: int
+
+
+class EnsembleInfo(_Model):
+    members: list[MemberInfo]
+    aggregators: list[str]
+    units: str
+    assumption: str
 
 
 class Population(_Model):
@@ -147,6 +175,8 @@ class EvalSummary(BaseModel):
     invalid_policy: str
     warnings: list[str] = []
     adaptive: list[AdaptiveRow] = []
+    ensemble: EnsembleInfo | None = None  # mixed ensembles (`--ensemble`): its members
+    aggregators: list[str] = []  # the rules scored (single model: beside the main vote)
     requests: int
     cost_usd: float | None
     cost: CostSummary

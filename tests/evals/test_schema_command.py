@@ -9,7 +9,8 @@ import pytest
 
 @pytest.mark.parametrize("name, title", [("eval-summary", "EvalSummary"),
                                          ("calibration", "CalibrationSummary"),
-                                         ("profile", "CalibrationProfile")])
+                                         ("profile", "CalibrationProfile"),
+                                         ("ensemble-spec", "EnsembleSpec")])
 def test_schema_names_the_model_and_its_fields(name, title):
     out = subprocess.run([sys.executable, "-m", "ensemble", "schema", name],
                          capture_output=True, text=True, timeout=60)

@@ -10,6 +10,7 @@ from ensemble.cliargs import (
     add_provider_args,
     add_run_policy_args,
     emit_json,
+    lam_value,
     mode_options,
     positive_float,
     positive_int,
@@ -28,9 +29,23 @@ def register(subparsers: Any) -> None:
                     "from the samples (box-ball: expected utility in ±1 units), with 95% "
                     "intervals for the task and for the questions run.")
     p.add_argument("task", help="mathqa | boxball | jsonl")
-    add_provider_args(p)
-    p.add_argument("--t", type=temperature, nargs="+", required=True, help="temperatures")
-    p.add_argument("--n", type=positive_int, nargs="+", required=True, help="group sizes")
+    add_provider_args(p, model_required=False)
+    p.add_argument("--t", type=temperature, nargs="+", help="temperatures")
+    p.add_argument("--n", type=positive_int, nargs="+", help="group sizes")
+    m = p.add_argument_group("rules and mixed ensembles (docs/ensembles.md; λ in ψ_λ units)")
+    m.add_argument("--ensemble", metavar="SPEC.json",
+                   help="evaluate a mixed ensemble instead of --model/--t/--n: members (model, "
+                        "api_base, n, temperature, lam or calibration), calibration, "
+                        "aggregators (`ensemble eval --ensemble-schema` prints its schema)")
+    m.add_argument("--ensemble-schema", action="store_true",
+                   help="print the JSON schema of an --ensemble spec and exit")
+    m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME",
+                   help="rules to score beside majority / plurality: lam-weighted, robust "
+                        "(binary tasks only); they need λ: --lam or --calibration")
+    m.add_argument("--lam", type=lam_value, metavar="L1",
+                   help="the model's λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for --aggregator")
+    m.add_argument("--calibration", metavar="PROFILE",
+                   help="calibration profile (or folder) giving λ₁ for --aggregator")
     p.add_argument("--samples", type=positive_int,
                    help="samples per question and temperature (default: the largest n; draw at "
                         "least n + 1 to separate the answers' noise from the questions')")
@@ -67,24 +82,61 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
+    from ensemble.errors import InputError
     from evals.runner import EvalConfig, run_eval
 
+    if args.ensemble_schema:
+        from evals.mixed import spec_schema
+
+        emit_json(spec_schema())
+        return 0
     batch, router = mode_options(args)
-    cfg = EvalConfig(task=args.task, model=args.model, temperatures=tuple(args.t),
-                     ns=tuple(args.n), samples=args.samples, limit=args.limit, seed=args.seed,
+    if args.ensemble:
+        given = [f for f, v in (("--model", args.model), ("--t", args.t), ("--n", args.n),
+                                ("--aggregator", args.aggregator), ("--lam", args.lam),
+                                ("--calibration", args.calibration)) if v]
+        if given:
+            raise InputError(f"--ensemble names the members, their n and t, and the rules: "
+                             f"drop {', '.join(given)}")
+    else:
+        missing = [f for f, v in (("--model", args.model), ("--t", args.t), ("--n", args.n))
+                   if not v]
+        if missing:
+            raise InputError(f"give {', '.join(missing)} (or --ensemble SPEC.json)")
+        if args.lam is not None and args.calibration:
+            raise InputError("give --lam or --calibration, not both")
+    lam1 = args.lam
+    if args.calibration:
+        from ensemble.profile import CalibrationProfile
+
+        prof = CalibrationProfile.load(args.calibration)
+        if prof.lam1 is None:
+            raise InputError(f"{args.calibration}: the profile has no fitted λ₁")
+        lam1 = prof.lam1
+    cfg = EvalConfig(task=args.task, model=args.model or "ensemble",
+                     temperatures=tuple(args.t or (1.0,)),
+                     ns=tuple(args.n or (1,)), samples=args.samples, limit=args.limit,
+                     seed=args.seed,
                      data=args.data, out=args.out, provider=provider_options(args),
                      bootstrap=args.bootstrap, max_tokens=args.max_tokens,
                      skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
                      max_cost=args.max_cost, adaptive=tuple(args.adaptive),
                      max_n=args.max_n, stop_cost=args.stop_cost, dry_run=args.dry_run,
                      progress=not args.json, on_status=status_printer,
-                     batch=batch, router=router)
-    summary = run_sync(run_eval(cfg))
+                     batch=batch, router=router, aggregators=tuple(args.aggregator),
+                     lam1=lam1)
+    if args.ensemble:
+        from evals.mixed import load_spec, run_mixed
+
+        summary = run_sync(run_mixed(load_spec(args.ensemble), cfg))
+    else:
+        summary = run_sync(run_eval(cfg))
     if args.json:
         emit_json(summary)
         return 0
     if cfg.dry_run:
-        print_dry_run(summary)
+        for doc in summary.get("members", [summary]):
+            print_dry_run(doc)
         return 0
     _table(summary)
     return 0
@@ -94,7 +146,8 @@ def _table(summary: dict[str, Any]) -> None:
     from rich.console import Console
 
     con = Console()
-    for line in table_lines(summary):
+    lines = mixed_table_lines(summary) if summary.get("ensemble") else table_lines(summary)
+    for line in lines:
         con.print(line)
     cost = _cost_text(summary.get("cost", {}), summary["requests"],
                       summary["samples"]["from_store"])
@@ -241,6 +294,49 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
     notes.append("random-follow (follow one expert) does not depend on n: one row per t.")
     notes.extend(summary.get("notes", []))  # what the sampler noticed (e.g. n not supported)
     out.extend(f"[dim]{n}[/]" for n in notes)
+    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
+    return out
+
+
+def mixed_table_lines(summary: dict[str, Any]) -> list[Any]:
+    """A mixed ensemble's tables: the ensemble under each rule, each member alone, and each
+    rule minus majority / plurality on the same samples."""
+    from rich.table import Table
+
+    box = summary["task"] == "boxball"
+    key = "utility" if box else "accuracy"
+    pre = "utility_" if box else ""
+    ens = summary["ensemble"]
+    members = Table(title=f"members ({ens['units']})")
+    for col in ("member", "model", "api_base", "t", "n", "λ", "λ from", "samples"):
+        members.add_column(col)
+    for m in ens["members"]:
+        lam = "∞" if m.get("lam_inf") else ("unknown" if m["lam"] is None else f"{m['lam']:.4g}")
+        members.add_row(m["label"], m["model"], m["api_base"] or "", f"{m['temperature']:g}",
+                        str(m["n"]), lam, m["lam_source"] or "", str(m["samples"]))
+    res = Table(title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+                caption=summary["metric"])
+    for col in ("who", "t", "n", "aggregator", key, "SEM", "95% for the task",
+                "95% for these"):
+        res.add_column(col, justify="right")
+    for r in summary["results"]:
+        res.add_row(r.get("member") or "", "" if r["t"] is None else f"{r['t']:g}", str(r["n"]),
+                    r["aggregator"], f"{r[key]:.4f}", _sem(r[pre + "sem"]), _iv(r[pre + "ci"]),
+                    _iv(r[pre + "ci_questions"]),
+                    end_section=r.get("member") == "ensemble"
+                    and r is [x for x in summary["results"] if x.get("member") == "ensemble"][-1])
+    out: list[Any] = [members, res]
+    if summary.get("contrasts"):
+        d = Table(title="Paired differences (the ensemble's same samples; "
+                  + ("utility, ±1 units" if box else "accuracy") + ")")
+        for col in ("difference", "estimate", "SEM", "95% for the task", "95% for these"):
+            d.add_column(col, justify="right")
+        for c in summary["contrasts"]:
+            d.add_row(f"{c['aggregator']} − {c['vs_aggregator']}",
+                      f"{c[pre + 'difference' if box else 'difference']:+.4f}",
+                      _sem(c[pre + "sem"]), _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"]))
+        out.append(d)
+    out.append(f"[dim]{ens['assumption']}[/]")
     out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
     return out
 

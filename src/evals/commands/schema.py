@@ -1,5 +1,5 @@
 """`ensemble schema NAME`: the JSON schema of a file a run writes (summary.json, profile.json,
-calibration.json), so other tools can validate what they read."""
+calibration.json, an --ensemble spec), so other tools can validate what they read."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ _FILES = {
     "eval-summary": ("evals.schemas", "EvalSummary", "summary.json of `ensemble eval`"),
     "calibration": ("evals.schemas", "CalibrationSummary",
                     "calibration.json of `ensemble calibrate`"),
+    "ensemble-spec": ("evals.mixed", "EnsembleSpec",
+                      "the SPEC.json of `ensemble eval TASK --ensemble SPEC.json`"),
     "profile": ("ensemble.profile", "CalibrationProfile",
                 "profile.json of `ensemble calibrate` (CalibrationProfile.load)"),
 }
