@@ -234,3 +234,24 @@ def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     assert 0.0 <= s["invalid_rate"] <= 1.0
     assert {r["n"] for r in s["results"]} == {1, 2}
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in s["results"])
+
+
+def test_adaptive_eval_over_a_fixed_store_makes_no_request(tmp_path):
+    """Issue 16: the adaptive rows replay the samples a fixed run drew; nothing is sampled."""
+    base = ["eval", "boxball", "--model", "openai/sim-expert", "--t", "1", "--n", "1", "5",
+            "--samples", "12", "--limit", "20", "--out", str(tmp_path / "run"),
+            "--bootstrap", "200", "--json"]
+    with SimulatedServer(lam1=3.0, seed=4) as srv:
+        fixed = _cli([*base, "--api-base", srv.base_url])
+        assert fixed.returncode == 0, fixed.stderr
+        paid = srv.stats.requests
+        assert paid > 0
+        adaptive = _cli([*base, "--api-base", srv.base_url, "--adaptive", "bayes", "beta"])
+        assert adaptive.returncode == 0, adaptive.stderr
+        assert srv.stats.requests == paid  # counted at the server
+    doc = json.loads(adaptive.stdout)
+    assert doc["requests"] == 0
+    rows = {r["stop"]: r for r in doc["adaptive"]}
+    assert set(rows) == {"bayes", "beta"}
+    for r in rows.values():
+        assert r["n"] == 12 and 1 <= r["mean_samples"] <= 12 and 0 <= r["accuracy"] <= 1
