@@ -359,3 +359,57 @@ def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
     da, db = decisions(runs / "a"), decisions(runs / "b")
     differ = {i for i in da.keys() & db.keys() if da[i] != db[i]}
     assert 0 < len(differ) < len(da) and _shown(page, "differ=1&n=3", tmp_path / "p") == differ
+
+
+# -- a mixed ensemble (`ensemble eval --ensemble`) ---------------------------------------------
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    from evals.mixed import load_spec, run_mixed
+
+    base = tmp_path_factory.mktemp("mixed")
+    with SimulatedServer(lam1=1.0, seed=1, invalid_rate=0.1) as a, \
+            SimulatedServer(lam1=6.0, seed=2) as b:
+        (base / "spec.json").write_text(json.dumps({"members": [
+            {"model": "openai/sim-a", "api_base": a.base_url, "n": 2, "temperature": 1.0,
+             "lam": 1.0, "label": "weak"},
+            {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 0.5,
+             "lam": 12.0, "label": "strong"}]}))
+        cfg = EvalConfig(task="boxball", model="ensemble", temperatures=(1.0,), ns=(1,),
+                         samples=3, limit=3, out=str(base / "run"), bootstrap=50)
+        asyncio.run(run_mixed(load_spec(str(base / "spec.json")), cfg))
+    return base / "run"
+
+
+def test_mixed_run_page_has_member_rows_and_the_ensembles_votes(mixed):
+    data = _data(build_view([mixed]).path)
+    run = data["runs"][0]
+    assert run["mixed"] and run["members"] == ["ensemble", "weak", "strong"]
+    samples = list(read_samples(mixed))
+    got = Counter((data["questions"][c[0]][0], c[5], s[0], data["strings"][s[1]])
+                  for c in data["cells"] for s in c[3])
+    assert got == Counter((s.id, s.member, s.sample, s.text) for s in samples)
+    ens = [c for c in data["cells"] if c[5] == "ensemble"]
+    assert len(ens) == 6 and all(c[2] is None and not c[3] for c in ens)
+    assert {run["aggs"][v[1]] for c in ens for v in c[4]} == {"majority", "lam-weighted",
+                                                             "robust"}
+    assert all(set(v[6]) == {"weak", "strong"} for c in ens for v in c[4])
+
+
+@needs_chromium
+def test_chromium_renders_a_mixed_run(mixed, tmp_path):
+    from evals.records import read_votes
+
+    page = build_view([mixed], page_size=50).path
+    dom = _chromium(["--dump-dom", page.as_uri()], tmp_path / "p").stdout
+    assert 'data-render-ms="' in dom  # the page's code ran to the end
+    head = dom[:dom.index('<main id="list">')]
+    assert "<th>member</th>" in head and "ensemble robust − strong alone" in head
+    body = dom[dom.index('<main id="list">'):dom.index("</main>")]
+    labels = re.findall(r'<div class="tlabel">([^<]*)</div>', body)
+    assert Counter(labels) == {"ensemble": 6, "weak · t = 1": 6, "strong · t = 0.5": 6}
+    members = Counter(re.findall(r'<span class="member">([^<]*)</span>', body))
+    assert set(members) == {"weak", "strong"}
+    # the "wrong" filter on the ensemble's lam-weighted vote
+    wrong = {v.id for v in read_votes(mixed) if v.aggregator == "lam-weighted"
+             and v.correct is False}
+    assert _shown(page, "wrong=1&agg=lam-weighted", tmp_path / "p1") == wrong

@@ -62,6 +62,11 @@ def load_run(path: str | Path) -> RunData:
     if not isinstance(doc, dict) or "task" not in doc or "results" not in doc:
         raise InputError(f"{p / 'summary.json'} is not an eval summary (a calibration run?); "
                          "give folders written by `ensemble eval`")
+    if doc.get("ensemble"):
+        raise InputError(f"{p} is a mixed-ensemble run (--ensemble): `ensemble compare` pairs "
+                         "single-model runs by (t, n, aggregator); its own table already pairs "
+                         "the ensemble with each rule and its best member (summary.json "
+                         "contrasts)")
     temps = tuple(float(t) for t in doc.get("temperatures")
                   or sorted({r["t"] for r in doc["results"]}))
     ns = tuple(int(n) for n in doc.get("ns") or sorted({r["n"] for r in doc["results"]

@@ -270,9 +270,12 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
                             samples=ks, aggregators=names)
     from ensemble import __version__
 
-    from .records import now_iso, write_questions
+    from .records import now_iso, write_run_log
 
-    write_questions(out, questions)
+    write_run_log(out, questions, [m.temperature for m in members], rows_all, answers,
+                  ns=[m.n for m in members], rule=names[0],
+                  members=[(lb, m.model) for lb, m in zip(labels, members, strict=True)],
+                  ensemble=ensemble_vote(names, lams))
 
     def total(attr: str) -> Any:
         vals = [getattr(s, attr) for s in stats]
@@ -298,8 +301,114 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     from .schemas import EvalSummary
 
     summary = EvalSummary.model_validate(summary).model_dump(mode="python", exclude_unset=True)
-    _write_outputs(out, summary, plot=False)
+    _write_outputs(out, summary)
     return summary
+
+
+def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
+    """The ensemble's decision under each rule for votes.jsonl (`records.EnsembleVote`), from
+    each member's first n_g answers; invalid answers abstain, a tie is left open.
+
+    Binary questions: the group form of each rule (`evals.analysis.group_rule`, as the tables
+    use), deciding choices[0] with probability f (robust may randomise: the likelier choice
+    is written, f as `p_first`). More options: plurality of the pooled votes, or lam-weighted
+    (votes weighted by 2λ_g)."""
+    from ensemble.aggregators import lam_weighted_credit, plurality_credit
+
+    from .analysis import group_rule
+
+    binary_rules = {r: group_rule(r, lams) for r in rules if r != "plurality"}
+
+    def decide(q: Any, votes: list[list[str | None]]
+               ) -> list[tuple[str, str | None, bool, float | None]]:
+        choices = list(q.choices)
+        out: list[tuple[str, str | None, bool, float | None]] = []
+        if len(choices) == 2:
+            x = [sum(a == choices[0] for a in v) for v in votes]
+            valid = [sum(a is not None for a in v) for v in votes]
+            present = tuple(g for g, k in enumerate(valid) if k > 0)
+            for r in rules:
+                if not present:
+                    out.append((r, None, False, None))
+                    continue
+                rule = binary_rules.get(r) or group_rule("majority", lams)
+                f = float(rule(present, tuple(valid[g] for g in present))[
+                    tuple(x[g] for g in present)])
+                dec = choices[0] if f > 0.5 else choices[1] if f < 0.5 else None
+                out.append((r, dec, dec is None, f))
+            return out
+        idx = {c: i for i, c in enumerate(choices)}
+        counts = np.zeros((len(votes), len(choices)))
+        for g, v in enumerate(votes):
+            for a in v:
+                if a in idx:
+                    counts[g, idx[a]] += 1
+        every = np.arange(len(choices))
+        for r in rules:
+            if r in ("plurality", "majority"):
+                credit = plurality_credit(np.repeat(counts.sum(axis=0)[None], len(choices), 0),
+                                          every)
+            else:
+                credit = lam_weighted_credit(np.repeat(counts[None], len(choices), 0), every,
+                                             [float(x) for x in lams if x is not None])
+            top = [choices[i] for i in every if credit[i] > 0]
+            out.append((r, top[0] if len(top) == 1 else None, len(top) > 1, None))
+        return out
+
+    return decide
+
+
+def mixed_figure(summary: dict[str, Any], *, chance: float | None) -> Any:
+    """accuracy.png of a mixed ensemble: the ensemble under each rule and each member alone,
+    with 95% intervals for the task, on the metric's whole range (the caller closes it)."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .runner import _interval
+
+    box = summary["task"] == "boxball"
+    key, lo_hi = ("utility", (-1.0, 1.0)) if box else ("accuracy", (0.0, 1.0))
+    rows = summary["results"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    y = np.array([r[key] for r in rows], dtype=float)
+    ci = np.array([_interval(r, box) for r in rows], dtype=float).clip(*lo_hi)
+    yerr = np.vstack([np.maximum(y - ci[:, 0], 0), np.maximum(ci[:, 1] - y, 0)])
+    x = np.arange(len(rows))
+    ens = np.array([r.get("member") == "ensemble" for r in rows])
+    for mask, colour, name in ((ens, "C0", "ensemble (n = total votes)"),
+                               (~ens, "C1", "member alone")):
+        if mask.any():
+            ax.errorbar(x[mask], y[mask], yerr=yerr[:, mask], fmt="o", capsize=4, color=colour,
+                        label=name)
+    if chance is not None:
+        ax.axhline(chance, color="0.4", ls="--", lw=1, label="chance")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{r['aggregator']}" if r.get("member") == "ensemble"
+                        else f"{r.get('member')}\n(n = {r['n']})" for r in rows],
+                       rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(lo_hi[0] - 0.02, lo_hi[1] + 0.02)
+    ax.set_ylabel("expected utility (±1 units)" if box else "accuracy")
+    title = f"{summary['task']}: {summary['model']}"
+    ax.set_title("\n".join(textwrap.wrap(title, 60)), fontsize=10)
+    ax.legend(fontsize=8, title="bars: 95% interval", title_fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _widen(alone: Any, g: int, like: Any) -> Any:
+    """Member g's values alone in the jackknife layout of the ensemble `like` (its variants
+    are member g's block there; the other members' answers do not move it)."""
+    from .analysis import ItemValues
+
+    v = alone.jack.shape[1]
+    jack = np.zeros_like(like.jack)
+    jack[:, g * v:(g + 1) * v] = alone.jack
+    return ItemValues(alone.values, jack, like.weight, alone.jackknife, alone.identical)
 
 
 def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
@@ -343,7 +452,8 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
         codes = [np.array([[idx.get(x, -1) if x is not None else -1 for x in row] for row in a],
                           dtype=np.int64) for a in answers]
         cells = vote_group_values(codes, correct, ns,
-                                  {r: (None if r == "plurality" else lams) for r in aggregators},
+                                  {r: (None if r in ("plurality", "majority") else lams)
+                                   for r in aggregators},
                                   n_options=len(choices))
         alone = [vote_values(codes[g], correct, [ns[g]], n_options=len(choices))[
             "plurality", ns[g]] for g in range(len(members))]
@@ -368,6 +478,13 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
     contrasts = [row(cells[r].minus(cells[base], same_answers=True), diff=True,
                      kind="aggregator", member="ensemble", t=None, vs_t=None, n=big, vs_n=big,
                      aggregator=r, vs_aggregator=base) for r in aggregators[1:]]
+    # the ensemble under each rule minus its best member alone (the highest estimate here),
+    # paired: the ensemble's estimate uses that member's samples too
+    best = max(range(len(members)), key=lambda i: float(alone[i].values.mean()))
+    contrasts += [row(cells[r].minus(_widen(alone[best], best, cells[r]), same_answers=True),
+                      diff=True, kind="vs-best-member", member="ensemble", t=None,
+                      vs_t=members[best].temperature, n=big, vs_n=ns[best], aggregator=r,
+                      vs_aggregator=base, vs_member=labels[best]) for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
     warnings = []
     high = [f"{lb}: {r:.0%}" for lb, r in zip(labels, inv, strict=True) if r > 0.2]
@@ -395,7 +512,11 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
                   "finite-population correction (as for one model)",
             "ci_questions": f"95% interval for these {items} {unit} only (jackknife over "
                             "each member's samples)",
-            "contrasts": "paired: each rule minus " + base + " on the same samples",
+            "contrasts": "paired: each rule minus " + base + " on the same samples "
+                         "(kind aggregator); the ensemble under each rule minus its best "
+                         "member alone, the member with the highest estimate here, on the same "
+                         "questions and that member's same samples (kind vs-best-member; "
+                         "choosing the best on these samples favours the member a little)",
         },
         "results": results,
         "contrasts": contrasts,

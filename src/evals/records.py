@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +58,11 @@ VOTES_FILE = "votes.jsonl"
 
 Source = Literal["cache", "online", "batch"]
 
+# a mixed ensemble's decisions for one question, from each member's first n_g answers:
+# (aggregator, decision, tie, P(decide choices[0]) or None) per rule
+EnsembleVote = Callable[[Any, list[list[str | None]]],
+                        list[tuple[str, str | None, bool, float | None]]]
+
 
 class QuestionRecord(BaseModel):
     """One question of the run, as the task defines it."""
@@ -88,15 +93,25 @@ class SampleRecord(BaseModel):
     cost_usd: float | None  # None when the price is unknown
     latency_s: float | None
     source: Source  # "cache": read from the store; "online": drawn now; "batch": a Batch API
+    # mixed ensembles (`--ensemble`): the member that drew it (its label) and its model
+    member: str | None = None
+    model: str | None = None
 
 
 class VoteRecord(BaseModel):
-    """The vote of the first n samples (by index) of one question at one temperature."""
+    """The vote of the first n samples (by index) of one question at one temperature.
+
+    Mixed ensembles (`--ensemble`): `member` is a member's label (its own vote, at its t and
+    n) or "ensemble" (t null; n the total votes; `votes` the first n_g samples of each member
+    in member order, `by_member` their counts; `p_first` the rule's P(decide choices[0]) on a
+    binary question: robust may randomise)."""
 
     model_config = ConfigDict(extra="allow")
 
     id: str
-    t: float
+    t: float | None
+    member: str | None = None
+    by_member: dict[str, dict[str, int]] | None = None
     n: int
     aggregator: str
     votes: list[str | None]  # the answers of samples 0..n-1 (None: invalid)
@@ -180,18 +195,26 @@ def read_votes(run: str | os.PathLike[str]) -> Iterator[VoteRecord]:
 
 
 def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
-                  answers: Any, *, ns: Iterable[int], rule: str) -> dict[str, int]:
+                  answers: Any, *, ns: Iterable[int], rule: str,
+                  members: Sequence[tuple[str, str]] | None = None,
+                  ensemble: EnsembleVote | None = None) -> dict[str, int]:
     """Write questions.jsonl, samples.jsonl and votes.jsonl for an eval run.
 
     `rows[ti * Q + qi]` holds the samples of question qi at temperature ti (the sampler's order);
     `answers[ti, qi, k]` the answer each counts as (None: invalid or not one of the question's
     choices). `rule` names the vote of votes.jsonl ("plurality" or "majority"); ties are left
     open (decision None, `tie` true). Returns the number of lines written per file.
+
+    Mixed ensembles: index ti is member g (`temperatures[g]` its t), `members[g]` its (label,
+    model), `ns[g]` its n, `answers[g]` a (Q, K_g) array; `ensemble` decides the ensemble's
+    votes (see `write_votes`).
     """
     out = Path(out)
     return {"questions": write_questions(out, questions),
-            "samples": write_samples(out, questions, temperatures, rows, answers),
-            "votes": write_votes(out, questions, temperatures, answers, ns=ns, rule=rule)}
+            "samples": write_samples(out, questions, temperatures, rows, answers,
+                                     members=members),
+            "votes": write_votes(out, questions, temperatures, answers, ns=ns, rule=rule,
+                                 members=members, ensemble=ensemble)}
 
 
 def write_questions(out: str | os.PathLike[str], questions: Any) -> int:
@@ -206,11 +229,12 @@ def write_questions(out: str | os.PathLike[str], questions: Any) -> int:
 
 
 def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
-                  answers: Any) -> int:
+                  answers: Any, *, members: Sequence[tuple[str, str]] | None = None) -> int:
     """Write samples.jsonl (one SampleRecord per sample drawn); returns the lines written.
 
     `rows` and `answers` as in `write_run_log`; a missing row or sample (None: the provider
-    refused that question for good) writes nothing.
+    refused that question for good) writes nothing. `members`: (label, model) per index ti
+    (mixed ensembles), written as each sample's `member` and `model`.
     """
     Q = len(questions)
     with JsonlWriter(Path(out) / SAMPLES_FILE) as w:
@@ -220,46 +244,81 @@ def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any
             for k, s in enumerate(row or ()):
                 if s is None:
                     continue
-                a = answers[ti, qi, k]
-                w.write({"id": q.id, "t": t, "sample": s.index, "text": s.text, "answer": a,
-                         "valid": a is not None,
-                         "correct": None if q.correct is None else a == q.correct,
-                         "tokens": s.completion_tokens, "cost_usd": s.cost_usd,
-                         "latency_s": s.latency_s,
-                         "source": "cache" if s.cached else s.source})
+                a = answers[ti][qi][k]
+                rec = {"id": q.id, "t": t, "sample": s.index, "text": s.text, "answer": a,
+                       "valid": a is not None,
+                       "correct": None if q.correct is None else a == q.correct,
+                       "tokens": s.completion_tokens, "cost_usd": s.cost_usd,
+                       "latency_s": s.latency_s,
+                       "source": "cache" if s.cached else s.source}
+                if members is not None:
+                    rec["member"], rec["model"] = members[ti]
+                w.write(rec)
         return w.lines
 
 
 def write_votes(out: str | os.PathLike[str], questions: Any, temperatures: Any, answers: Any,
-                *, ns: Iterable[int], rule: str) -> int:
-    """Write votes.jsonl: the vote of the first n samples for each n, and random-follow."""
+                *, ns: Iterable[int], rule: str,
+                members: Sequence[tuple[str, str]] | None = None,
+                ensemble: EnsembleVote | None = None) -> int:
+    """Write votes.jsonl: the vote of the first n samples for each n, and random-follow.
+
+    Mixed ensembles (`members` given): per question, each member's own vote (its first
+    `ns[g]` samples under `rule`, with its `member` label) and then, when `ensemble` is given,
+    the ensemble's decision under each of its rules (`member` "ensemble", t null)."""
+    with JsonlWriter(Path(out) / VOTES_FILE) as w:
+        if members is None:
+            sizes = sorted(set(ns))
+            for ti, t in enumerate(temperatures):
+                for qi, q in enumerate(questions):
+                    row = list(answers[ti][qi])
+                    for n in sizes:
+                        if n <= len(row):
+                            w.write(_vote(q, float(t), n, rule, row[:n]))
+                    first = row[0] if row else None
+                    w.write({"id": q.id, "t": float(t), "n": 1, "aggregator": "random-follow",
+                             "votes": row[:1],
+                             "counts": {first: 1} if first is not None else {},
+                             "decision": first, "tie": False,
+                             "correct": None if q.correct is None else first == q.correct})
+            return w.lines
+        per = list(ns)
+        for qi, q in enumerate(questions):
+            firsts = [list(answers[g][qi])[:per[g]] for g in range(len(members))]
+            for g, (label, model) in enumerate(members):
+                w.write({**_vote(q, float(temperatures[g]), per[g], rule, firsts[g]),
+                         "member": label, "model": model})
+            if ensemble is None:
+                continue
+            by_member = {lb: _counts(v) for (lb, _), v in zip(members, firsts, strict=True)}
+            pooled = [a for v in firsts for a in v]
+            for agg, decision, tie, p_first in ensemble(q, firsts):
+                w.write({"id": q.id, "t": None, "member": "ensemble", "n": sum(per),
+                         "aggregator": agg, "votes": pooled, "counts": _counts(pooled),
+                         "by_member": by_member, "decision": decision, "tie": tie,
+                         "p_first": p_first,
+                         "correct": None if q.correct is None or tie
+                         else decision == q.correct})
+        return w.lines
+
+
+def _counts(votes: list[str | None]) -> dict[str, int]:
     from collections import Counter
 
-    with JsonlWriter(Path(out) / VOTES_FILE) as w:
-        for ti, t in enumerate(temperatures):
-            for qi, q in enumerate(questions):
-                row = list(answers[ti, qi])
-                for n in sorted(set(ns)):
-                    if n > len(row):
-                        continue
-                    votes = row[:n]
-                    c = Counter(a for a in votes if a is not None)
-                    top = c.most_common()
-                    tie = len(top) > 1 and top[0][1] == top[1][1]
-                    decision = top[0][0] if top and not tie else None
-                    w.write({"id": q.id, "t": float(t), "n": n, "aggregator": rule,
-                             "votes": votes, "counts": dict(c), "decision": decision,
-                             "tie": tie,
-                             # a tie is decided by a coin in the tables: neither right nor wrong
-                             # here; no valid vote at all counts as wrong, as in the tables
-                             "correct": None if q.correct is None or tie
-                             else decision == q.correct})
-                first = row[0] if row else None
-                w.write({"id": q.id, "t": float(t), "n": 1, "aggregator": "random-follow",
-                         "votes": row[:1], "counts": {first: 1} if first is not None else {},
-                         "decision": first, "tie": False,
-                         "correct": None if q.correct is None else first == q.correct})
-        return w.lines
+    return dict(Counter(a for a in votes if a is not None))
+
+
+def _vote(q: Any, t: float, n: int, rule: str, votes: list[str | None]) -> dict[str, Any]:
+    """The plurality (majority) vote of `votes`; a tie is left open."""
+    c = _counts(votes)
+    top = sorted(c.items(), key=lambda kv: -kv[1])
+    tie = len(top) > 1 and top[0][1] == top[1][1]
+    decision = top[0][0] if top and not tie else None
+    # a tie is decided by a coin in the tables: neither right nor wrong here; no valid vote
+    # at all counts as wrong, as in the tables
+    return {"id": q.id, "t": t, "n": n, "aggregator": rule, "votes": votes, "counts": c,
+            "decision": decision, "tie": tie,
+            "correct": None if q.correct is None or tie else decision == q.correct}
 
 
 def run_slug(model: str) -> str:

@@ -571,7 +571,8 @@ def _write_outputs(out: Path, summary: dict[str, Any], *, plot: bool = True) -> 
 
 
 def _plot(path: Path, summary: dict[str, Any]) -> None:
-    """accuracy.png: the main vote's value against n, one line per t, 95% intervals.
+    """accuracy.png: the main vote's value against n, one line per t, 95% intervals (a
+    mixed ensemble: each rule and each member alone, `mixed.mixed_figure`).
 
     The y axis spans the metric's whole range (accuracy [0, 1], box-ball utility [−1, 1]) so a
     small difference is not drawn as a large one; intervals are clipped to that range; the
@@ -583,7 +584,13 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     box = summary["task"] == "boxball"
-    fig = accuracy_figure(summary, chance=0.0 if box else _chance(path.parent, summary))
+    chance = 0.0 if box else _chance(path.parent, summary)
+    if summary.get("ensemble"):
+        from .mixed import mixed_figure
+
+        fig = mixed_figure(summary, chance=chance)
+    else:
+        fig = accuracy_figure(summary, chance=chance)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 

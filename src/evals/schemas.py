@@ -69,8 +69,9 @@ class ResultRow(_Cell):
 
 
 class ContrastRow(_Cell):
-    """A paired difference: kind "temperature" (t − lowest t), "ensemble" (n − 1), or
-    "aggregator" (a rule − majority)."""
+    """A paired difference: kind "temperature" (t − lowest t), "ensemble" (n − 1),
+    "aggregator" (a rule − majority), or "vs-best-member" (a mixed ensemble under a rule −
+    its best member alone, `vs_member`, at that member's t and n)."""
 
     kind: str
     t: float | None
@@ -80,6 +81,7 @@ class ContrastRow(_Cell):
     vs_n: int
     aggregator: str
     vs_aggregator: str | None = None
+    vs_member: str | None = None
     difference: float
     utility_difference: float | None = None
 

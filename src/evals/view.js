@@ -6,16 +6,29 @@
   var S = D.strings, R = D.runs, Q = D.questions, TWO = R.length === 2;
   var PAGE = D.page_size || 20;
 
-  // ---- index: question -> Map(t -> [cell of run A, cell of run B]) ----
+  // ---- index: question -> Map(row key -> [cell of run A, cell of run B]) ----
+  // a row is a temperature, or for a mixed ensemble the ensemble (its votes) or a member
+  var MIXED = R.some(function (r) { return r.mixed; });
+  var ORDER = MIXED ? R[0].members : [];
+  function rowKey(c) { return c[5] !== null && c[5] !== undefined ? c[5] : c[2]; }
   var byQ = Q.map(function () { return new Map(); });
-  var tset = new Set();
+  var tset = new Set(), rowT = new Map();
   D.cells.forEach(function (c) {
-    var m = byQ[c[0]], row = m.get(c[2]);
-    if (!row) { row = [null, null]; m.set(c[2], row); }
+    var k = rowKey(c), m = byQ[c[0]], row = m.get(k);
+    if (!row) { row = [null, null]; m.set(k, row); }
     row[c[1]] = c;
-    tset.add(c[2]);
+    tset.add(k);
+    rowT.set(k, c[2]);
   });
-  var TEMPS = Array.from(tset).sort(function (a, b) { return a - b; });
+  function keyCmp(a, b) {
+    return MIXED ? ORDER.indexOf(a) - ORDER.indexOf(b) : a - b;
+  }
+  var TEMPS = Array.from(tset).sort(keyCmp);
+  function rowLabel(k) {
+    if (!MIXED) return "t = " + fmtT(k);
+    var t = rowT.get(k);
+    return k === "ensemble" ? "ensemble" : k + (t === null || t === undefined ? "" : " · t = " + fmtT(t));
+  }
 
   // the (n, aggregator) whose decision the "wrong" and "differ" filters use
   var NS = [], AGGS = [];
@@ -100,7 +113,8 @@
     var ai = run.aggs.indexOf(st.agg);
     for (var i = 0; i < c[4].length; i++) {
       var v = c[4][i];
-      if (v[1] === ai && (v[0] === st.n || run.aggs[ai] === "random-follow")) return v;
+      // a mixed ensemble's cell has one vote per aggregator (the ensemble's or the member's n)
+      if (v[1] === ai && (run.mixed || v[0] === st.n || run.aggs[ai] === "random-follow")) return v;
     }
     return null;
   }
@@ -121,7 +135,7 @@
     byQ[qi].forEach(function (row, t) {
       if (st.t === "all" || String(t) === st.t) out.push([t, row]);
     });
-    out.sort(function (a, b) { return a[0] - b[0]; });
+    out.sort(function (a, b) { return keyCmp(a[0], b[0]); });
     return out;
   }
   function cellMatches(c) {
@@ -233,8 +247,10 @@
         (f.invalid ? " · invalid " + f.invalid : "")));
       box.append(head);
     } else {
-      head.append(document.createTextNode(
-        "answers: " + countsText(f.counts, f.invalid) + " · agreement " + pct(f.agreement)));
+      head.append(document.createTextNode(c[5] === "ensemble"
+        ? "the ensemble's decision under each rule, from each member's first n votes " +
+          "(their samples are in the members' rows)"
+        : "answers: " + countsText(f.counts, f.invalid) + " · agreement " + pct(f.agreement)));
       box.append(head);
       var tb = el("table", "votes"), tr = el("tr");
       ["n", "aggregator", "votes of the first n", "decision", ""].forEach(function (h) {
@@ -245,7 +261,10 @@
         var agg = run.aggs[v[1]], row = el("tr");
         if (agg === st.agg && (v[0] === st.n || agg === "random-follow")) row.className = "sel";
         var m = mark(v[3]);
-        row.append(el("td", null, v[0]), el("td", null, agg), el("td", null, countsText(v[5], 0)),
+        var byMember = v[6] ? Object.keys(v[6]).map(function (m) {
+          return m + ": " + countsText(v[6][m], 0); }).join(" | ") : null;
+        row.append(el("td", null, v[0]), el("td", null, agg),
+                   el("td", null, byMember || countsText(v[5], 0)),
                    el("td", null, v[2] === null ? (v[4] ? "tie (open)" : "none") : v[2]),
                    el("td", m[0], m[1]));
         tb.append(row);
@@ -265,6 +284,10 @@
       var s = g.s, li = el("li"), cls = s[2] === null ? "inv" : q[2] === null ? "" :
         (s[2] === q[2] ? "ok" : "bad");
       var idx = el("span", "idx", indices(g.idx));
+      if (c[5] !== null && c[5] !== undefined) {
+        li.className = "m";
+        li.append(el("span", "member", c[5]));
+      }
       idx.title = "sample index" + (g.idx.length > 1 ? "es (" + g.idx.length + " identical replies)" : "");
       li.append(idx);
       li.append(el("span", "ans " + cls, (s[2] === null ? "invalid" : s[2]) +
@@ -321,7 +344,7 @@
     art.append(h);
     rowsOf(qi).forEach(function (tr) {
       var row = el("div", "trow"), cols = el("div", "cols");
-      row.append(el("div", "tlabel", "t = " + fmtT(tr[0])));
+      row.append(el("div", "tlabel", rowLabel(tr[0])));
       cols.append(renderCell(tr[1][0], q));
       if (TWO) cols.append(renderCell(tr[1][1], q));
       row.append(cols);
@@ -363,7 +386,8 @@
     document.getElementById("status").textContent =
       (view.length ? "questions " + (a + 1) + "–" + b + " of " + view.length : "0 questions") +
       (view.length !== Q.length ? " (filtered from " + Q.length + ")" : "") +
-      (TWO ? " shared by both runs" : "") + " · " + TEMPS.length + " temperature(s)";
+      (TWO ? " shared by both runs" : "") + " · " + TEMPS.length +
+      (MIXED ? " rows (the ensemble and its members)" : " temperature(s)");
     renderPager(document.getElementById("pager-top"));
     renderPager(document.getElementById("pager-bottom"));
   }
@@ -401,10 +425,10 @@
     var sort0 = st.sort;
     var anyEval = R.some(function (r) { return r.kind === "eval"; });
     var anyCal = R.some(function (r) { return r.kind === "calibration"; });
-    f.append(control("t", select([["all", "all"]].concat(TEMPS.map(function (t) {
-      return [String(t), fmtT(t)]; })), st.t, function (v) { st.t = v; })));
+    f.append(control(MIXED ? "row" : "t", select([["all", "all"]].concat(TEMPS.map(function (t) {
+      return [String(t), MIXED ? t : fmtT(t)]; })), st.t, function (v) { st.t = v; })));
     if (anyEval) {
-      f.append(control("decision of n =", select(NS.map(function (n) { return [n, n]; }),
+      if (!MIXED) f.append(control("decision of n =", select(NS.map(function (n) { return [n, n]; }),
         st.n, function (v) { st.n = parseInt(v, 10); })));
       f.append(control("by", select(AGGS.map(function (a) { return [a, a]; }), st.agg,
         function (v) { st.agg = v; })));

@@ -12,9 +12,12 @@ a file a browser opens; see docs/viewing.md for its size and render time):
 
     strings    every distinct prompt and reply text, once (greedy replies repeat)
     questions  [id, choices, correct, posterior, [prompt string per run]]
-    cells      [question, run, t, samples, votes] for every (question, run, t)
+    cells      [question, run, t, samples, votes, member] for every (question, run, t) (mixed
+               ensembles: every (question, run, member), t null for the ensemble's cell, which
+               holds its votes; each member's cell its samples and its own vote)
                samples: [index, text string, answer (null: invalid), tokens]
-               votes:   [n, aggregator, decision, correct, tie, counts] (votes.jsonl)
+               votes:   [n, aggregator, decision, correct, tie, counts, by_member]
+                        (votes.jsonl; by_member: the ensemble's votes per member, else null)
 
 The page renders one page of questions at a time (vanilla JS), with filters (wrong decisions,
 invalid replies, split votes, text search) and sorting by agreement.
@@ -51,6 +54,9 @@ __all__ = ["RunRecords", "ViewResult", "build_view", "load_run", "view_path"]
 VIEW_FILE = "view.html"
 
 
+Key = tuple[str, float | None, str | None]  # (question id, t, member: None for one model)
+
+
 @dataclass(frozen=True)
 class RunRecords:
     """A run folder's records, as the viewer needs them."""
@@ -59,8 +65,8 @@ class RunRecords:
     kind: str  # "eval" or "calibration"
     doc: dict[str, Any]  # summary.json (eval) or calibration.json (calibration)
     questions: list[Any]  # QuestionRecord
-    samples: dict[tuple[str, float], list[Any]]  # (id, t) -> SampleRecord, by index
-    votes: dict[tuple[str, float], list[Any]]  # (id, t) -> VoteRecord
+    samples: dict[Key, list[Any]]  # (id, t, member) -> SampleRecord, by index
+    votes: dict[Key, list[Any]]  # (id, t, member) -> VoteRecord
 
     @property
     def name(self) -> str:
@@ -77,8 +83,8 @@ class ViewResult:
     bytes: int
 
 
-def _t(t: float) -> float:
-    return round(float(t), 9)
+def _t(t: float | None) -> float | None:
+    return None if t is None else round(float(t), 9)
 
 
 def load_run(run: str | os.PathLike[str]) -> RunRecords:
@@ -108,15 +114,15 @@ def load_run(run: str | os.PathLike[str]) -> RunRecords:
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {doc_file}: {exc}; rerun `{cmd}` to rewrite it") from None
     questions = list(read_questions(path))
-    samples: dict[tuple[str, float], list[Any]] = {}
+    samples: dict[Key, list[Any]] = {}
     for s in read_samples(path):
-        samples.setdefault((s.id, _t(s.t)), []).append(s)
+        samples.setdefault((s.id, _t(s.t), s.member), []).append(s)
     for rows in samples.values():
         rows.sort(key=lambda s: s.sample)
-    votes: dict[tuple[str, float], list[Any]] = {}
+    votes: dict[Key, list[Any]] = {}
     if kind == "eval":
         for v in read_votes(path):
-            votes.setdefault((v.id, _t(v.t)), []).append(v)
+            votes.setdefault((v.id, _t(v.t), v.member), []).append(v)
     return RunRecords(path, kind, doc, questions, samples, votes)
 
 
@@ -141,7 +147,8 @@ def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str
     data = _data(recs)
     if not data["cells"]:
         raise InputError(f"{recs[0].path} and {recs[1].path} share no question at a common "
-                         "temperature (matched by question id and t): nothing to compare"
+                         "temperature (matched by question id, t and, for mixed ensembles, "
+                         "member): nothing to compare"
                          if len(recs) == 2 else f"{recs[0].path} has no samples")
     data["page_size"] = page_size
     page = render_page(recs, data)
@@ -170,12 +177,16 @@ def _lam_js(v: float | None) -> float | str | None:
 def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
     doc = r.doc
     meta = doc.get("meta") or {}
-    temps = sorted({t for _, t in r.samples})
+    temps = sorted({t for _, t, _ in r.samples if t is not None})
+    ens = doc.get("ensemble") or {}
+    members = [m["label"] for m in ens.get("members", [])]
     info: dict[str, Any] = {
         "label": label, "name": r.name, "kind": r.kind, "temps": temps,
         "model": doc.get("model") or meta.get("model"),
         "task": doc.get("task") or meta.get("task") or "boxball",
         "created": doc.get("created") or meta.get("created"),
+        # mixed ensembles: the rows of a question are the ensemble and each member
+        "mixed": bool(members), "members": ["ensemble", *members] if members else [],
     }
     if r.kind == "eval":
         ns = sorted({v.n for rows in r.votes.values() for v in rows})
@@ -208,9 +219,13 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
 
     by_id = [{q.id: q for q in r.questions} for r in recs]
     base = recs[0]
-    keys = [k for k in base.samples if k[0] in by_id[0]]
+    def cell_keys(r: RunRecords) -> list[Key]:  # the ensemble's cells hold only votes
+        return [*r.samples, *(k for k in r.votes if k[2] == "ensemble")]
+
+    keys = [k for k in cell_keys(base) if k[0] in by_id[0]]
     if len(recs) == 2:
-        keys = [k for k in keys if k in recs[1].samples and k[0] in by_id[1]]
+        other = set(cell_keys(recs[1]))
+        keys = [k for k in keys if k in other and k[0] in by_id[1]]
     shared = {k[0] for k in keys}
     q_index: dict[str, int] = {}
     questions: list[list[Any]] = []
@@ -221,16 +236,19 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
         questions.append([q.id, q.choices, q.correct, q.posterior,
                           [intern(m[q.id].prompt) for m in by_id]])
     runs = [_run_info(r, "AB"[i]) for i, r in enumerate(recs)]
+    order = {m: i for i, m in enumerate(runs[0]["members"])}
     cells: list[list[Any]] = []
-    for key in sorted(keys, key=lambda k: (q_index[k[0]], k[1])):
+    for key in sorted(keys, key=lambda k: (q_index[k[0]], order.get(k[2], -1),
+                                           -1.0 if k[1] is None else k[1])):
         for ri, r in enumerate(recs):
             aggs = runs[ri]["aggs"]
-            smp = [[s.sample, intern(s.text), s.answer, s.tokens] for s in r.samples[key]]
+            smp = [[s.sample, intern(s.text), s.answer, s.tokens]
+                   for s in r.samples.get(key, [])]
             vts = [[v.n, aggs.index(v.aggregator), v.decision,
                     None if v.correct is None else int(v.correct), int(bool(getattr(v, "tie",
                                                                                   False))),
-                    v.counts] for v in r.votes.get(key, [])]
-            cells.append([q_index[key[0]], ri, key[1], smp, vts])
+                    v.counts, v.by_member] for v in r.votes.get(key, [])]
+            cells.append([q_index[key[0]], ri, key[1], smp, vts, key[2]])
     from ensemble import __version__
 
     from .records import now_iso
@@ -287,16 +305,26 @@ def _facts(items: list[tuple[str, Any]]) -> str:
 def _eval_header(r: RunRecords) -> str:
     d = r.doc
     box = d.get("task") == "boxball"
+    mixed = any(x.get("member") for x in d.get("results", []))
     rows = []
     for x in d.get("results", []):
         ci = x.get("utility_ci") if box else x.get("ci")
         ci_s = "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"
-        rows.append([f"{x['t']:g}", str(x["n"]), x["aggregator"],
+        rows.append([*([x.get("member") or ""] if mixed else []),
+                     "–" if x["t"] is None else f"{x['t']:g}", str(x["n"]), x["aggregator"],
                      _num(x.get("utility") if box else x.get("accuracy")),
                      _num(x.get("utility_sem") if box else x.get("sem")), ci_s,
                      str(x.get("items", ""))])
-    head = ["t", "n", "aggregator", "utility (±1)" if box else "accuracy", "SEM",
-            "95% interval", "items"]
+    head = [*(["member"] if mixed else []), "t", "n", "aggregator",
+            "utility (±1)" if box else "accuracy", "SEM", "95% interval", "items"]
+    diffs = []
+    for c in d.get("contrasts", []) if mixed else []:
+        ci = c.get("utility_ci") if box else c.get("ci")
+        what = (f"ensemble {c['aggregator']} − {c.get('vs_member')} alone"
+                if c.get("kind") == "vs-best-member"
+                else f"{c['aggregator']} − {c.get('vs_aggregator')}")
+        diffs.append([what, _num(c.get("utility_difference") if box else c.get("difference")),
+                      "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"])
     samples = d.get("samples") or {}
     cost = d.get("cost_usd")
     facts = [("task", d.get("task")), ("model", d.get("model")),
@@ -310,6 +338,8 @@ def _eval_header(r: RunRecords) -> str:
              ("cost", "unknown" if cost is None else f"${cost:.4f}")]
     return (_facts(facts) + f"<p class=\"metric\">{html.escape(str(d.get('metric', '')))}</p>"
             + "<div class=\"tp\">" + _table(head, rows)
+            + (_table(["paired difference", "estimate", "95% interval"], diffs) if diffs
+               else "")
             + _png(r.path / "accuracy.png", "accuracy against n") + "</div>")
 
 

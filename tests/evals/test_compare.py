@@ -100,3 +100,21 @@ def test_bad_input_is_one_line(runs, tmp_path):
             x["id"] = "x-" + x["id"]
         (renamed / name).write_text("".join(json.dumps(x) + "\n" for x in rows))
     assert "no question in common" in _one_line(tmp / "a", renamed)
+
+
+def test_a_mixed_run_is_refused_in_one_line(tmp_path):
+
+    for name in ("m", "s"):
+        p = tmp_path / name
+        p.mkdir()
+        for f in ("questions.jsonl", "samples.jsonl"):
+            (p / f).write_text("")
+        doc = {"task": "boxball", "results": [], "ns": [1], "temperatures": [1.0]}
+        if name == "m":
+            doc["ensemble"] = {"members": []}
+        (p / "summary.json").write_text(json.dumps(doc))
+    for a, b in (("m", "s"), ("s", "m"), ("m", "m")):
+        r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp_path / a),
+                            str(tmp_path / b)], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and "mixed-ensemble run" in lines[0]

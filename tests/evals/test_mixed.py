@@ -121,7 +121,8 @@ def test_mixed_boxball_end_to_end(tmp_path):
                <= r["utility_ci"][1] for r in ens)
     alone = [r for r in s["results"] if r["member"] != "ensemble"]
     assert [(r["member"], r["n"]) for r in alone] == [("openai/sim-a@t=1", 2), ("strong", 1)]
-    kinds = {(c["kind"], c["aggregator"], c["vs_aggregator"]) for c in s["contrasts"]}
+    kinds = {(c["kind"], c["aggregator"], c["vs_aggregator"]) for c in s["contrasts"]
+             if c["kind"] == "aggregator"}
     assert kinds == {("aggregator", "lam-weighted", "majority"),
                      ("aggregator", "robust", "majority")}
     # a rerun makes no request and gives the same numbers
@@ -134,6 +135,73 @@ def test_mixed_boxball_end_to_end(tmp_path):
         s2 = asyncio.run(run_mixed(spec, _cfg(tmp_path)))
         assert a.stats.requests == b.stats.requests == 0
     assert s2["results"][0]["utility"] == s["results"][0]["utility"]
+    _check_records(tmp_path / "run", s, ["openai/sim-a@t=1", "strong"], [2, 1], [3, 3])
+
+
+def _check_records(run, s, labels, ns, ks):
+    """samples.jsonl, votes.jsonl and accuracy.png of a mixed run, and the vs-best-member
+    contrasts of its summary."""
+    from collections import Counter
+
+    from evals.records import read_questions, read_samples, read_votes
+
+    qs = list(read_questions(run))
+    samples = list(read_samples(run))
+    assert Counter(s.member for s in samples) == {lb: k * len(qs)
+                                                 for lb, k in zip(labels, ks, strict=True)}
+    assert all(s.model and s.t == 1.0 and s.source in ("cache", "online")
+               for s in samples)
+    votes = list(read_votes(run))
+    rules = s["ensemble"]["aggregators"]
+    assert Counter(v.member for v in votes) == {**{lb: len(qs) for lb in labels},
+                                               "ensemble": len(qs) * len(rules)}
+    first = {(x.id, x.member): x.answer for x in samples if x.sample == 0}
+    for v in votes:
+        if v.member != "ensemble":
+            continue
+        assert v.t is None and v.n == sum(ns) and list(v.by_member) == labels
+        assert sum(v.counts.values()) == sum(sum(c.values()) for c in v.by_member.values())
+        valid = [a for a in v.votes if a is not None]
+        if v.aggregator in ("majority", "plurality") and valid:
+            top = Counter(valid).most_common()
+            if len(top) == 1 or top[0][1] > top[1][1]:
+                assert v.decision == top[0][0]
+        if v.aggregator == "lam-weighted" and first[v.id, labels[-1]] is not None \
+                and ns[-1] == 1 and s["ensemble"]["members"][-1]["lam"] > 2 * sum(
+                    m["lam"] * m["n"] for m in s["ensemble"]["members"][:-1]):
+            assert v.decision == first[v.id, labels[-1]]  # the strong member decides
+    assert (run / "accuracy.png").stat().st_size > 1000
+    best = [c for c in s["contrasts"] if c["kind"] == "vs-best-member"]
+    assert [c["aggregator"] for c in best] == rules
+    ens = {r["aggregator"]: r for r in s["results"] if r["member"] == "ensemble"}
+    alone = {r["member"]: r for r in s["results"] if r["member"] != "ensemble"}
+    key = "utility" if s["task"] == "boxball" else "accuracy"
+    top = max(alone.values(), key=lambda r: r[key])
+    for c in best:
+        assert c["vs_member"] == top["member"] and c["vs_n"] == top["n"]
+        diff = c["utility_difference"] if key == "utility" else c["difference"]
+        assert diff == pytest.approx(ens[c["aggregator"]][key] - top[key], abs=1e-9)
+        ci = c["utility_ci"] if key == "utility" else c["ci"]
+        assert ci[0] <= diff + 1e-9 and diff - 1e-9 <= ci[1]
+
+
+def test_widened_member_has_the_ensembles_layout():
+    # member g alone, in the ensemble's jackknife layout: its weights are the ensemble's
+    # block for g, so the paired difference's variance counts its samples once
+    from evals.analysis import vote_values
+    from evals.mixed import _widen
+
+    rng = np.random.default_rng(0)
+    codes = [rng.integers(-1, 3, size=(20, 4)), rng.integers(-1, 3, size=(20, 3))]
+    correct = np.zeros(20, dtype=int)
+    ens = vote_group_values(codes, correct, [2, 1], {"plurality": None}, n_options=3)[
+        "plurality"]
+    for g, n in ((0, 2), (1, 1)):
+        alone = vote_values(codes[g], correct, [n], n_options=3)["plurality", n]
+        v = alone.jack.shape[1]
+        assert np.allclose(ens.weight[:, g * v:(g + 1) * v], alone.weight)
+        w = _widen(alone, g, ens)
+        assert np.allclose(w.cond_var(), alone.cond_var())
 
 
 def _write(tmp_path, doc):
@@ -216,3 +284,5 @@ def test_mixed_mathqa_end_to_end(tmp_path, mathqa_path):
         ("openai/sim-a@t=1", "plurality"), ("openai/sim-b@t=1", "plurality")]
     assert all(0 <= r["accuracy"] <= 1 for r in s["results"])
     assert s["contrasts"][0]["vs_aggregator"] == "plurality"
+    _check_records(tmp_path / "run", s, ["openai/sim-a@t=1", "openai/sim-b@t=1"], [2, 1],
+                   [3, 3])

@@ -299,8 +299,9 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
 
 
 def mixed_table_lines(summary: dict[str, Any]) -> list[Any]:
-    """A mixed ensemble's tables: the ensemble under each rule, each member alone, and each
-    rule minus majority / plurality on the same samples."""
+    """A mixed ensemble's tables: the ensemble under each rule, each member alone, each rule
+    minus majority / plurality on the same samples, and the ensemble under each rule minus
+    its best member alone."""
     from rich.table import Table
 
     box = summary["task"] == "boxball"
@@ -332,7 +333,10 @@ def mixed_table_lines(summary: dict[str, Any]) -> list[Any]:
         for col in ("difference", "estimate", "SEM", "95% for the task", "95% for these"):
             d.add_column(col, justify="right")
         for c in summary["contrasts"]:
-            d.add_row(f"{c['aggregator']} − {c['vs_aggregator']}",
+            what = (f"ensemble {c['aggregator']} − {c['vs_member']} alone"
+                    if c.get("kind") == "vs-best-member"
+                    else f"{c['aggregator']} − {c['vs_aggregator']}")
+            d.add_row(what,
                       f"{c[pre + 'difference' if box else 'difference']:+.4f}",
                       _sem(c[pre + "sem"]), _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"]))
         out.append(d)
