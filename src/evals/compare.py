@@ -71,6 +71,9 @@ def load_run(path: str | Path) -> RunData:
                   or sorted({r["t"] for r in doc["results"]}))
     ns = tuple(int(n) for n in doc.get("ns") or sorted({r["n"] for r in doc["results"]
                                                           if r["aggregator"] != "random-follow"}))
+    if not ns:
+        raise InputError(f"{p / 'summary.json'} has no result rows to compare (was the run "
+                         "stopped before any question finished?); rerun `ensemble eval` on it")
     k = int(doc.get("samples_per_question") or max(ns))
     pop = doc.get("population", {}).get("total")
     if pop is None and doc["task"] == "boxball":

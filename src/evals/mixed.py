@@ -203,9 +203,13 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     binary = all(len(q.choices) == 2 for q in questions)
     n_options = max(len(q.choices) for q in questions)
     lams = [m.lam for m in members]
-    names = check_aggregators(spec.aggregators or default_aggregators(lams, binary),
+    names = check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
                               binary=binary, n_options=n_options, lams=lams,
                               where="--ensemble")
+    if "robust" in names and not box:
+        raise InputError("--ensemble: the group-robust rule is scored on box-ball only (its "
+                         "estimate there is exact over the per-group counts); use lam-weighted "
+                         "for another binary task")
     ks = [s.samples or max(m.n, cfg.samples or m.n) for s, m in zip(spec.members, members,
                                                                      strict=True)]
     for g, (k, m) in enumerate(zip(ks, members, strict=True)):

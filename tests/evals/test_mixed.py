@@ -231,6 +231,13 @@ def test_rules_that_do_not_apply_are_refused_before_any_request(tmp_path, mathqa
             asyncio.run(run_mixed(spec, EvalConfig(
                 task="mathqa", model="e", temperatures=(1.0,), ns=(1,), limit=3,
                 data=str(mathqa_path), out=str(tmp_path / "m"))))
+        binary = tmp_path / "yn.jsonl"
+        binary.write_text('{"id": "q1", "question": "2+2=4?", "choices": ["yes", "no"], '
+                          '"answer": "yes"}\n', encoding="utf-8")
+        with pytest.raises(InputError, match="box-ball only"):
+            asyncio.run(run_mixed(spec, EvalConfig(
+                task="jsonl", model="e", temperatures=(1.0,), ns=(1,), data=str(binary),
+                out=str(tmp_path / "j"))))
         assert srv.stats.requests == 0
 
 
