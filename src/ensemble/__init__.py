@@ -63,6 +63,8 @@ _EXPORTS: dict[str, str] = {
     "Ensemble": ".api",
     "Decision": ".api",
     "vote": ".api",
+    "Member": ".members",
+    "resolve_members": ".members",
     # calibration
     "fit_lambda": ".calibration",
     "LambdaFit": ".calibration",
@@ -133,6 +135,10 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         SamplingFailed as SamplingFailed,
         ServerError as ServerError,
         StoreError as StoreError,
+    )
+    from .members import (
+        Member as Member,
+        resolve_members as resolve_members,
     )
     from .profile import (
         CalibrationProfile as CalibrationProfile,

@@ -15,18 +15,25 @@ import functools
 import inspect
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, overload
 
 from .aggregators import Vote, get_aggregator
 from .errors import EnsembleError, InputError, SamplingFailed
+from .members import Member
 from .sampling.options import ProviderOptions, check_keywords
 from .sampling.parsing import choice_parser, extract_answer
 from .sampling.provider import Provider, make_provider
 from .sampling.types import Message, Sample, SampleRequest, SamplingParams, as_messages
 
-__all__ = ["Decision", "Ensemble", "vote"]
+if TYPE_CHECKING:
+    from .stopping import StopSpec
+
+__all__ = ["Decision", "Ensemble", "Member", "vote"]
+
+P = ParamSpec("P")
 
 Prompt = str | Sequence[Message]
 
@@ -35,12 +42,18 @@ Prompt = str | Sequence[Message]
 class Decision:
     """The ensemble's decision on one prompt, with its votes and every sample behind it.
 
-    decision:   the winning answer (None: no valid vote, or an unresolved tie).
-    votes:      answer -> count of valid votes.  margin: top count minus the runner-up's.
-    samples:    every sample drawn (text, parsed answer, tokens, cost, latency).
-    n_invalid:  replies whose answer could not be parsed.  tie: the top was tied.
-    aggregator: the rule that decided; credit: answer -> its share of the decision.
-    cost_usd:   the samples' cost (None: unknown price).
+    decision:     the winning answer (None: no valid vote, or an unresolved tie).
+    votes:        answer -> count of valid votes (all members pooled).
+    margin:       top count minus the runner-up's.
+    samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
+                  member in the order of `Ensemble.members`.
+    n_invalid:    replies whose answer could not be parsed.  tie: the top was tied.
+    aggregator:   the rule that decided; credit: answer -> its share of the decision.
+    cost_usd:     the samples' cost (None: unknown price).
+    member_votes: answer -> valid votes, per member (one entry for a one-model Ensemble).
+    lams:         the λ each member voted with (ψ_λ units, at its temperature; None: unknown).
+    stop:         the stopping rule when samples were drawn adaptively (`stop=`), else None;
+                  `n_samples` is then what it used (at most the Ensemble's max_n).
     """
 
     decision: str | None
@@ -54,26 +67,43 @@ class Decision:
     cost_usd: float | None
     prompt_tokens: int
     completion_tokens: int
+    member_votes: tuple[dict[str, int], ...] = ()
+    lams: tuple[float | None, ...] = ()
+    stop: str | None = None
+
+    @property
+    def n_samples(self) -> int:
+        """Samples drawn for this decision (all members)."""
+        return len(self.samples)
 
     def __str__(self) -> str:
         votes = ", ".join(f"{k}: {v}" for k, v in sorted(self.votes.items(), key=lambda kv: -kv[1]))
         parts = [votes] if votes else []
         if self.n_invalid:
             parts.append(f"{self.n_invalid} invalid")
+        if self.stop:
+            parts.append(f"{self.n_samples} samples, stop={self.stop}")
         return f"{self.decision} ({'; '.join(parts)})"
 
     def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()
+        extra = ""
+        if len(self.member_votes) > 1:
+            extra += f", member_votes={list(self.member_votes)!r}"
+        if self.stop:
+            extra += f", stop={self.stop!r}"
         return (f"Decision(decision={self.decision!r}, votes={self.votes!r}, "
                 f"n={len(self.samples)}, invalid={self.n_invalid}, tie={self.tie}, "
-                f"aggregator={self.aggregator!r}, cost_usd={self.cost_usd!r})")
+                f"aggregator={self.aggregator!r}{extra}, cost_usd={self.cost_usd!r})")
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as plain JSON values (samples included)."""
+        """Everything as plain JSON values (samples included; ±∞ λ as `ensemble.jsonio`)."""
         return {
             "decision": self.decision, "votes": dict(self.votes), "margin": self.margin,
             "n_invalid": self.n_invalid, "tie": self.tie, "aggregator": self.aggregator,
             "credit": dict(self.credit), "cost_usd": self.cost_usd,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
+            "stop": self.stop, "n_samples": self.n_samples,
             "samples": [{"index": s.index, "text": s.text, "answer": s.answer,
                          "valid": s.valid, "finish_reason": s.finish_reason,
                          "completion_tokens": s.completion_tokens, "cost_usd": s.cost_usd,
@@ -81,105 +111,193 @@ class Decision:
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
-        """`to_dict()` as JSON text."""
+        """`to_dict()` as JSON text (±∞ as null plus a `k_inf` sign marker)."""
         from .jsonio import dumps
 
         return dumps(self.to_dict(), indent=indent)
 
 
 class Ensemble:
-    """Draw n samples of a prompt at a fixed temperature and aggregate their answers.
+    """Draw samples of a prompt from one model, or from several members, and aggregate them.
 
-    model:        a litellm model string (openai/gpt-4o-mini, anthropic/..., ollama/...), "local",
-                  "local/<path.gguf>" or "local:<path.gguf>" for the embedded llama.cpp model.
-    temperature:  the sampling temperature (0: greedy).  n: samples per decision.
+    One model:    `Ensemble("openai/gpt-4o-mini", n=5, temperature=0.5, ...)`: n samples at one
+                  temperature. model is a litellm model string (openai/..., anthropic/...,
+                  ollama/...), "local", "local/<path.gguf>" or "local:<path.gguf>" for the
+                  embedded llama.cpp model.
+    Members:      `Ensemble(members=[Member(...), ...], ...)`: each member is one model at one
+                  temperature with its own n and endpoint (`ensemble.members.Member`); members
+                  are sampled concurrently, each within its own endpoint's limits, and their
+                  votes pooled.
     choices:      the allowed answers; the default parser then normalises replies to them
                   (the paper's <answer>X</answer> format with fallbacks).
-    aggregator:   plurality (default), majority, random-follow, weighted, robust (needs `lam`).
+    aggregator:   plurality (default), majority, random-follow, weighted (by logprob
+                  confidence), lam-weighted (each vote weighs 2λ of its member), robust (the
+                  minimax-regret rule; binary choices; per-member counts for members).
+                  lam-weighted and robust need every member's λ.
+    lam:          λ of the one model at its temperature (ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units);
+                  members carry their own.
+    calibration:  a profile (`ensemble calibrate`'s profile.json or its folder) or a list of
+                  them: each member's λ is λ₁/t from the profile matching its (model,
+                  api_base), unless it has its own `lam` or `calibration`.
+    stop:         "bayes" | "beta" | a `StopSpec`: draw adaptively, up to `max_n` (default n)
+                  samples per decision, stopping once the answer is settled; the bayes rule's
+                  prior is fitted from the pilots of this Ensemble's earlier decisions too. One
+                  model only (with members: not yet).
     tie:          "random" (seeded by `seed`) or "fractional"; never list order.
     invalid:      "ignore" | "abstain" | "fail" for unparseable answers.
     seed:         seeds the tie-breaking (and the robust rule's randomisation); it does not seed
                   the provider's sampling (pass `sampling_seed=` for a provider that has one).
     store:        a SQLite path to keep every sample (resumable, never paid twice); None: none.
     options:      `ProviderOptions`, or its fields as keywords: api_base, api_key, timeout,
-                  max_concurrency, rpm, tpm, max_attempts, max_retry_time, max_failures.
-                  Limits are per endpoint and process: every Ensemble, Sampler and concurrent
-                  `adecide` call on the same endpoint shares them.
-    provider:     a provider object to use instead of the model string's (e.g.
+                  max_concurrency, rpm, tpm, max_attempts, max_retry_time, max_failures (one
+                  model; members carry their own). Limits are per endpoint and process: every
+                  Ensemble, Sampler and concurrent `adecide` call on one endpoint shares them.
+    provider:     a provider object to use instead of the model string's (one model; e.g.
                   `ensemble.testing.FakeExpertProvider` in unit tests).
-    Sampling parameters: top_p, max_tokens, sampling_seed, stop, logprobs, top_logprobs;
-    provider-specific parameters go in `extra_body={...}`. Unknown keywords are an error that
-    names the closest known one.
+    Sampling parameters: top_p, max_tokens, sampling_seed, stop_sequences (the provider's
+    `stop`; `stop=` here is the stopping rule), logprobs, top_logprobs; provider-specific
+    parameters go in `extra_body={...}`. Unknown keywords are an error that names the closest
+    known one.
 
-    The Ensemble keeps what it opens (the embedded local model's server, the store) until
+    The Ensemble keeps what it opens (the embedded local model's servers, the store) until
     `close()` (or `with Ensemble(...) as ens:`), so repeated `decide` calls reuse them.
     """
 
-    def __init__(self, model: str, *, temperature: float = 0.7, n: int = 5,
+    def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
+                 temperature: float | None = None, n: int | None = None,
                  aggregator: str = "plurality", choices: Sequence[str] | None = None,
                  parser: Callable[[str], str | None] | None = None, tie: str = "random",
                  invalid: str = "ignore", seed: int | None = None, lam: float | None = None,
+                 calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
+                 None = None, stop: str | StopSpec | None = None, max_n: int | None = None,
                  system: str | None = None, store: str | os.PathLike[str] | None = None,
                  options: ProviderOptions | None = None, provider: Provider | None = None,
                  extra_body: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InputError(f"n must be an integer >= 1, got {n!r}")
-        if not isinstance(model, str) or not model.strip():
-            raise InputError("model must be a litellm model string such as openai/gpt-4o-mini")
+        from .members import resolve_members
+
         check_keywords(kwargs, (*ProviderOptions.names(), *_PARAM_FIELDS, *_ENSEMBLE_NAMES),
                        where="Ensemble")
-        from .qr import _validate_temperature
-
-        self.temperature = _validate_temperature(temperature)
-        self.model = model
-        self.n = n
+        provider_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ProviderOptions.names()}
+        if members is not None:
+            given = [name for name, v in (("model", model), ("temperature", temperature),
+                                          ("n", n), ("lam", lam), ("options", options),
+                                          ("provider", provider)) if v is not None]
+            given += sorted(provider_kw)
+            if given:
+                raise InputError(f"Ensemble(members=...): give {', '.join(given)} to each "
+                                 "Member, not to the Ensemble (members carry their own model, "
+                                 "n, temperature, λ and endpoint)")
+            if isinstance(members, Member):
+                members = [members]
+            members = list(members)
+            if stop is not None:
+                raise InputError("stop= with members= is not supported yet: adaptive stopping "
+                                 "runs on one model (Ensemble('model', n=..., stop=...))")
+        else:
+            if not isinstance(model, str) or not model.strip():
+                raise InputError("Ensemble needs a model (a litellm model string such as "
+                                 "openai/gpt-4o-mini) or members=[Member(...), ...]")
+            n = 5 if n is None else n
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InputError(f"n must be an integer >= 1, got {n!r}")
+            opts = ProviderOptions.build(options, **provider_kw)
+            members = [Member(model, n=n, temperature=0.7 if temperature is None else temperature,
+                              lam=lam, options=opts)]
+        self.members: tuple[Member, ...] = resolve_members(members, calibration)
+        self.model = self.members[0].model if len(self.members) == 1 else None
+        self.temperature = self.members[0].temperature if len(self.members) == 1 else None
+        self.n = sum(m.n for m in self.members)
+        self.options = self.members[0].options
         if choices is not None and (isinstance(choices, str) or len(set(choices)) != len(
                 choices) or not all(isinstance(c, str) and c.strip() for c in choices)):
             raise InputError(f"choices must be distinct non-empty strings, got {choices!r}")
         self.choices = tuple(choices) if choices is not None else None
         self.parser = parser or (choice_parser(self.choices) if self.choices else extract_answer)
-        opts: dict[str, Any] = {"tie": tie, "invalid": invalid, "rng": seed}
-        if aggregator == "robust":
-            opts["lam"] = lam
-        self.aggregator = get_aggregator(aggregator, **opts)
         self.aggregator_name = aggregator
+        self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
+        self.stop_spec = self._stop_spec(stop, max_n)
+        self._history: list[tuple[int, int]] = []  # (top, second) pilot counts, for bayes
         self.system = system
-        provider_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ProviderOptions.names()}
-        self.options = ProviderOptions.build(options, **provider_kw)
-        params = {("seed" if k == "sampling_seed" else k): v for k, v in kwargs.items()}
-        self.params = SamplingParams.make(self.temperature,
-                                          extra={"extra_body": extra_body} if extra_body else None,
-                                          **params)
+        rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
+        params = {rename.get(k, k): v for k, v in kwargs.items()}
+        extra = {"extra_body": extra_body} if extra_body else None
+        self._params = [SamplingParams.make(m.temperature, extra=extra, **params)
+                        for m in self.members]
+        self.params = self._params[0]
         self._store_path = store
         self._store: Any = None
-        self._provider: Provider | None = provider
-        self._own_provider = provider is None
+        self._given_provider = provider
+        self._providers: dict[tuple[str, ProviderOptions], Provider] = {}
         self._lock = threading.Lock()
 
+    def _make_aggregator(self, name: str, *, tie: str, invalid: str, seed: int | None) -> Any:
+        from .aggregators import aggregator_info
+
+        info = aggregator_info(name)
+        opts: dict[str, Any] = {"tie": tie, "invalid": invalid, "rng": seed}
+        if "lam" in info.needs:
+            unknown = [m for m in self.members if m.lam is None]
+            if unknown:
+                m = unknown[0]
+                raise InputError(f"{name} needs each member's λ and {m.model} at t = "
+                                 f"{m.temperature:g} has none: give lam=, calibration=PROFILE "
+                                 "(from `ensemble calibrate`), or Member(lam=...)")
+            lams = [float(m.lam) for m in self.members]  # type: ignore[arg-type]
+            if len(self.members) == 1:
+                opts["lam"] = lams[0]
+            else:
+                opts["lams"] = lams
+        if info.binary and self.choices is None:
+            raise InputError(f"{name} decides between two options: give choices=[first, "
+                             "second] (the first is the report '1')")
+        return get_aggregator(name, choices=self.choices, **opts)
+
+    def _stop_spec(self, stop: str | StopSpec | None, max_n: int | None) -> StopSpec | None:
+        from .stopping import StopSpec
+
+        if stop is None:
+            if max_n is not None:
+                raise InputError("max_n= applies with stop= (adaptive sampling); for a fixed "
+                                 "number of samples give n=")
+            return None
+        if isinstance(stop, StopSpec):
+            return stop
+        if stop not in ("bayes", "beta"):
+            raise InputError(f"stop must be 'bayes', 'beta' or a StopSpec, got {stop!r}")
+        return StopSpec(stop=stop, max_n=self.n if max_n is None else max_n)
+
     def __repr__(self) -> str:
-        return (f"Ensemble(model={self.model!r}, temperature={self.temperature}, n={self.n}, "
-                f"aggregator={self.aggregator_name!r})")
+        if len(self.members) == 1:
+            m = self.members[0]
+            return (f"Ensemble(model={m.model!r}, temperature={m.temperature}, n={m.n}, "
+                    f"aggregator={self.aggregator_name!r})")
+        return f"Ensemble(members={list(self.members)!r}, aggregator={self.aggregator_name!r})"
 
     # -- resources ---------------------------------------------------------------------------
-    def _resources(self) -> tuple[Provider, Any]:
+    def _provider_for(self, m: Member) -> Provider:
         with self._lock:
-            if self._provider is None:
-                self._provider = make_provider(self.model, self.options)
+            if self._given_provider is not None:
+                return self._given_provider
+            key = (m.model, m.options)
+            if key not in self._providers:
+                self._providers[key] = make_provider(m.model, m.options)
+            return self._providers[key]
+
+    def _get_store(self) -> Any:
+        with self._lock:
             if self._store is None and self._store_path is not None:
                 from .sampling.store import SampleStore
 
                 self._store = SampleStore(self._store_path)
-            return self._provider, self._store
+            return self._store
 
     async def aclose(self) -> None:
-        """Stop what the Ensemble started (the local model's server) and close its store."""
+        """Stop what the Ensemble started (local models' servers) and close its store."""
         with self._lock:
-            provider = self._provider if self._own_provider else None
+            providers, self._providers = list(self._providers.values()), {}
             store, self._store = self._store, None
-            if self._own_provider:
-                self._provider = None
-        if provider is not None:
-            await provider.aclose()
+        for p in providers:
+            await p.aclose()
         if store is not None:
             store.close()
 
@@ -202,25 +320,52 @@ class Ensemble:
         await self.aclose()
 
     # -- deciding ----------------------------------------------------------------------------
-    def _request(self, prompt: Prompt) -> SampleRequest:
+    def _messages(self, prompt: Prompt) -> tuple[dict[str, str], ...]:
         messages = as_messages(prompt)
         if self.system:
             messages = ({"role": "system", "content": self.system},) + messages
-        return SampleRequest(messages, self.params, self.n)
+        return messages
 
-    def _decide(self, samples: Sequence[Sample]) -> Decision:
+    def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision:
+        samples = [s for row in rows for s in row]
         answers = [s.answer for s in samples]
-        weights = None
-        if self.aggregator_name == "weighted":
-            weights = [_confidence(s) for s in samples]
-        v: Vote = self.aggregator(answers, choices=self.choices, weights=weights)
+        groups = [g for g, row in enumerate(rows) for _ in row] if len(rows) > 1 else None
+        weights = [_confidence(s) for s in samples] if self.aggregator_name == "weighted" else None
+        v: Vote = self.aggregator(answers, choices=self.choices, weights=weights, groups=groups)
         costs = [s.cost_usd for s in samples]
         cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
+        member_votes = tuple(dict(Counter(s.answer for s in row if s.answer is not None))
+                             for row in rows)
         return Decision(
             decision=v.decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
             n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
             cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
-            completion_tokens=sum(s.completion_tokens or 0 for s in samples))
+            completion_tokens=sum(s.completion_tokens or 0 for s in samples),
+            member_votes=member_votes, lams=tuple(m.lam for m in self.members),
+            stop=self.stop_spec.stop if self.stop_spec is not None else None)
+
+    async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]]
+                             ) -> Any:
+        from .sampling.sampler import Sampler
+
+        m = self.members[g]
+        requests = [SampleRequest(msgs, self._params[g], m.n) for msgs in messages]
+        sampler = Sampler(m.model, options=m.options, provider=self._provider_for(m),
+                          store=self._get_store())
+        async with sampler:
+            if self.stop_spec is None:
+                return await sampler.run(requests, parser=self.parser)
+            from .stopping import answer_counts
+
+            result = await sampler.run_adaptive(requests, self.stop_spec, parser=self.parser,
+                                                history=list(self._history))
+            first = self.stop_spec.first_draw()
+            for row in result.rows:
+                pilot = [s.answer for s in row[:first] if s is not None]
+                if len(pilot) == first:
+                    _, top, second = answer_counts(pilot)
+                    self._history.append((top, second))
+            return result
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
@@ -232,43 +377,46 @@ class Ensemble:
 
     async def adecide_many(self, prompts: Sequence[Prompt], *,
                            on_error: str = "raise") -> Sequence[Decision | EnsembleError]:
-        """Decide many prompts concurrently (within the endpoint's limits).
+        """Decide many prompts concurrently (within each endpoint's limits; members at once).
 
         A prompt that fails for good (e.g. refused by the provider) does not stop the others:
         they all finish and are stored. Then `on_error="raise"` raises `SamplingFailed` naming
         the failures; `on_error="return"` puts the error in that prompt's place in the list.
         """
-        from .sampling.sampler import Sampler
+        import asyncio
 
         if on_error not in ("raise", "return"):
             raise InputError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         if isinstance(prompts, str):
             raise InputError("adecide_many takes a list of prompts; use adecide for one")
-        requests = [self._request(p) for p in prompts]
-        provider, store = self._resources()
-        sampler = Sampler(self.model, options=self.options, provider=provider, store=store)
-        async with sampler:
-            result = await sampler.run(requests, parser=self.parser)
+        messages = [self._messages(p) for p in prompts]
+        results = await asyncio.gather(*(self._sample_member(g, messages)
+                                         for g in range(len(self.members))))
+        failures = [f for r in results for f in r.failures]
         if on_error == "raise":
             from .sampling.sampler import raise_for_failures
 
-            raise_for_failures(result, len(requests))
+            for r in results:
+                raise_for_failures(r, len(messages))
         out: list[Decision | EnsembleError] = []
-        for ri, row in enumerate(result.rows):
-            if any(s is None for s in row):
-                why = next((f.message for f in result.failures if f.request == ri), None)
-                out.append(SamplingFailed(why or str(result.stopped), failures=[
-                    f for f in result.failures if f.request == ri]))
+        for ri in range(len(messages)):
+            rows = [r.rows[ri] for r in results]
+            if any(s is None for row in rows for s in row) or any(
+                    f.request == ri for f in failures):
+                mine = [f for f in failures if f.request == ri]
+                stopped = next((r.stopped for r in results if r.stopped is not None), None)
+                why = mine[0].message if mine else str(stopped)
+                out.append(SamplingFailed(why, failures=mine))
             else:
-                out.append(self._decide(row))  # type: ignore[arg-type]
+                out.append(self._decide(rows))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision:
-        """Draw n samples of `prompt` and aggregate them (async)."""
+        """Draw the samples of `prompt` (every member's) and aggregate them (async)."""
         return (await self.adecide_many([prompt]))[0]
 
     def decide(self, prompt: Prompt) -> Decision:
-        """Draw n samples of `prompt` and aggregate them. Works inside a running event loop
+        """Draw the samples of `prompt` and aggregate them. Works inside a running event loop
         too (Jupyter): the request then runs on a worker thread."""
         from ._sync import run_sync
 
@@ -281,9 +429,11 @@ class Ensemble:
         return run_sync(self.adecide_many(prompts))
 
 
-_PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop", "logprobs", "top_logprobs")
-_ENSEMBLE_NAMES = ("temperature", "n", "aggregator", "choices", "parser", "tie", "invalid", "seed",
-                   "lam", "system", "store", "options", "provider", "extra_body")
+_PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",
+                 "top_logprobs")
+_ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "parser",
+                   "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
+                   "store", "options", "provider", "extra_body")
 
 
 def _confidence(s: Sample) -> float:
@@ -291,44 +441,60 @@ def _confidence(s: Sample) -> float:
     import math
 
     try:
-        toks = s.logprobs["content"]  # type: ignore[index]
+        toks = s.logprobs["content"]
         lps = [t["logprob"] for t in toks]
         return math.exp(sum(lps) / len(lps)) if lps else 1.0
     except (TypeError, KeyError):
         return 1.0
 
 
-def vote(model: str, **options: Any) -> Callable[[Callable[..., Prompt]], Any]:
-    """Decorator: the function builds a prompt; calling it returns the ensemble's Decision.
+class _VoteDecorator:
+    """What `vote(...)` returns: applied to a prompt builder, a function returning Decisions."""
 
-        @vote(model="openai/gpt-4o-mini", temperature=0.5, n=5, choices=["positive", "negative"])
-        def sentiment(text): return f"Is this review positive or negative? {text}"
+    def __init__(self, ens: Ensemble) -> None:
+        self.ensemble = ens
 
-        sentiment("Great film!").decision
-        await sentiment.adecide("Great film!")      # async variant
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[Prompt]]) -> Callable[P, Awaitable[Decision]]:
+        ...
 
-    An `async def` prompt builder gives an async function returning the Decision.
-    """
-    ens = Ensemble(model, **options)
+    @overload
+    def __call__(self, fn: Callable[P, Prompt]) -> Callable[P, Decision]: ...
 
-    def deco(fn: Callable[..., Any]) -> Any:
+    def __call__(self, fn: Callable[P, Any]) -> Callable[P, Any]:
+        ens = self.ensemble
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Decision:
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Decision:
                 return await ens.adecide(await fn(*args, **kwargs))
 
             async_wrapper.ensemble = ens  # type: ignore[attr-defined]
             return async_wrapper
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Decision:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> Decision:
             return ens.decide(fn(*args, **kwargs))
 
-        async def adecide(*args: Any, **kwargs: Any) -> Decision:
+        async def adecide(*args: P.args, **kwargs: P.kwargs) -> Decision:
             return await ens.adecide(fn(*args, **kwargs))
 
         wrapper.adecide = adecide  # type: ignore[attr-defined]
         wrapper.ensemble = ens  # type: ignore[attr-defined]
         return wrapper
 
-    return deco
+
+def vote(model: str | None = None, **options: Any) -> _VoteDecorator:
+    """Decorator: the function builds a prompt; calling it returns the ensemble's Decision.
+
+        @vote("openai/gpt-4o-mini", temperature=0.5, n=5, choices=["positive", "negative"])
+        def sentiment(text: str) -> str:
+            return f"Is this review positive or negative? {text}"
+
+        sentiment("Great film!").decision
+        await sentiment.adecide("Great film!")      # async variant
+
+    Takes what `Ensemble` takes (members=, calibration=, stop=, ...). An `async def` prompt
+    builder gives an async function returning the Decision. Type checkers see the decorated
+    function's parameters and `Decision` as its result.
+    """
+    return _VoteDecorator(Ensemble(model, **options))

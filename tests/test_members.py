@@ -1,0 +1,140 @@
+"""Mixed ensembles in the Python API: members with their own endpoints and λ, from calibration
+profiles to a decision, against simulated experts on loopback (requests counted at the server)."""
+
+import asyncio
+
+import pytest
+
+from ensemble import Ensemble, Member, resolve_members
+from ensemble.errors import InputError
+from ensemble.sampling.options import ProviderOptions
+from ensemble.testing import SimulatedServer
+from evals.calibrate import CalibrationConfig, run_calibration
+from tasks import get_task
+
+MODEL = "openai/sim-expert"
+
+
+def _calibrate(srv: SimulatedServer, out) -> str:
+    cfg = CalibrationConfig(model=MODEL, provider=ProviderOptions(api_base=srv.base_url),
+                            temperatures=(1.0, 2.0), samples=10, n_budget=3, out=str(out))
+    asyncio.run(run_calibration(cfg))
+    return str(out / "profile.json")
+
+
+def test_two_planted_experts_calibrated_then_ensembled(tmp_path):
+    """Issue 15's done-when: planted λ₁ = 2 and 8; calibrate each; the Ensemble built from the
+    profiles gives each member a λ₁ inside its profile's 95% interval, which covers the
+    planted value; the ensemble decides, showing each member's votes and λ."""
+    prompt = next(iter(get_task("boxball").questions())).prompt
+    with SimulatedServer(lam1=2.0, seed=11) as weak, SimulatedServer(lam1=8.0, seed=12) as strong:
+        profiles = [_calibrate(weak, tmp_path / "weak"), _calibrate(strong, tmp_path / "strong")]
+        members = [Member(MODEL, n=3, temperature=1.0, api_base=weak.base_url),
+                   Member(MODEL, n=2, temperature=0.5, api_base=strong.base_url)]
+        with Ensemble(members=members, aggregator="lam-weighted", calibration=profiles,
+                      choices=["L", "R"]) as ens:
+            from ensemble.profile import CalibrationProfile
+
+            for m, path, planted in zip(ens.members, profiles, (2.0, 8.0), strict=True):
+                prof = CalibrationProfile.load(path)
+                lo, hi = prof.lam1_ci
+                assert lo <= planted <= hi, (path, prof.lam1_ci)
+                assert lo <= m.lam * m.temperature <= hi
+                assert m.lam == pytest.approx(prof.lam1 / m.temperature)
+                assert path in m.lam_source
+            before = (weak.stats.requests, strong.stats.requests)
+            d = ens.decide(prompt)
+            assert weak.stats.requests > before[0] and strong.stats.requests > before[1]
+    assert d.decision in ("L", "R")
+    assert len(d.samples) == 5 and d.n_samples == 5
+    assert [sum(v.values()) for v in d.member_votes] == [3 - _invalid(d, 0), 2 - _invalid(d, 1)]
+    assert d.lams == tuple(m.lam for m in ens.members)
+    assert d.to_dict()["member_votes"] == [dict(v) for v in d.member_votes]
+
+
+def _invalid(d, g):
+    n = (3, 2)[g]
+    start = 0 if g == 0 else 3
+    return sum(s.answer is None for s in d.samples[start:start + n])
+
+
+def test_members_sample_concurrently_each_within_its_own_endpoint_limit():
+    with SimulatedServer(lam1=3.0, seed=1, latency=0.05) as a, \
+            SimulatedServer(lam1=3.0, seed=2, latency=0.05) as b:
+        ens = Ensemble(members=[Member(MODEL, n=1, temperature=1.0, api_base=a.base_url,
+                                       max_concurrency=2),
+                                Member(MODEL, n=1, temperature=1.0, api_base=b.base_url,
+                                       max_concurrency=5)],
+                       choices=["L", "R"], aggregator="plurality")
+        prompts = [q.prompt for q in list(get_task("boxball").questions())[:20]]
+        ds = ens.decide_many(prompts)
+        ens.close()
+        assert a.stats.max_in_flight <= 2 and b.stats.max_in_flight <= 5
+        assert b.stats.max_in_flight > 2  # the second endpoint was not held to the first's
+        assert a.stats.requests == b.stats.requests == 20
+    assert all(len(d.member_votes) == 2 for d in ds)
+
+
+def test_robust_from_a_profile_needs_no_typed_lambda(tmp_path):
+    with SimulatedServer(lam1=3.0, seed=5) as srv:
+        prof = _calibrate(srv, tmp_path / "cal")
+        ens = Ensemble(MODEL, n=3, temperature=0.5, api_base=srv.base_url, aggregator="robust",
+                       calibration=prof, choices=["L", "R"])
+        from ensemble.profile import CalibrationProfile
+
+        assert ens.members[0].lam == pytest.approx(CalibrationProfile.load(prof).lam1 / 0.5)
+        d = ens.decide(next(iter(get_task("boxball").questions())).prompt)
+        ens.close()
+    assert d.aggregator == "robust" and d.decision in ("L", "R")
+
+
+def test_no_matching_profile_names_what_the_profiles_hold(tmp_path):
+    with SimulatedServer(lam1=3.0, seed=5) as srv:
+        prof = _calibrate(srv, tmp_path / "cal")
+        with pytest.raises(InputError, match=r"no calibration profile for openai/other .*"
+                                             r"profiles hold .*openai/sim-expert"):
+            Ensemble(members=[Member("openai/other", n=1, temperature=1.0,
+                                     api_base=srv.base_url)], calibration=[prof])
+        assert resolve_members([Member(MODEL, n=1, temperature=1.0, lam=1.5)],
+                               calibration=[prof])[0].lam == 1.5  # typed λ wins
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"model": "openai/x", "temprature": 0.1}, "did you mean 'temperature'"),
+    ({"members": [Member("openai/x", lam=1.0), Member("openai/y", lam=2.0)],
+      "aggregator": "robust", "choices": ["A", "B", "C"]}, "two options"),
+    ({"members": [Member("openai/x"), Member("openai/y", lam=2.0)],
+      "aggregator": "lam-weighted"}, "needs each member's λ and openai/x"),
+    ({"members": [Member("openai/x")], "n": 3}, "give n to each Member"),
+    ({"model": "openai/x", "aggregator": "majority"}, "give choices"),
+    ({"members": [Member("openai/x")], "stop": "bayes"}, "not supported yet"),
+    ({"model": "openai/x", "max_n": 9}, "max_n= applies with stop="),
+    ({}, "needs a model"),
+])
+def test_bad_ensembles_fail_at_construction(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        Ensemble(**kwargs)
+
+
+def test_stop_bayes_uses_fewer_samples_and_a_rerun_costs_nothing(tmp_path):
+    """Adaptive decisions (issue 16): an easy planted expert settles early; the Decision says
+    how many samples it used; with a store, deciding again makes no request."""
+    qs = [q for q in get_task("boxball").questions()
+          if abs(q.posterior - 0.5) > 0.3][:12]  # clear questions: answers agree early
+    store = tmp_path / "s.sqlite"
+    with SimulatedServer(lam1=6.0, seed=8) as srv:
+        ens = Ensemble(MODEL, n=10, temperature=1.0, api_base=srv.base_url, stop="bayes",
+                       choices=["L", "R"], store=store)
+        ds = ens.decide_many([q.prompt for q in qs])
+        ens.close()
+        paid = srv.stats.requests
+        again = Ensemble(MODEL, n=10, temperature=1.0, api_base=srv.base_url, stop="bayes",
+                         choices=["L", "R"], store=store)
+        ds2 = again.decide_many([q.prompt for q in qs])
+        again.close()
+        assert srv.stats.requests == paid  # counted at the server
+    used = [d.n_samples for d in ds]
+    assert all(d.stop == "bayes" for d in ds) and max(used) <= 10
+    assert sum(used) / len(used) < 10 * 0.6, used
+    assert [d.decision for d in ds2] == [d.decision for d in ds]
+    assert len(ens._history) == len(qs)  # pilots kept for the next decisions' prior
