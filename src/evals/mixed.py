@@ -433,8 +433,8 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
         vote_group_values,
         vote_values,
     )
-    from .intervals import bootstrap_counts, summarise
-    from .runner import _fields, _population, box_answer_counts, box_layout
+    from .intervals import bootstrap_counts
+    from .runner import _population, box_answer_counts, box_layout, row_builder
 
     box = cfg.task == "boxball"
     ns = [m.n for m in members]
@@ -466,13 +466,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
     unit = "scenarios" if box else "questions"
     g = np.random.default_rng(cfg.seed)
     resamples = bootstrap_counts(items, cfg.bootstrap, g)
-    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
-
-    def row(iv: Any, *, diff: bool, **head: Any) -> dict[str, Any]:
-        span = 2.0 if box else 1.0
-        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
-        s = summarise(iv, population=total, counts=resamples, rng=g, bounds=(lo, hi))
-        return {**head, **_fields(s, box=box, diff=diff), "covers": covers}
+    row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
 
     big = sum(ns)
     results = [row(cells[r], diff=False, member="ensemble", t=None, n=big, aggregator=r)

@@ -377,13 +377,7 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     unit = summary["population"]["unit"]
     g = np.random.default_rng(cfg.seed + 1)
     resamples = bootstrap_counts(items, cfg.bootstrap, g)
-    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
-
-    def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
-        span = 2.0 if box else 1.0
-        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
-        s = summarise(iv, population=total, counts=resamples, rng=g, bounds=(lo, hi))
-        return {**head, **_fields(s, box=box, diff=diff), "covers": covers}
+    row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
 
     if box:
         scen, joint, loc = box_layout(questions)
@@ -412,6 +406,23 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
     summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == "random-follow"))
+
+
+def row_builder(*, box: bool, total: int, unit: str, items: int, resamples: Any,
+                rng: np.random.Generator) -> Callable[..., dict[str, Any]]:
+    """`row(values, diff=..., **head)`: one table row (head fields, then the estimate, its
+    intervals and what they cover) from per-item values, with the bootstrap resamples shared by
+    every row of a run (so differences between rows are paired). Box-ball values are utilities
+    in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]."""
+    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
+
+    def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
+        span = 2.0 if box else 1.0
+        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
+        s = summarise(iv, population=total, counts=resamples, rng=rng, bounds=(lo, hi))
+        return {**head, **_fields(s, box=box, diff=diff), "covers": covers}
+
+    return row
 
 
 def _fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:
