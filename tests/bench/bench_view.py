@@ -37,8 +37,7 @@ from evals.view import build_view
 from tasks import Question
 
 ROOT = Path(__file__).resolve().parents[2]
-MATHQA = [ROOT.parent / "shared" / "data" / "mathqa" / "test.json",
-          Path("/work/shared/data/mathqa/test.json")]
+MATHQA = [ROOT.parent / "shared" / "data" / "mathqa" / "test.json"]
 TEMPS, K, NS, LETTERS = (0.0, 0.5, 1.0), 20, (1, 3, 5, 20), "ABCDE"
 WORDS = ("the total is so we divide by then multiply each part gives rate speed distance time "
          "percent of area length width ratio sum difference hence answer option per hour "
