@@ -434,7 +434,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
         vote_values,
     )
     from .intervals import bootstrap_counts
-    from .runner import _population, box_answer_counts, box_layout, row_builder
+    from .runner import _population, box_answer_counts, box_layout, option_codes, row_builder
 
     box = cfg.task == "boxball"
     ns = [m.n for m in members]
@@ -448,11 +448,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
         alone = [box_values(counts[g], joint, [ns[g]])["majority", ns[g]]
                  for g in range(len(members))]
     else:
-        choices: list[str] = []
-        for q in questions:
-            choices.extend(c for c in q.choices if c not in choices)
-        idx = {c: i for i, c in enumerate(choices)}
-        correct = np.array([idx[str(q.correct)] for q in questions])
+        choices, idx, correct = option_codes(questions)
         codes = [np.array([[idx.get(x, -1) if x is not None else -1 for x in row] for row in a],
                           dtype=np.int64) for a in answers]
         cells = vote_group_values(codes, correct, ns,

@@ -382,11 +382,7 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     if box:
         scen, joint, loc = box_layout(questions)
     else:
-        choices: list[str] = []
-        for q in questions:
-            choices.extend(c for c in q.choices if c not in choices)
-        idx = {c: i for i, c in enumerate(choices)}
-        correct = np.array([idx[str(q.correct)] for q in questions])
+        choices, idx, correct = option_codes(questions)
     for ti, t in enumerate(temps):
         lam = None if cfg.lam1 is None else (math.inf if t == 0 else cfg.lam1 / t)
         for n in ns:
@@ -512,6 +508,16 @@ def item_cells(task: str, questions: list[Any], answers: np.ndarray, ns: list[in
                           for row in answers[ti]], dtype=np.int64)
         out.append(vote_values(codes, correct, ns, n_options=len(choices)))
     return out
+
+
+def option_codes(questions: list[Any]) -> tuple[list[str], dict[str, int], Any]:
+    """The options of multiple-choice questions in first-seen order, answer -> code, and each
+    question's right answer as a code (for the vectorised vote estimators)."""
+    choices: list[str] = []
+    for q in questions:
+        choices.extend(c for c in q.choices if c not in choices)
+    idx = {c: i for i, c in enumerate(choices)}
+    return choices, idx, np.array([idx[str(q.correct)] for q in questions])
 
 
 def box_layout(questions: list[Any]
