@@ -138,3 +138,29 @@ def test_stop_bayes_uses_fewer_samples_and_a_rerun_costs_nothing(tmp_path):
     assert sum(used) / len(used) < 10 * 0.6, used
     assert [d.decision for d in ds2] == [d.decision for d in ds]
     assert len(ens._history) == len(qs)  # pilots kept for the next decisions' prior
+
+
+def test_a_member_behind_a_hostile_endpoint_costs_only_its_prompts():
+    """One member's endpoint refuses some prompts for good and rate-limits the rest; the other
+    endpoint is clean. With on_error="return", refused prompts come back as errors naming the
+    refusal, every other prompt is decided with both members' votes, and nothing is retried
+    against the refusal (counted at the server)."""
+    from ensemble.errors import SamplingFailed
+
+    prompts = [q.prompt for q in list(get_task("boxball").questions())[:24]]
+    with SimulatedServer(lam1=3.0, seed=3, refuse_rate=0.25, rate_limit=(10, 1.0)) as bad, \
+            SimulatedServer(lam1=3.0, seed=4) as good:
+        refused = {i for i, p in enumerate(prompts) if bad.refuses(p)}
+        assert 0 < len(refused) < len(prompts)
+        with Ensemble(members=[Member(MODEL, n=2, temperature=1.0, api_base=bad.base_url),
+                               Member(MODEL, n=1, temperature=1.0, api_base=good.base_url)],
+                      choices=["L", "R"]) as ens:
+            out = asyncio.run(ens.adecide_many(prompts, on_error="return"))
+        assert bad.stats.refused == len(refused)  # one request per refused prompt: no retries
+        assert good.stats.requests == len(prompts)
+    for i, d in enumerate(out):
+        if i in refused:
+            assert isinstance(d, SamplingFailed) and "refus" in str(d).lower()
+        else:
+            assert not isinstance(d, Exception), d
+            assert len(d.samples) == 3 and len(d.member_votes) == 2
