@@ -107,7 +107,11 @@ def test_no_matching_profile_names_what_the_profiles_hold(tmp_path):
       "aggregator": "lam-weighted"}, "needs each member's λ and openai/x"),
     ({"members": [Member("openai/x")], "n": 3}, "give n to each Member"),
     ({"model": "openai/x", "aggregator": "majority"}, "give choices"),
-    ({"members": [Member("openai/x")], "stop": "bayes"}, "not supported yet"),
+    ({"members": [Member("openai/x"), Member("openai/y")], "stop": "beta", "max_n": 4},
+     "max_n= is for one model"),
+    ({"members": [Member("openai/x", api_base="http://127.0.0.1:1/v1"),
+                  Member("openai/x", api_base="http://127.0.0.1:2/v1")], "store": "s.sqlite"},
+     "would read each other's stored samples"),
     ({"model": "openai/x", "max_n": 9}, "max_n= applies with stop="),
     ({}, "needs a model"),
 ])
@@ -164,3 +168,37 @@ def test_a_member_behind_a_hostile_endpoint_costs_only_its_prompts():
         else:
             assert not isinstance(d, Exception), d
             assert len(d.samples) == 3 and len(d.member_votes) == 2
+
+
+@pytest.mark.parametrize("rule", ["bayes", "beta"])
+def test_stop_with_members_reads_the_pooled_votes(tmp_path, rule):
+    """Issue 16 with members: rounds of one vote per member until the rule, reading the pooled
+    votes, stops; clear questions stop well before every member's n; member g's i-th vote is
+    its stored sample i, so a rerun on the store makes no request."""
+    qs = [q for q in get_task("boxball").questions() if abs(q.posterior - 0.5) > 0.3][:10]
+    prompts = [q.prompt for q in qs]
+    store = tmp_path / "s.sqlite"
+
+    def build(a, b):
+        return Ensemble(members=[Member(MODEL, n=6, temperature=1.0, api_base=a.base_url),
+                                 Member(MODEL, n=6, temperature=0.8, api_base=b.base_url)],
+                        stop=rule, choices=["L", "R"], store=store)
+
+    with SimulatedServer(lam1=6.0, seed=21) as a, SimulatedServer(lam1=6.0, seed=22) as b:
+        with build(a, b) as ens:
+            ds = ens.decide_many(prompts)
+        paid = (a.stats.requests, b.stats.requests)
+        with build(a, b) as again:
+            ds2 = again.decide_many(prompts)
+        assert (a.stats.requests, b.stats.requests) == paid  # counted at the servers
+    for d in ds:
+        per = [sum(v.values()) for v in d.member_votes]
+        drawn = [sum(1 for s in d.samples if s.key == k) for k in {s.key for s in d.samples}]
+        assert len(drawn) == 2  # two members, two stored keys
+        assert d.stop == rule and 2 <= d.n_samples <= 12
+        assert max(drawn) - min(drawn) <= 1  # rounds: the members stay within one vote
+        assert sum(per) + d.n_invalid == d.n_samples
+    used = [d.n_samples for d in ds]
+    assert sum(used) / len(used) < 12 * 0.6, used
+    assert [d.decision for d in ds2] == [d.decision for d in ds]
+    assert [d.n_samples for d in ds2] == used

@@ -17,7 +17,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, overload
 
 from .aggregators import Vote, get_aggregator
@@ -141,8 +141,9 @@ class Ensemble:
                   api_base), unless it has its own `lam` or `calibration`.
     stop:         "bayes" | "beta" | a `StopSpec`: draw adaptively, up to `max_n` (default n)
                   samples per decision, stopping once the answer is settled; the bayes rule's
-                  prior is fitted from the pilots of this Ensemble's earlier decisions too. One
-                  model only (with members: not yet).
+                  prior is fitted from the pilots of this Ensemble's earlier decisions too.
+                  With members, the rule reads the pooled votes, drawn in rounds of one more
+                  vote per member (each up to its own n; max_n does not apply).
     tie:          "random" (seeded by `seed`) or "fractional"; never list order.
     invalid:      "ignore" | "abstain" | "fail" for unparseable answers.
     seed:         seeds the tie-breaking (and the robust rule's randomisation); it does not seed
@@ -190,9 +191,6 @@ class Ensemble:
             if isinstance(members, Member):
                 members = [members]
             members = list(members)
-            if stop is not None:
-                raise InputError("stop= with members= is not supported yet: adaptive stopping "
-                                 "runs on one model (Ensemble('model', n=..., stop=...))")
         else:
             if not isinstance(model, str) or not model.strip():
                 raise InputError("Ensemble needs a model (a litellm model string such as "
@@ -224,6 +222,17 @@ class Ensemble:
         self._params = [SamplingParams.make(m.temperature, extra=extra, **params)
                         for m in self.members]
         self.params = self._params[0]
+        if store is not None:
+            seen: dict[tuple[str, SamplingParams], int] = {}
+            for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
+                first = seen.setdefault((m.model, prm), g)
+                if first != g:
+                    raise InputError(
+                        f"members {first} and {g} ({m.model} at t = {m.temperature:g}) would "
+                        "read each other's stored samples (the store keys samples by model, "
+                        "prompt and sampling parameters, not by endpoint): merge them into one "
+                        "Member with the summed n, or give them distinct model names or "
+                        "temperatures")
         self._store_path = store
         self._store: Any = None
         self._given_provider = provider
@@ -260,6 +269,9 @@ class Ensemble:
                 raise InputError("max_n= applies with stop= (adaptive sampling); for a fixed "
                                  "number of samples give n=")
             return None
+        if max_n is not None and len(self.members) > 1:
+            raise InputError("max_n= is for one model; with members each Member's n is the "
+                             "most votes it gives a decision")
         if isinstance(stop, StopSpec):
             return stop
         if stop not in ("bayes", "beta"):
@@ -367,6 +379,81 @@ class Ensemble:
                     self._history.append((top, second))
             return result
 
+    async def _sample_pooled(self, messages: Sequence[tuple[dict[str, str], ...]],
+                             spec: StopSpec) -> list[Any]:
+        """Adaptive sampling over members, the rule applied to the pooled votes.
+
+        Per prompt, votes are drawn in rounds: one more sample from every member that has not
+        reached its n. After the pilot rounds (at least `spec.first_draw()` pooled votes; the
+        bayes prior is fitted from them across the prompts and this Ensemble's earlier
+        decisions), a new round is drawn while the rule asks for more and some member has
+        budget left. Member g's i-th vote is its stored sample i (as in a fixed run), so a
+        rerun on a store costs nothing; without a store, an in-memory one keeps the drawn
+        samples for the call.
+        """
+        import asyncio
+        import contextlib
+
+        from .sampling.sampler import Sampler, SampleResult
+        from .sampling.store import SampleStore
+        from .stopping import answer_counts
+
+        store = self._get_store()
+        scratch = SampleStore(":memory:") if store is None else None
+        G, P = len(self.members), len(messages)
+        rows: list[list[list[Sample]]] = [[[] for _ in range(G)] for _ in range(P)]
+        failures: list[list[Any]] = [[] for _ in range(G)]
+        failed: set[int] = set()
+
+        async with contextlib.AsyncExitStack() as stack:
+            samplers = [await stack.enter_async_context(Sampler(
+                m.model, options=m.options, provider=self._provider_for(m),
+                store=store or scratch)) for m in self.members]
+
+            async def draw_round(p: int) -> bool:
+                """One more vote from each member with budget left; False if none had any."""
+                todo = [g for g in range(G) if len(rows[p][g]) < self.members[g].n]
+                if not todo or p in failed:
+                    return False
+
+                async def one(g: int) -> None:
+                    req = SampleRequest(messages[p], self._params[g], len(rows[p][g]) + 1)
+                    res = await samplers[g].run([req], parser=self.parser)
+                    if res.failures or res.stopped is not None:
+                        failed.add(p)
+                        failures[g] += [replace(f, request=p) for f in res.failures]
+                        return
+                    rows[p][g] = [s for s in res.rows[0] if s is not None]
+
+                await asyncio.gather(*(one(g) for g in todo))
+                return True
+
+            def pooled(p: int) -> list[str | None]:
+                return [s.answer for g in range(G) for s in rows[p][g]]
+
+            async def pilot(p: int) -> None:
+                while len(pooled(p)) < spec.first_draw() and await draw_round(p):
+                    pass
+
+            await asyncio.gather(*(pilot(p) for p in range(P)))
+            if spec.needs_pilot:
+                counts = [answer_counts(pooled(p)) for p in range(P) if p not in failed]
+                rule = spec.rule_from_counts([c[1] for c in counts] + [h[0] for h in self._history],
+                                             [c[2] for c in counts] + [h[1] for h in self._history])
+                self._history += [(c[1], c[2]) for c in counts]
+            else:
+                rule = spec.rule()
+
+            async def finish(p: int) -> None:
+                while p not in failed and rule.more(pooled(p)) > 0 and await draw_round(p):
+                    pass
+
+            await asyncio.gather(*(finish(p) for p in range(P)))
+        if scratch is not None:
+            scratch.close()
+        return [SampleResult(rows=[list(rows[p][g]) for p in range(P)], failures=failures[g])
+                for g in range(G)]
+
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
                            on_error: Literal["raise"] = ...) -> list[Decision]: ...
@@ -390,8 +477,11 @@ class Ensemble:
         if isinstance(prompts, str):
             raise InputError("adecide_many takes a list of prompts; use adecide for one")
         messages = [self._messages(p) for p in prompts]
-        results = await asyncio.gather(*(self._sample_member(g, messages)
-                                         for g in range(len(self.members))))
+        if self.stop_spec is not None and len(self.members) > 1:
+            results = await self._sample_pooled(messages, self.stop_spec)
+        else:
+            results = list(await asyncio.gather(*(self._sample_member(g, messages)
+                                                  for g in range(len(self.members)))))
         failures = [f for r in results for f in r.failures]
         if on_error == "raise":
             from .sampling.sampler import raise_for_failures
