@@ -329,3 +329,14 @@ def test_tables_are_cached_and_read_only():
 def test_bad_input_raises_input_error(bad):
     with pytest.raises(InputError):
         bad()
+
+
+def test_bayes_without_an_informative_pilot_draws_the_whole_budget():
+    """Every pilot invalid (or one vote): no prior can be fitted; rather than fail, the rule
+    is the fixed one, drawing max_n (the cautious choice)."""
+    from ensemble.stopping import FixedRule, StopSpec
+
+    spec = StopSpec(stop="bayes", max_n=8)
+    rule = spec.rule_from_counts([0, 1], [0, 0])
+    assert isinstance(rule, FixedRule) and rule.more([None, None]) == 6
+    assert not isinstance(spec.rule_from_counts([2, 1], [0, 1]), FixedRule)

@@ -673,7 +673,16 @@ class StopSpec:
         return self.rule_from_counts([c[1] for c in counts], [c[2] for c in counts])
 
     def rule_from_counts(self, top: ArrayLike, second: ArrayLike) -> StoppingRule:
-        """The rule, the prior (if needed) fitted from per-question top-two counts."""
+        """The rule, the prior (if needed) fitted from per-question top-two counts.
+
+        When no question's pilot has 2 valid votes among its two leading answers (all invalid,
+        or a single question whose pilot failed to parse), there is nothing to fit a prior on:
+        the rule is then the fixed one, drawing the whole budget, the cautious choice when
+        nothing is known about how hard the questions are.
+        """
         if not self.needs_pilot:
             return self.build()
+        t, s = _counts_arrays(top, second)
+        if not ((t + s) >= 2).any():
+            return FixedRule(max_n=self.max_n)
         return self.build(fit_prior(top, second, family=self.family))
