@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -524,8 +523,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
         "ensemble": {
             "members": [{"label": lb, "model": m.model, "api_base": m.api_base, "n": m.n,
                          "temperature": m.temperature,
-                         "lam": None if m.lam is None or math.isinf(m.lam) else m.lam,
-                         "lam_inf": m.lam is not None and math.isinf(m.lam),
+                         "lam": m.lam,
                          "lam_source": m.lam_source, "samples": k}
                         for lb, m, k in zip(labels, members, samples, strict=True)],
             "aggregators": aggregators, "units": UNITS, "assumption": SHARED_SIGNAL,

@@ -119,8 +119,7 @@ class MemberInfo(_Model):
     api_base: str | None
     n: int
     temperature: float
-    lam: float | None  # None: unknown, or infinite when lam_inf
-    lam_inf: bool = False
+    lam: float | None  # None: unknown; ±∞ on disk as null plus "lam_inf": "+" | "-"
     lam_source: str | None
     samples: int
 

@@ -10,6 +10,7 @@ from ensemble.cliargs import (
     add_provider_args,
     add_run_policy_args,
     emit_json,
+    fmt_lam,
     lam_value,
     mode_options,
     positive_float,
@@ -312,7 +313,7 @@ def mixed_table_lines(summary: dict[str, Any]) -> list[Any]:
     for col in ("member", "model", "api_base", "t", "n", "λ", "λ from", "samples"):
         members.add_column(col)
     for m in ens["members"]:
-        lam = "∞" if m.get("lam_inf") else ("unknown" if m["lam"] is None else f"{m['lam']:.4g}")
+        lam = "unknown" if m["lam"] is None else fmt_lam(m["lam"])
         members.add_row(m["label"], m["model"], m["api_base"] or "", f"{m['temperature']:g}",
                         str(m["n"]), lam, m["lam_source"] or "", str(m["samples"]))
     res = Table(title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
