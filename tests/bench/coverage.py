@@ -425,6 +425,70 @@ def check_tests(runs: int, *, lam1: float = 3.0, samples: int = 10,
     return out
 
 
+def truth_box_group(experts: Sequence[PlantedExpert], questions: Sequence[Question], t: float,
+                    ns: Sequence[int], rule: Any) -> float:
+    """The exact mean utility (±1 units) over the scenarios of `questions` of a mixed ensemble:
+    member g is `experts[g]` with `ns[g]` votes, `rule` a group rule of `evals.analysis`."""
+    from evals.analysis import box_group_exact
+
+    scen, joint, loc = box_layout(list(questions))
+    probs = np.zeros((len(experts), len(scen), 2, 3))
+    probs[..., 0] = probs[..., 1] = 0.5
+    for g, e in enumerate(experts):
+        for q, (s, c) in zip(questions, loc, strict=True):
+            pl = float(e.p_left(q.posterior, t))
+            probs[g, s, c] = (pl * (1 - e.invalid_rate), (1 - pl) * (1 - e.invalid_rate),
+                              e.invalid_rate)
+    return float(box_group_exact(probs, joint, list(ns), rule).mean())
+
+
+def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
+                    ns: tuple[int, ...] = (1, 1), samples: int = 10, limit: int = 40,
+                    t: float = 1.0, seed0: int = 0) -> list[Tally]:
+    """`ensemble eval boxball --ensemble`: each rule's utility and each rule − majority, for
+    planted members λ₁ = lams with ns votes each; both intervals and the bias."""
+    from ensemble.members import Member
+    from evals.analysis import group_rule
+    from evals.mixed import analyse_mixed
+
+    experts = [PlantedExpert(lam1=lam) for lam in lams]
+    members = [Member(f"planted-{g}", n=n, temperature=t, lam=lam / t)
+               for g, (lam, n) in enumerate(zip(lams, ns, strict=True))]
+    labels = [f"m{g}" for g in range(len(members))]
+    rules = ["majority", "lam-weighted", "robust"]
+    f = {r: group_rule(r, [m.lam for m in members]) for r in rules}
+    what = (" + ".join(f"{n}@λ₁={lam:g}" for lam, n in zip(lams, ns, strict=True))
+            + f", t={t:g}, K={samples}, {limit} of 216 scenarios")
+
+    def truth(qs: Sequence[Question], r: str) -> float:
+        return truth_box_group(experts, qs, t, ns, f[r])
+
+    task = {r: truth(BOX, r) for r in rules}
+    tq = {r: Tally(f"mixed ensemble utility, {r}: for these scenarios", what) for r in rules}
+    tt = {r: Tally(f"mixed ensemble utility, {r}: for the task", what) for r in rules}
+    dq = {r: Tally(f"mixed {r} − majority: for these scenarios", what) for r in rules[1:]}
+    dt = {r: Tally(f"mixed {r} − majority: for the task", what) for r in rules[1:]}
+    for rep in range(reps):
+        cfg = EvalConfig(task="boxball", model="planted", temperatures=(t,), ns=(1,),
+                         samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
+        qs = select_questions(cfg, get_task("boxball"))
+        g = np.random.default_rng(30_000 + seed0 + rep)
+        answers = [e(qs, t, samples, g) for e in experts]
+        s = analyse_mixed(cfg, qs, answers, members=members, labels=labels,
+                          samples=[samples] * len(members), aggregators=rules)
+        own = {r: truth(qs, r) for r in rules}
+        for r in rules:
+            row = _cell(s["results"], member="ensemble", aggregator=r)
+            tq[r].add(*row["utility_ci_questions"], own[r], row["utility"])
+            tt[r].add(*row["utility_ci"], task[r], row["utility"])
+        for r in rules[1:]:
+            row = _cell(s["contrasts"], kind="aggregator", aggregator=r)
+            tq_d = own[r] - own["majority"]
+            dq[r].add(*row["utility_ci_questions"], tq_d, row["utility_difference"])
+            dt[r].add(*row["utility_ci"], task[r] - task["majority"], row["utility_difference"])
+    return [*tq.values(), *tt.values(), *dq.values(), *dt.values()]
+
+
 CHECKS: dict[str, Callable[[int], list[Any]]] = {
     "calibrate": lambda r: check_calibration(r),
     "box-eval": lambda r: check_box_eval(r),
@@ -432,6 +496,8 @@ CHECKS: dict[str, Callable[[int], list[Any]]] = {
     "box-contrasts": lambda r: check_box_contrasts(r),
     "mc-eval": lambda r: check_mc_eval(r),
     "compare": lambda r: check_compare(r),
+    "mixed-box": lambda r: check_mixed_box(r),
+    "mixed-box-32": lambda r: check_mixed_box(r, ns=(3, 2), seed0=1000),
     "tests": lambda r: check_tests(min(r, 100)),
 }
 
