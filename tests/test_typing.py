@@ -22,6 +22,16 @@ SCRIPT = textwrap.dedent('''\
         return f"Is this positive? {text}"
 
     reveal_type(positive("great"))
+
+    @vote("openai/x", n=3, choices=["yes", "no"])
+    async def apositive(text: str) -> str:
+        return f"Is this positive? {text}"
+
+    async def main() -> None:
+        reveal_type(await positive.adecide("great"))
+        reveal_type(await apositive("great"))
+
+    reveal_type(positive.ensemble.members[0].lam)
     ''')
 
 
@@ -39,4 +49,6 @@ def test_mypy_strict_sees_real_types_from_outside_the_repo(tmp_path):
     assert revealed[1] == '"str | None"', text
     assert "list[ensemble.api.Decision]" in revealed[2], text
     assert revealed[3] == '"ensemble.api.Decision"', text  # @vote keeps the call typed
+    assert revealed[4:6] == ['"ensemble.api.Decision"'] * 2, text  # .adecide, async def
+    assert revealed[6] == '"float | None"', text  # .ensemble is the Ensemble
     assert "error" not in text.replace("Revealed", ""), text

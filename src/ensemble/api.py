@@ -16,9 +16,9 @@ import inspect
 import os
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, cast, overload
 
 from .aggregators import Vote, get_aggregator
 from .errors import EnsembleError, InputError, SamplingFailed
@@ -31,7 +31,7 @@ from .sampling.types import Message, Sample, SampleRequest, SamplingParams, as_m
 if TYPE_CHECKING:
     from .stopping import StopSpec
 
-__all__ = ["Decision", "Ensemble", "Member", "vote"]
+__all__ = ["AsyncVoted", "Decision", "Ensemble", "Member", "Voted", "vote"]
 
 P = ParamSpec("P")
 
@@ -538,6 +538,26 @@ def _confidence(s: Sample) -> float:
         return 1.0
 
 
+class Voted(Protocol[P]):
+    """A prompt builder decorated with `@vote`: calling it returns the ensemble's Decision."""
+
+    @property
+    def ensemble(self) -> Ensemble: ...
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Decision: ...
+
+    def adecide(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, Decision]: ...
+
+
+class AsyncVoted(Protocol[P]):
+    """An `async def` prompt builder decorated with `@vote`: awaiting it gives the Decision."""
+
+    @property
+    def ensemble(self) -> Ensemble: ...
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, Decision]: ...
+
+
 class _VoteDecorator:
     """What `vote(...)` returns: applied to a prompt builder, a function returning Decisions."""
 
@@ -545,13 +565,12 @@ class _VoteDecorator:
         self.ensemble = ens
 
     @overload
-    def __call__(self, fn: Callable[P, Awaitable[Prompt]]) -> Callable[P, Awaitable[Decision]]:
-        ...
+    def __call__(self, fn: Callable[P, Awaitable[Prompt]]) -> AsyncVoted[P]: ...
 
     @overload
-    def __call__(self, fn: Callable[P, Prompt]) -> Callable[P, Decision]: ...
+    def __call__(self, fn: Callable[P, Prompt]) -> Voted[P]: ...
 
-    def __call__(self, fn: Callable[P, Any]) -> Callable[P, Any]:
+    def __call__(self, fn: Callable[P, Any]) -> AsyncVoted[P] | Voted[P]:
         ens = self.ensemble
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
@@ -559,7 +578,7 @@ class _VoteDecorator:
                 return await ens.adecide(await fn(*args, **kwargs))
 
             async_wrapper.ensemble = ens  # type: ignore[attr-defined]
-            return async_wrapper
+            return cast("AsyncVoted[P]", async_wrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> Decision:
@@ -570,7 +589,7 @@ class _VoteDecorator:
 
         wrapper.adecide = adecide  # type: ignore[attr-defined]
         wrapper.ensemble = ens  # type: ignore[attr-defined]
-        return wrapper
+        return cast("Voted[P]", wrapper)
 
 
 def vote(model: str | None = None, **options: Any) -> _VoteDecorator:
@@ -585,6 +604,7 @@ def vote(model: str | None = None, **options: Any) -> _VoteDecorator:
 
     Takes what `Ensemble` takes (members=, calibration=, stop=, ...). An `async def` prompt
     builder gives an async function returning the Decision. Type checkers see the decorated
-    function's parameters and `Decision` as its result.
+    function's parameters, `Decision` as its result, and its `.adecide` and `.ensemble`
+    (`Voted` / `AsyncVoted`).
     """
     return _VoteDecorator(Ensemble(model, **options))
