@@ -1,6 +1,7 @@
 """The embedded local model: the real SmolLM2 GGUF through llama.cpp (xllamacpp)."""
 
 import socket
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -112,7 +113,9 @@ def test_two_real_local_models_ensembled_on_mathqa(smollm2_path, gemma_path, mat
     with Ensemble(members=members, choices=list("ABCDE"), max_tokens=48) as ens:
         ds = ens.decide_many([q.prompt for q in qs])
         running = {e.path for e in local.running()}
-    assert running == {str(smollm2_path), str(gemma_path)}  # two servers, one per model
+    # two servers, one per model (paths resolved: the shared folder may be a symlink)
+    assert {Path(p).resolve() for p in running} == {smollm2_path.resolve(),
+                                                    gemma_path.resolve()}
     assert local.running() == []  # both stopped on close
     assert time.perf_counter() - t0 < 180
     for d in ds:
