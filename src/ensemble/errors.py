@@ -99,6 +99,7 @@ class ProviderError(EnsembleError):
     retryable: bool = False  # worth another attempt (bounded by max_attempts)
     backpressure: bool = False  # the endpoint asks us to slow down: retried within the time budget
     systemic: bool = False  # every other request would fail the same way: stop the run
+    attempts_cap: int | None = None  # at most this many attempts for this failure (None: the run's)
 
     def __init__(self, message: str, *, model: str | None = None, provider: str | None = None,
                  status: int | None = None, retry_after: float | None = None,
@@ -131,10 +132,15 @@ class EndpointNotFoundError(ProviderError):
 
 
 class EndpointUnreachable(ProviderError):
-    """Connection refused, DNS or TLS failure, or an invalid URL: nothing answers there."""
+    """Connection refused, DNS or TLS failure, or an invalid URL: nothing answers there.
+
+    A remote host gets a bounded few attempts (a network blip); a refused loopback port, a TLS
+    failure or an invalid URL none (`attempts_cap = 1`): another attempt would fail the same way.
+    """
 
     retryable = True
     systemic = True
+    attempts_cap = 3
 
 
 class BadRequestError(ProviderError):

@@ -47,3 +47,26 @@ def test_serve_prints_base_url_first():
         proc.terminate()
         proc.wait(10)
         time.sleep(0.1)
+
+
+def test_a_closed_port_is_named_as_a_refused_connection_without_retries(tmp_path):
+    # issue 21: through the CLI (run_sync) a refused connection read as "failed (500)" after 6
+    # attempts, because the coroutine ran inside `except RuntimeError:` and the event loop's
+    # re-raise replaced litellm's exception chain with "no running event loop"
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    res = cli("sample", "--model", "openai/sim", "--api-base", f"http://127.0.0.1:{port}/v1",
+              "--t", "0.7", "-k", "3", "--store", str(tmp_path / "s.sqlite"), "hello",
+              "--choices", "L,R")
+    elapsed = time.monotonic() - t0
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1, res.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "connection refused" in lines[0], lines[0]
+    assert "500" not in lines[0] and "gave up after" not in lines[0]  # one attempt, no retries
+    assert "Traceback" not in res.stderr
+    assert elapsed < 60  # litellm's import dominates; retries would add seconds per attempt

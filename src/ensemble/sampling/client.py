@@ -50,7 +50,6 @@ __all__ = [
     "is_loopback",
     "litellm",
     "pool_capacity",
-    "size_http_pool",
     "translate_error",
 ]
 
@@ -80,72 +79,29 @@ def litellm() -> Any:
     return _litellm
 
 
-_pool_size = 0
-
-
-def size_http_pool(max_connections: int) -> None:
-    """Make litellm's HTTP connection pool hold at least `max_connections` connections per host.
-
-    A pool smaller than the sampler's concurrency silently caps it (a trap seen in a peer).
-    litellm talks to providers through an httpx client; by default with its aiohttp transport
-    (a TCPConnector capped by AIOHTTP_CONNECTOR_LIMIT=1000 and AIOHTTP_CONNECTOR_LIMIT_PER_HOST=500,
-    read at import), and with httpx's own transport when DISABLE_AIOHTTP_TRANSPORT is set, whose
-    default pool is 100 connections with 20 kept alive. Both are raised here, before litellm
-    creates the clients it caches; a client created earlier with a smaller pool keeps it until
-    litellm's client cache expires it. Best effort: a litellm without these hooks is left as is.
-    """
-    global _pool_size
-    if max_connections <= _pool_size:
-        return
-    litellm()
-    try:
-        from litellm.llms.custom_httpx import http_handler as hh
-    except ImportError:  # pragma: no cover - another litellm layout
-        return
-    _pool_size = int(max_connections)
-    for name in ("AIOHTTP_CONNECTOR_LIMIT", "AIOHTTP_CONNECTOR_LIMIT_PER_HOST"):
-        cur = getattr(hh, name, None)
-        if isinstance(cur, int) and 0 < cur < _pool_size:
-            setattr(hh, name, _pool_size)
-    handler = getattr(hh, "AsyncHTTPHandler", None)
-    original = getattr(handler, "_create_httpx_transport", None)
-    if handler is None or original is None or getattr(original, "_ensemble_sized", False):
-        return
-
-    def sized_httpx_transport() -> Any:
-        import httpx
-
-        ll = litellm()
-        size = max(_pool_size, 100)
-        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-        kw: dict[str, Any] = {"limits": limits}
-        if getattr(ll, "force_ipv4", False):
-            kw["local_address"] = "0.0.0.0"
-        try:
-            from litellm.llms.custom_httpx.http_handler import http2_enabled
-
-            kw["http2"] = bool(http2_enabled())
-        except ImportError:  # pragma: no cover
-            pass
-        return httpx.AsyncHTTPTransport(**kw)
-
-    sized_httpx_transport._ensemble_sized = True  # type: ignore[attr-defined]
-    handler._create_httpx_transport = staticmethod(sized_httpx_transport)
+HTTPX_DEFAULT_POOL = 100  # httpx's documented default: 100 connections per client
 
 
 def pool_capacity() -> int | None:
-    """Connections per host litellm's async transport may open now (None: unknown)."""
+    """Connections per host litellm's async transport may open (None: unknown).
+
+    Read, never changed: litellm's pool is its own business (its aiohttp transport allows
+    AIOHTTP_CONNECTOR_LIMIT / _PER_HOST connections, 1000 / 500 by default, set in the
+    environment; with DISABLE_AIOHTTP_TRANSPORT=True it uses httpx's default pool). Only public
+    names are read; a litellm that moved them gives None.
+    """
     litellm()
     try:
-        from litellm.llms.custom_httpx import http_handler as hh
+        from litellm import constants
+        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
-        if hh.AsyncHTTPHandler.should_use_aiohttp_transport():
-            caps = [v for v in (hh.AIOHTTP_CONNECTOR_LIMIT, hh.AIOHTTP_CONNECTOR_LIMIT_PER_HOST)
-                    if isinstance(v, int) and v > 0]
-            return min(caps) if caps else 100  # aiohttp's own default limit
-        sized = getattr(hh.AsyncHTTPHandler._create_httpx_transport, "_ensemble_sized", False)
-        return max(_pool_size, 100) if sized else 100
-    except Exception:  # noqa: BLE001 - another litellm layout
+        if not AsyncHTTPHandler.should_use_aiohttp_transport():
+            return HTTPX_DEFAULT_POOL
+        caps = [v for v in (getattr(constants, "AIOHTTP_CONNECTOR_LIMIT", None),
+                            getattr(constants, "AIOHTTP_CONNECTOR_LIMIT_PER_HOST", None))
+                if isinstance(v, int) and v > 0]
+        return min(caps) if caps else HTTPX_DEFAULT_POOL
+    except Exception:  # noqa: BLE001 - another litellm layout: unknown
         return None
 
 
@@ -281,14 +237,20 @@ def translate_error(exc: BaseException, *, model: str, api_base: str | None = No
     detail = " ".join(str((body or {}).get("message") or "").split())[:200] if isinstance(
         body, dict) else ""
 
-    def err(cls: type[ProviderError], message: str, reason: str) -> ProviderError:
-        return cls(message, model=model, provider=provider, status=status,
-                   retry_after=retry_after, api_base=api_base, reason=reason)
+    def err(cls: type[ProviderError], message: str, reason: str,
+            attempts_cap: int | None = None) -> ProviderError:
+        e = cls(message, model=model, provider=provider, status=status,
+                retry_after=retry_after, api_base=api_base, reason=reason)
+        if attempts_cap is not None:
+            e.attempts_cap = attempts_cap
+        return e
 
     # transport failures, by the transport's own exception types
     if _has(chain, "ConnectionRefusedError"):
+        # nothing listens on a loopback port: no retry; a remote host gets a bounded few
         return err(EndpointUnreachable, f"cannot connect to {where}: connection refused; is the "
-                   "server running, and is --api-base right?", "connection refused")
+                   "server running, and is --api-base right?", "connection refused",
+                   1 if is_loopback(api_base) else None)
     if _has(chain, "gaierror", "ClientConnectorDNSError"):
         host = urlparse(api_base or "").hostname or provider
         return err(EndpointUnreachable, f"cannot resolve the host {host!r} of {where} (DNS); "
@@ -297,10 +259,10 @@ def translate_error(exc: BaseException, *, model: str, api_base: str | None = No
     if tls is not None or isinstance(exc, ssl.SSLError):
         return err(EndpointUnreachable, f"TLS handshake with {where} failed; if the server "
                    "speaks plain HTTP use an http:// --api-base, otherwise check its "
-                   "certificate", "TLS failure")
+                   "certificate", "TLS failure", 1)
     if _has(chain, "InvalidURL", "InvalidUrlClientError"):
         return err(EndpointUnreachable, f"{where} is not a valid URL; give the API's base URL, "
-                   "e.g. http://127.0.0.1:8000/v1", "invalid URL")
+                   "e.g. http://127.0.0.1:8000/v1", "invalid URL", 1)
     if _has(chain, "Timeout", "APITimeoutError", "TimeoutException", "TimeoutError",
             "SocketTimeoutError", "ServerTimeoutError"):
         t = f" within {timeout:g} s (--timeout)" if timeout else ""
@@ -468,9 +430,6 @@ class LiteLLMProvider:
         if headers:
             kwargs["extra_headers"] = dict(headers)
         price = self.options.price_per_1k
-        if price is not None:  # litellm's custom pricing: it prices the reply with these
-            kwargs["input_cost_per_token"] = price[0] / 1000.0
-            kwargs["output_cost_per_token"] = price[1] / 1000.0
         t0 = time.perf_counter()
         try:
             # litellm enforces `timeout` on the HTTP client; the outer bound catches a client
@@ -509,25 +468,20 @@ def _completion(ll: Any, resp: Any, *, model: str, target: str, api_base: str | 
                                      provider=provider, api_base=api_base,
                                      reason="reply without choices")
     usage = getattr(resp, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None)
+    completion_tokens = getattr(usage, "completion_tokens", None)
     cost: float | None
-    hidden = getattr(resp, "_hidden_params", None) or {}
-    if "response_cost" in hidden:
-        # litellm prices the reply already (None when it does not know the model's price)
-        raw = hidden.get("response_cost")
-        cost = None if raw is None else float(raw)
-        if cost == 0.0 and not _has_price(ll, target) and price is None:
-            cost = None
+    if price is not None:  # the user's price per 1k tokens
+        cost = ((prompt_tokens or 0) * price[0] + (completion_tokens or 0) * price[1]) / 1000.0
+    elif not _has_price(ll, target):
+        cost = None  # unknown, not zero
     else:
-        try:
-            cost = float(ll.completion_cost(completion_response=resp))
-            if cost == 0.0 and not _has_price(ll, target) and price is None:
-                cost = None
+        try:  # litellm's public pricing of a reply, from its local price table
+            cost = float(ll.completion_cost(completion_response=resp, model=target))
         except Exception:  # noqa: BLE001 - unknown price: unknown, not zero
             cost = None
-    return Completion(choices=choices,
-                      prompt_tokens=getattr(usage, "prompt_tokens", None),
-                      completion_tokens=getattr(usage, "completion_tokens", None),
-                      cost_usd=cost, latency_s=latency)
+    return Completion(choices=choices, prompt_tokens=prompt_tokens,
+                      completion_tokens=completion_tokens, cost_usd=cost, latency_s=latency)
 
 
 _price_cache: dict[str, bool] = {}

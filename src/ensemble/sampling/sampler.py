@@ -247,14 +247,14 @@ class Sampler:
         if self._limiter is None:
             o = self.options
             if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local"):
-                from .client import pool_capacity, size_http_pool
+                from .client import pool_capacity
 
-                size_http_pool(o.max_concurrency)
                 cap = pool_capacity()
                 if cap is not None and cap < o.max_concurrency:
                     self._note(f"litellm's HTTP pool holds {cap} connections per host, fewer "
                                f"than max_concurrency={o.max_concurrency}: concurrency is "
-                               f"capped at {cap}")
+                               f"capped at {cap} (litellm's pool is set by its environment: "
+                               "AIOHTTP_CONNECTOR_LIMIT, DISABLE_AIOHTTP_TRANSPORT)")
             # a provider may know it serves fewer requests at once (the local llama.cpp server)
             cap = getattr(self.provider, "max_concurrency", None) or o.max_concurrency
             self._limiter = limiter_for(self.provider.endpoint,
@@ -726,7 +726,10 @@ class Sampler:
                 else:
                     attempts += 1
                 elapsed = time.monotonic() - t_first
-                if attempts >= o.max_attempts or elapsed >= o.max_retry_time:
+                cap = min(o.max_attempts, exc.attempts_cap or o.max_attempts)
+                if exc.attempts_cap == 1:
+                    raise  # retrying cannot help (a refused loopback port, TLS): say it as is
+                if attempts >= cap or elapsed >= o.max_retry_time:
                     raise self._gave_up(exc, attempts, elapsed) from None
                 self.stats.retries += 1
                 self._retrying += 1
@@ -753,7 +756,7 @@ class Sampler:
             return comp
 
     def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float) -> ProviderError:
-        what = (f"{attempts} attempts in {elapsed:.0f} s" if attempts
+        what = (f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.0f} s" if attempts
                 else f"{elapsed:.0f} s of rate limiting (--max-retry-time "
                      f"{self.options.max_retry_time:g})")
         err = RetryBudgetExceeded(f"{exc}; gave up after {what}", model=self.model,
