@@ -118,7 +118,7 @@ def test_no_matching_profile_names_what_the_profiles_hold(calibrated):
     ({"members": [Member("openai/x"), Member("openai/y")], "stop": "beta", "max_n": 4},
      "max_n= is for one model"),
     ({"members": [Member("openai/x", api_base="http://127.0.0.1:1/v1"),
-                  Member("openai/x", api_base="http://127.0.0.1:2/v1")], "store": "s.sqlite"},
+                  Member("openai/x", api_base="http://127.0.0.1:1/v1/")], "store": "s.sqlite"},
      "would read each other's stored samples"),
     ({"model": "openai/x", "max_n": 9}, "max_n= applies with stop="),
     ({}, "needs a model"),

@@ -223,16 +223,18 @@ class Ensemble:
                         for m in self.members]
         self.params = self._params[0]
         if store is not None:
-            seen: dict[tuple[str, SamplingParams], int] = {}
+            from .sampling.types import normalise_api_base
+
+            seen: dict[tuple[str, str | None, SamplingParams], int] = {}
             for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
-                first = seen.setdefault((m.model, prm), g)
+                where = normalise_api_base(m.api_base) if m.api_base else None
+                first = seen.setdefault((m.model, where, prm), g)
                 if first != g:
                     raise InputError(
-                        f"members {first} and {g} ({m.model} at t = {m.temperature:g}) would "
-                        "read each other's stored samples (the store keys samples by model, "
-                        "prompt and sampling parameters, not by endpoint): merge them into one "
-                        "Member with the summed n, or give them distinct model names or "
-                        "temperatures")
+                        f"members {first} and {g} ({m.model} at t = {m.temperature:g}"
+                        f"{' at ' + where if where else ''}) would read each other's stored "
+                        "samples (one endpoint, model, prompt and sampling parameters): merge "
+                        "them into one Member with the summed n")
         self._store_path = store
         self._store: Any = None
         self._given_provider = provider

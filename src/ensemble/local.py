@@ -180,6 +180,8 @@ class LocalProvider:
         self.options = options or ProviderOptions()
         self.path = resolve_weights(model)  # fail early, with the fix in the message
         self.endpoint = ("local", str(self.path), "-")
+        # the weights, not the port of this run's server, say where samples come from
+        self.identity: str | None = f"local:sha256:{weights_digest(self.path)}"
         self.api_base: str | None = None
         self._local: LocalEndpoint | None = None
         self._inner: Any = None
@@ -275,6 +277,19 @@ def _stop_all() -> None:
         _running.clear()
     for r in runs:
         _stop(r.server)
+
+
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def weights_digest(path: Path) -> str:
+    """sha256 of a weights file, computed once per process per (path, size, mtime)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _digests.get(key)
+    if digest is None:
+        digest = _digests[key] = sha256_of(path)
+    return digest
 
 
 def sha256_of(path: Path) -> str:

@@ -60,6 +60,9 @@ class CalibrationProfile(BaseModel):
     schema_version: int = SCHEMA_VERSION
     model: str
     api_base: str | None = Field(None, description="the endpoint calibrated (never a key)")
+    endpoint: str | None = Field(
+        None, description="where the samples came from: the normalised api_base, or a local "
+                          "model's weights checksum (None: the provider's public endpoint)")
     task: str = "boxball"
     data: str | None = Field(None, description="the task's data file (user tasks)")
     mode: str = "sample"

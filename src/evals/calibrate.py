@@ -75,7 +75,8 @@ def calibration_dir(cfg: CalibrationConfig) -> Path:
     from .records import default_run_dir
 
     return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data,
-                                                         kind="calibrate")
+                                                         kind="calibrate",
+                                                         api_base=cfg.provider.api_base)
 
 
 def _write_records(out: Path, task: Task, qs: list[Question], temperatures: tuple[float, ...],
@@ -118,7 +119,8 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
     if joint is None and source is not None:
         bias = next(f.bias for f in fits if f.t and f"t={f.t:g}" == source)
     return CalibrationProfile(
-        model=meta["model"], api_base=meta["api_base"], task=meta["task"], mode=meta["mode"],
+        model=meta["model"], api_base=meta["api_base"], endpoint=meta.get("endpoint"),
+        task=meta["task"], mode=meta["mode"],
         lam1=lam1, lam1_ci=lam1_ci, lam1_se=lam1_se, lam1_source=source,
         lrt_pvalue=None if joint is None else joint.lrt_pvalue,
         law_holds=None if joint is None else joint.holds,
@@ -166,6 +168,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                                       router=cfg.router)) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
+        endpoint = sampler.provider.identity
     from .failures import apply_failure_policy, without_failed
 
     failed = apply_failure_policy(result, question_ids=[q.id for q in qs],
@@ -213,6 +216,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     from .records import now_iso
 
     meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.api_base),
+            "endpoint": endpoint,
             "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
             "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,
             "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
@@ -225,6 +229,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                          recommendation=rec, mode=cfg.mode, meta=meta)
     doc = {
         "model": cfg.model,
+        "endpoint": endpoint,
         "meta": meta,
         "units": "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; bias on the logit scale",
         "mode": cfg.mode,

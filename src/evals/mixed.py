@@ -119,9 +119,11 @@ def _members(spec: EnsembleSpec) -> tuple[Any, ...]:
 
     ms = [Member(m.model, n=m.n, temperature=m.temperature, api_base=m.api_base, lam=m.lam,
                  calibration=m.calibration) for m in spec.members]
-    seen: dict[tuple[str, float], int] = {}
+    from ensemble.sampling.types import normalise_api_base
+
+    seen: dict[tuple[str, str | None, float], int] = {}
     for i, m in enumerate(ms):
-        key = (m.model, m.temperature)
+        key = (m.model, normalise_api_base(m.api_base) if m.api_base else None, m.temperature)
         if key in seen:
             raise InputError(f"--ensemble: members {seen[key]} and {i} are {m.model} at t = "
                              f"{m.temperature:g}: they would share the stored samples; give "

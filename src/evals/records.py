@@ -353,13 +353,15 @@ def make_run_dir(out: str | os.PathLike[str]) -> Path:
 
 
 def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | None = None,
-                    kind: str = "eval") -> Path:
-    """The folder a run writes to without --out: `runs/[calibrate-]TASK[-DATA]-MODEL`.
+                    kind: str = "eval", api_base: str | None = None) -> Path:
+    """The folder a run writes to without --out: `runs/[calibrate-]TASK[-DATA]-MODEL[@HOST]`.
 
-    A pure function of what the command says (task, model, and the data file's name for a user
-    task), never of the date: rerunning the same command finds the same folder, and resumes from
-    its store. The date of each run is in its summary.json / profile.json instead. Box-ball
-    calibrations keep the short `runs/calibrate-MODEL`.
+    A pure function of what the command says (task, model, the data file's name for a user
+    task, and the endpoint), never of the date: rerunning the same command finds the same
+    folder, and resumes from its store. The date of each run is in its summary.json /
+    profile.json instead. Box-ball calibrations keep the short `runs/calibrate-MODEL`. With an
+    api_base the endpoint is part of the name (`@127.0.0.1-8000-v1`): two servers that share a
+    model name are two runs, never one folder.
     """
     parts = [] if kind == "eval" else [kind]
     if not (kind == "calibrate" and task == "boxball"):
@@ -367,7 +369,22 @@ def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | Non
     if task == "jsonl" and data is not None:
         parts.append(run_slug(Path(data).stem))
     parts.append(run_slug(model))
-    return Path("runs") / "-".join(parts)
+    name = "-".join(parts)
+    if api_base:
+        name += "@" + endpoint_slug(api_base)
+    return Path("runs") / name
+
+
+def endpoint_slug(api_base: str) -> str:
+    """A folder-safe name for an endpoint: `http://127.0.0.1:8000/v1` -> `127.0.0.1-8000-v1`
+    (the scheme and credentials dropped; host, port and path kept)."""
+    from ensemble.sampling.types import normalise_api_base
+
+    where = normalise_api_base(api_base).split("://", 1)[-1]
+    slug = "".join(c if c.isalnum() or c in "_." else "-" for c in where).strip("-")
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return slug or "endpoint"
 
 
 def now_iso() -> str:

@@ -112,10 +112,12 @@ def load_task(cfg: EvalConfig) -> Task:
 
 
 def run_dir(cfg: EvalConfig) -> Path:
-    """--out, or `runs/TASK[-DATA]-MODEL` (stable: rerunning the command resumes there)."""
+    """--out, or `runs/TASK[-DATA]-MODEL[@ENDPOINT]` (stable: rerunning the command resumes
+    there)."""
     from .records import default_run_dir
 
-    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data)
+    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data,
+                                                         api_base=cfg.provider.api_base)
 
 
 def select_questions(cfg: EvalConfig, task: Task) -> list[Question]:
@@ -170,6 +172,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
                                       router=cfg.router)) as sampler:
         result = await sampler.run(reqs, parser=task.parse)
         stats = sampler.stats
+        endpoint = sampler.provider.identity
     wall = time.perf_counter() - t0
     from .failures import apply_failure_policy, without_failed
 
@@ -210,7 +213,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         "retries": stats.retries, "errors": stats.errors, "rate_limited": stats.rate_limited,
         "wall_time_s": wall, "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
         "data": _data_notes(task), "failed": failed.to_dict(), "notes": list(stats.notes),
-        "provider": cfg.provider.public(),
+        "provider": cfg.provider.public(), "endpoint": endpoint,
         "created": now_iso(), "version": __version__,
     })
     from .schemas import EvalSummary

@@ -193,6 +193,9 @@ class EvalSummary(BaseModel):
     failed: FailedSummary
     notes: list[str]
     provider: dict[str, Any]
+    # where the samples came from (the store key's endpoint: the normalised api_base, a local
+    # model's weights checksum; None: the provider's own public endpoint)
+    endpoint: str | None = None
     created: str
     version: str
 
@@ -203,6 +206,7 @@ class CalibrationSummary(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str
+    endpoint: str | None = None  # where the samples came from (see EvalSummary.endpoint)
     units: str
     mode: str
     fits: list[dict[str, Any]]

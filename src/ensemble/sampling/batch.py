@@ -67,7 +67,7 @@ from ..errors import (
 from ..secrets import redact
 from .provider import provider_of
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
-from .types import Parser, Sample, SampleRequest, request_key
+from .types import Parser, Sample, SampleRequest
 
 if TYPE_CHECKING:
     from .sampler import SampleFailure, Sampler, SampleResult
@@ -453,7 +453,7 @@ class _BatchRun:
                                            api_base=sampler.api_base, timeout=o.timeout,
                                            max_attempts=o.max_attempts)
         self.rows: list[list[Sample | None]] = [[None] * r.k for r in requests]
-        self.keys = [request_key(sampler.model, r.messages, r.params) for r in requests]
+        self.keys = [sampler.key_of(r) for r in requests]
         self.by_key: dict[str, list[int]] = collections.defaultdict(list)
         for ri, k in enumerate(self.keys):
             self.by_key[k].append(ri)
@@ -812,7 +812,8 @@ class _BatchRun:
             nonlocal stored
             if not buf:
                 return
-            metas = {smp.key: _request_meta(s.model, self.requests[self.by_key[smp.key][0]])
+            metas = {smp.key: _request_meta(s.model, self.requests[self.by_key[smp.key][0]],
+                                            s.provider.identity)
                      for smp in buf if smp.key in self.by_key}
             self.store.put_many(buf, model=s.model, holder=batch_holder(rec.id),
                                 requests=metas)

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from .options import ProviderOptions
 from .provider import Choice, Completion, provider_of
-from .types import SamplingParams
+from .types import SamplingParams, normalise_api_base
 
 __all__ = [
     "LiteLLMProvider",
@@ -365,6 +365,7 @@ class LiteLLMProvider:
         register_env_keys()
         self._key, self._key_source = self._resolve_key()
         self.endpoint = endpoint_key(provider_of(self.target), self.api_base, self._key)
+        self.identity = normalise_api_base(self.api_base) if self.api_base else None
         self._checked = False
 
     def __repr__(self) -> str:

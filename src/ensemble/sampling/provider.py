@@ -3,6 +3,7 @@
     class Provider(Protocol):
         model: str                       # as the user wrote it (part of the store key)
         endpoint: tuple[str, str, str]   # (provider, api_base, key fingerprint): its limits
+        identity: str | None             # where samples come from (part of the store key)
         async def start(self) -> None
         async def complete(self, messages, params, *, n, headers, timeout) -> Completion
         async def aclose(self) -> None
@@ -53,6 +54,9 @@ class Provider(Protocol):
 
     model: str
     endpoint: tuple[str, str, str]
+    # Where the samples come from, part of the store key: the normalised api_base, a local
+    # model's weights checksum; None for the provider's own public endpoint (see request_key)
+    identity: str | None
     api_base: str | None
     supports_n: bool | None  # None: unknown, find out; False: one request per sample
     # optional: `max_concurrency: int`, requests the provider can serve at once (a cap on the

@@ -142,6 +142,12 @@ class RouterProvider:
         self.deployments = len(deployments)
         self.target = self._deps[0].model
         self.endpoint = endpoint_key("router", f"router:{model}", "|".join(sorted(parts)))
+        from .types import normalise_api_base
+
+        bases = [(d.get("litellm_params") or {}).get("api_base") for d in deployments]
+        self.identity: str | None = "router:" + "|".join(sorted(
+            f"{dep.model}@{normalise_api_base(b) if b else ''}"
+            for dep, b in zip(self._deps, bases, strict=True)))
         self.max_concurrency = int(sum(dep.limits[0] for dep in self._deps))
         self._turn = 0
         self._started = False

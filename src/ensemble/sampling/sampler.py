@@ -263,6 +263,11 @@ class Sampler:
             self._limiter_token = self._limiter.attach(
                 max_concurrency=min(o.max_concurrency, cap), rpm=o.rpm, tpm=o.tpm)
 
+    def key_of(self, req: SampleRequest) -> str:
+        """The store key of a request's samples: (endpoint, model, messages, parameters)."""
+        return request_key(self.model, req.messages, req.params,
+                           endpoint=self.provider.identity)
+
     # -- sampling ----------------------------------------------------------------------------
     async def sample(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
                      ) -> list[list[Sample]]:
@@ -393,7 +398,7 @@ class Sampler:
                 if self._stop is not None:
                     return
                 req = replace(requests[ri], k=spec.max_n)
-                key = request_key(self.model, req.messages, req.params)
+                key = self.key_of(req)
                 row = rows[ri]
                 drawn = first
                 while self._stop is None:
@@ -472,7 +477,7 @@ class Sampler:
         prompt_tokens = 0
         completion_max: int | None = 0
         for req in requests:
-            key = request_key(self.model, req.messages, req.params)
+            key = self.key_of(req)
             have = (self.store.get(key, range(req.k)) if self.store is not None
                     and not self.refresh else {})
             miss = [i for i in range(req.k) if i not in have]
@@ -496,7 +501,7 @@ class Sampler:
         """Read what the store holds; return the units of missing samples."""
         units: list[_Unit] = []
         for ri, req in enumerate(requests):
-            key = request_key(self.model, req.messages, req.params)
+            key = self.key_of(req)
             have: dict[int, Sample] = {}
             if self.store is not None and not self.refresh:
                 have = self.store.get(key, range(req.k), parser=parse)
@@ -656,8 +661,8 @@ class Sampler:
                 cost_usd=None if comp.cost_usd is None else comp.cost_usd / share,
                 latency_s=comp.latency_s, logprobs=ch.logprobs))
         if self.store is not None:
-            self.store.put_many(samples, model=self.model, request=_request_meta(self.model, req),
-                                holder=self.holder)
+            meta = _request_meta(self.model, req, self.provider.identity)
+            self.store.put_many(samples, model=self.model, request=meta, holder=self.holder)
         for s in samples:
             row[s.index] = s
             if not s.valid:
@@ -1061,10 +1066,15 @@ _SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|acc
                           r"auth_token|bearer)$", re.IGNORECASE)
 
 
-def _request_meta(model: str, req: SampleRequest) -> dict[str, Any]:
-    """What the store keeps of a request: model, messages and parameters, never credentials."""
+def _request_meta(model: str, req: SampleRequest, endpoint: str | None = None
+                  ) -> dict[str, Any]:
+    """What the store keeps of a request: endpoint, model, messages and parameters, never
+    credentials (an endpoint identity carries none: see `normalise_api_base`)."""
     params = {k: v for k, v in req.params.as_dict().items() if not _SECRET_NAME.search(k)}
-    return {"model": model, "messages": list(req.messages), "params": params}
+    meta: dict[str, Any] = {"model": model, "messages": list(req.messages), "params": params}
+    if endpoint is not None:
+        meta["endpoint"] = endpoint
+    return meta
 
 
 def _contiguous(indices: list[int]) -> list[list[int]]:

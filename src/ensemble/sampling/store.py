@@ -1,9 +1,10 @@
 """The durable sample store: SQLite in WAL mode, one row per sample, written as it arrives.
 
-Rows are keyed by (key, idx): `key` hashes (model, messages, sampling parameters) and `idx` is
-the sample index, so k repeated samples of one prompt stay k rows, a rerun resumes where it
-stopped, and a completed sample is never requested twice. WAL lets a report read while a run
-writes, and two runs write one store (SQLite serialises the writers; busy_timeout waits).
+Rows are keyed by (key, idx): `key` hashes (endpoint, model, messages, sampling parameters)
+(see `ensemble.sampling.types.request_key`) and `idx` is the sample index, so k repeated
+samples of one prompt stay k rows, a rerun resumes where it stopped, and a completed sample is
+never requested twice. WAL lets a report read while a run writes, and two runs write one store
+(SQLite serialises the writers; busy_timeout waits).
 API keys are never written: requests are stored as (model, messages, parameters) only.
 
 Leases: before a sample is requested its (key, idx) is claimed in the `leases` table, in the
@@ -21,7 +22,11 @@ waits for them instead of paying for them twice (see `ensemble.sampling.batch`).
 
 Schema versions (`PRAGMA user_version`), migrated forward on open, in one transaction each:
 1 samples + prompts; 2 adds `samples.source` ("online" | "batch") and `leases`; 3 adds
-`batches` and `batch_lines`.
+`batches` and `batch_lines`; 4 adds `prompts.endpoint`, the identity of the endpoint the samples
+of a key come from (the key hashes it too). Keys written before 4 carry no endpoint: they are
+read only by runs against a provider's own public endpoint (no api_base), whose keys have none
+either; a run against an api_base or a local model has keys of its own, so it never reads
+another server's samples (it draws its own).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from .types import Parser, Sample
 __all__ = ["BATCH_LIVE", "SCHEMA_VERSION", "BatchLine", "BatchRecord", "Claim", "SampleStore",
            "batch_holder", "new_holder"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -86,6 +91,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "key TEXT NOT NULL, start INTEGER NOT NULL, count INTEGER NOT NULL, "
         "status TEXT NOT NULL DEFAULT 'pending', error TEXT, PRIMARY KEY (batch, custom_id))",
         "CREATE INDEX IF NOT EXISTS batch_lines_key ON batch_lines (key)",
+    ),
+    4: (
+        "ALTER TABLE prompts ADD COLUMN endpoint TEXT",
     ),
 }
 
@@ -283,6 +291,14 @@ class SampleStore:
                                      (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def endpoints(self) -> dict[str | None, int]:
+        """Endpoint identity -> number of prompts stored from it (None: written before schema 4,
+        or from a provider's own public endpoint)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT endpoint, COUNT(*) FROM prompts GROUP BY endpoint").fetchall()
+        return {e: int(c) for e, c in rows}
+
     def __enter__(self) -> SampleStore:
         return self
 
@@ -341,14 +357,15 @@ class SampleStore:
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
+                prompts = dict(requests or {})
                 if request is not None:
-                    self._conn.execute(
-                        "INSERT OR IGNORE INTO prompts (key, model, request) VALUES (?, ?, ?)",
-                        (samples[0].key, model, json.dumps(request, sort_keys=True)))
-                if requests:
+                    prompts[samples[0].key] = request
+                if prompts:
                     self._conn.executemany(
-                        "INSERT OR IGNORE INTO prompts (key, model, request) VALUES (?, ?, ?)",
-                        [(k, model, json.dumps(r, sort_keys=True)) for k, r in requests.items()])
+                        "INSERT OR IGNORE INTO prompts (key, model, request, endpoint) "
+                        "VALUES (?, ?, ?, ?)",
+                        [(k, model, json.dumps(r, sort_keys=True), r.get("endpoint"))
+                         for k, r in prompts.items()])
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO samples (key, idx, model, text, finish_reason,"
                     " prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs, created,"

@@ -20,6 +20,7 @@ __all__ = [
     "SampleRequest",
     "SamplingParams",
     "as_messages",
+    "normalise_api_base",
     "request_key",
 ]
 
@@ -138,17 +139,50 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
     return tuple(out)
 
 
-def request_key(model: str, messages: Sequence[Message], params: SamplingParams) -> str:
-    """Hash of (model, messages, sampling parameters): the store key of a prompt's samples.
+def normalise_api_base(url: str) -> str:
+    """An endpoint's identity from its base URL: scheme and host lower-cased, credentials,
+    query, fragment, a default port and trailing slashes dropped.
+
+    `http://LOCALHOST:80/v1/` and `http://localhost/v1` are one endpoint; another port, host or
+    path is another (a restarted local server on a new port may serve other weights).
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    scheme = (parts.scheme or "http").lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    path = parts.path.rstrip("/")
+    return f"{scheme}://{host}{path}"
+
+
+def request_key(model: str, messages: Sequence[Message], params: SamplingParams, *,
+                endpoint: str | None = None) -> str:
+    """Hash of (endpoint, model, messages, sampling parameters): the store key of a prompt's
+    samples.
+
+    `endpoint` is where the samples come from (a provider's `identity`: the normalised api_base,
+    a local model's weights checksum); None for a provider's own public endpoint, whose keys
+    are those of stores written before endpoints were part of the key (schema < 4). Two
+    servers that share a model name are two sources, never one.
 
     The sample index is *not* part of this hash; the store keys each sample by (key, index),
     so k repeated samples of one prompt stay k distinct rows.
     """
-    doc = {
+    doc: dict[str, Any] = {
         "model": model,
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
         "params": params.as_dict(),
     }
+    if endpoint is not None:
+        doc["endpoint"] = endpoint
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -55,6 +55,9 @@ class FakeExpertProvider:
         self.price_per_token = price_per_token
         self.supports_n: bool | None = bool(supports_n)
         self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
+        e = self.expert  # another planted expert is another source of samples
+        self.identity: str | None = (f"fake:{model}:lam1={e.lam1!r}:bias={e.bias!r}:"
+                                     f"link={e.link}:seed={e.seed}:invalid={e.invalid_rate!r}")
         self.requests = 0
         self.served: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
