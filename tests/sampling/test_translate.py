@@ -158,13 +158,16 @@ def test_unreachable_endpoints_name_the_url_and_stop_the_run(hostile):
     sock.bind(("127.0.0.1", 0))
     closed = sock.getsockname()[1]
     sock.close()
-    cases = [(f"http://127.0.0.1:{closed}/v1", "connection refused"),
-             ("http://no-such-host.invalid/v1", "DNS"),
-             (f"https://127.0.0.1:{hostile}/s500/v1", "TLS handshake")]
-    for base, words in cases:
+    # attempts: none more against a refused loopback port or a TLS failure (it would fail the
+    # same way); a bounded few against a remote host (a network blip)
+    cases = [(f"http://127.0.0.1:{closed}/v1", "connection refused", 1),
+             ("http://no-such-host.invalid/v1", "DNS", 3),
+             (f"https://127.0.0.1:{hostile}/s500/v1", "TLS handshake", 1)]
+    for base, words, attempts in cases:
         with pytest.raises(EndpointUnreachable) as info:
             complete(base)
         assert words in str(info.value) and info.value.systemic
+        assert info.value.attempts_cap == attempts and base in str(info.value)
 
 
 def test_missing_key_and_unknown_model_fail_before_any_request(monkeypatch):
