@@ -105,9 +105,11 @@ def test_rerunning_the_same_command_collects_in_the_same_default_folder(tmp_path
         assert rc == 0, err
         assert srv.stats.batches_created == 1 and srv.stats.requests == 0
     runs = list((tmp_path / "runs").iterdir())
-    assert [p.name for p in runs] == ["boxball-openai-x"]  # no date in the folder's name
+    port = srv.base_url.split(":")[-1].split("/")[0]
+    name = f"boxball-openai-x@127.0.0.1-{port}-v1"  # the endpoint, no date in the name
+    assert [p.name for p in runs] == [name]
     doc = loads(out)
-    assert doc["run_dir"] == str(Path("runs") / "boxball-openai-x")
+    assert doc["run_dir"] == str(Path("runs") / name)
     assert doc["samples"]["total"] == sources(runs[0] / "samples.sqlite")["batch"]
 
 
