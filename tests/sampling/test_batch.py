@@ -23,7 +23,7 @@ from ensemble.jsonio import loads
 from ensemble.sampling.batch import BatchOptions, LiteLLMBatchAPI, parse_custom_id
 from ensemble.sampling.client import LiteLLMProvider
 from ensemble.sampling.sampler import Sampler
-from ensemble.sampling.store import SampleStore
+from ensemble.sampling.store import SCHEMA_VERSION, SampleStore
 from ensemble.sampling.types import Sample, SampleRequest
 from ensemble.testing import BatchPlan, SimulatedServer
 from tasks import get_task
@@ -429,7 +429,7 @@ def test_a_version_2_store_gains_batch_records_and_they_hold_leases(tmp_path):
             PRAGMA user_version = 2;
         """)
     store = SampleStore(path)
-    assert store.schema_version == 3 and store.get("k", [0])[0].text == "x"
+    assert store.schema_version == SCHEMA_VERSION and store.get("k", [0])[0].text == "x"
     me, other = new_holder(), new_holder()
     assert store.claim([("k", [1, 2, 3])], holder=me, ttl=60)[0].claimed == [1, 2, 3]
     now = time.time()

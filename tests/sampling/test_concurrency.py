@@ -152,6 +152,7 @@ def test_local_model_hook_acquires_and_releases(monkeypatch, tmp_path, box_quest
     with SimulatedServer(lam1=3.0) as srv:
         endpoint = local.LocalEndpoint(model="openai/smollm2", api_base=srv.base_url,
                                        path="unused.gguf")
+        (tmp_path / "w.gguf").write_bytes(b"GGUF weights")  # their sha256 names the source
         monkeypatch.setattr(local, "resolve_weights", lambda m: tmp_path / "w.gguf")
         monkeypatch.setattr(local, "acquire", lambda m: calls.append(("acquire", m)) or endpoint)
         monkeypatch.setattr(local, "release", lambda e: calls.append(("release", e.model)))
