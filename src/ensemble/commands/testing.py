@@ -101,6 +101,9 @@ def run_serve(args: argparse.Namespace) -> int:
                 key = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read answer key {args.answer_key}: {exc}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"answer key {args.answer_key} is not UTF-8 text (a binary file?); "
+                             "give a JSON object mapping question text to a letter") from None
         if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
             raise InputError(f"answer key {args.answer_key} must be a JSON object mapping "
                              "question text to a letter")

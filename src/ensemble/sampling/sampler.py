@@ -282,7 +282,7 @@ class Sampler:
         `run` returns the failures instead of raising.
         """
         result = await self.run(requests, parser=parser)
-        raise_for_failures(result, len(requests))
+        raise_for_failures(result, len(requests), stored=self.store is not None)
         return result.rows  # type: ignore[return-value]
 
     async def run(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
@@ -1079,8 +1079,9 @@ class _UnitQueue:
         self._active -= 1
 
 
-def raise_for_failures(result: SampleResult, n_requests: int) -> None:
-    """Raise what `Sampler.sample` raises for a result with failures (see there)."""
+def raise_for_failures(result: SampleResult, n_requests: int, *, stored: bool = True) -> None:
+    """Raise what `Sampler.sample` raises for a result with failures (see there). `stored`:
+    whether a store keeps the samples drawn (the message says so only then)."""
     if result.stopped is not None:
         cause = result.stopped.cause
         if isinstance(cause, ProviderError) and cause.systemic:
@@ -1092,7 +1093,7 @@ def raise_for_failures(result: SampleResult, n_requests: int) -> None:
     first = result.failures[0].exception
     if len(failed) == 1 and first is not None:
         raise first
-    raise SamplingFailed(_failure_summary(result.failures, n_requests),
+    raise SamplingFailed(_failure_summary(result.failures, n_requests, stored=stored),
                          failures=list(result.failures))
 
 
@@ -1148,11 +1149,15 @@ def _price(model: str, per_1k: tuple[float, float] | None, prompt: int,
     return prompt * pin + completion_max * pout, src
 
 
-def _failure_summary(failures: Sequence[SampleFailure], n_requests: int) -> str:
+def _failure_summary(failures: Sequence[SampleFailure], n_requests: int, *,
+                     stored: bool = True) -> str:
     """One line: "2 of 73 prompts failed (2 x 400 content policy): <first message>"."""
     reqs = {f.request for f in failures}
     reasons = collections.Counter(f.reason for f in failures)
     why = ", ".join(f"{c} x {r}" for r, c in reasons.most_common(3))
+    if not stored:
+        return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}; "
+                "no store keeps the samples drawn (give one to resume where this stopped)")
     rest = "; the other samples are stored" if len(reqs) < n_requests else ""
     return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}{rest}; "
             "rerun to retry the failed ones")
