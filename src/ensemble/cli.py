@@ -100,10 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _unicode_line(exc: UnicodeError) -> str:
     from .secrets import redact
 
-    where = ""
+    why = "not UTF-8"
     if isinstance(exc, (UnicodeDecodeError, UnicodeEncodeError)):
-        where = f" at position {exc.start}"
-    return redact(f"an input is not valid UTF-8 text ({exc.reason}{where}): a binary file, "
+        why = f"{exc.reason} at position {exc.start}"
+    return redact(f"an input is not valid UTF-8 text ({why}): a binary file, "
                   "a file in another encoding, or a lone surrogate such as \\ud800; save it "
                   "as UTF-8 and rerun")
 
