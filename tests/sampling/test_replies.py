@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,7 +122,10 @@ def test_retry_after_beyond_the_time_budget_gives_up_at_once_and_says_so():
         took = time.monotonic() - t0
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "86400" in r.stderr and "--max-retry-time 15" in r.stderr
-    assert took < 15
+    # the sampler's own clock (process start-up under load is not the sampler's time)
+    m = re.search(r"gave up after (\d+) s", r.stderr)
+    assert m is not None and int(m.group(1)) < 15, r.stderr
+    assert took < 60  # before: the limiter's 60 s cool-down, then giving up
 
 
 def test_a_retry_does_not_re_pay_samples_another_run_stored_meanwhile(tmp_path):
