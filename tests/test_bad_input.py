@@ -112,3 +112,17 @@ def test_interrupting_sample_without_a_store_does_not_promise_one(tmp_path):
     text = err.decode()
     assert proc.returncode == 130, text
     assert "not kept" in text and "kept in the store" not in text
+
+
+def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
+    from evals.records import read_questions, read_samples
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_bytes(b'{"id": "q"}\n' + BINARY)
+    (run / "questions.jsonl").write_bytes(BINARY)
+    with pytest.raises(DataError, match="samples.jsonl.*not UTF-8"):
+        list(read_samples(run))
+    with pytest.raises(DataError, match="questions.jsonl.*not UTF-8"):
+        list(read_questions(run))
+

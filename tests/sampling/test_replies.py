@@ -111,6 +111,9 @@ def test_cost_cap_says_why_it_stopped_where_it_did():
     assert r.returncode == 1, r.stderr
     assert "in flight hold $" in r.stderr and "the average of the" in r.stderr
     assert "without --store the samples drawn are not kept" in r.stderr
+    # the samples drawn (and paid for) before the stop are shown, since no store keeps them
+    shown = " ".join(r.stdout.split())
+    assert "of 200 samples" in shown and "without --store these are not kept" in shown
 
 
 def test_retry_after_beyond_the_time_budget_gives_up_at_once_and_says_so():
