@@ -145,11 +145,8 @@ def _split_choices(raw: list[str] | None, prompt: str | None
 
     if prompt is None and len(items) > 1:
         if "," in items[0]:
-            # the README's order, `--choices L,R "prompt"`: one comma-separated list, then
-            # the prompt
-            if len(items) > 2:
-                raise InputError(f"--choices {items[0]} is followed by {len(items) - 1} words; "
-                                 "quote the prompt as one argument")
+            # the README's order, `--choices L,R "prompt"` (or `L, R "prompt"`): the
+            # comma-separated list, then the prompt
             prompt = items.pop()
         elif any(ch.isspace() for ch in items[-1]):
             prompt = items.pop()
