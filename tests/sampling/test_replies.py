@@ -172,3 +172,30 @@ def test_credentials_in_the_api_base_are_refused_without_echoing_them():
     else:
         raise AssertionError("an api_base with a password was accepted")
 
+
+
+def test_batch_mode_replies_pass_the_same_door(tmp_path):
+    """Batch lines that echo the key and report negative usage: the key is stored nowhere,
+    the usage is unknown (the Batch API path through the simulated server's /v1/batches)."""
+    from ensemble.sampling.batch import BatchOptions
+    from ensemble.testing import BatchPlan
+
+    store = tmp_path / "s.sqlite"
+    req = SampleRequest.of("Which box?", temperature=1.0, k=3)
+
+    async def go(srv):
+        async with Sampler("openai/sim-expert", api_base=srv.base_url, api_key=PLAIN_KEY,
+                           store=store, mode="batch",
+                           batch=BatchOptions(poll_initial=0.1)) as s:
+            return await s.run([req])
+
+    with SimulatedServer(lam1=3.0, echo_key=True, usage=(-7, -9),
+                         batch=BatchPlan(delay=0.2)) as srv:
+        res = asyncio.run(go(srv))
+        lines = srv.stats.batch_lines
+    assert lines >= 1 and not res.failures
+    texts = [s.text for s in res.rows[0]]
+    assert all("***" in t and PLAIN_KEY not in t for t in texts)
+    assert all(s.prompt_tokens in (None, 0) and s.completion_tokens is None
+               for s in res.rows[0])
+    assert PLAIN_KEY not in _tree_text(tmp_path)

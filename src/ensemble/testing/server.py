@@ -372,15 +372,16 @@ class SimulatedServer:
             err = doc["error"]
             return self._error_response(status, err["message"], err["type"],
                                         param=err.get("param"), code=err.get("code"))
-        self._misreport(doc, request.headers.get("Authorization", ""))
+        self.misreport(doc, request.headers.get("Authorization", ""))
         if body.get("stream"):
             return await self._stream(request, doc, body)
         return web.json_response(doc)
 
-    def _misreport(self, doc: dict[str, Any], auth: str) -> None:
+    def misreport(self, doc: dict[str, Any], auth: str) -> None:
         """What a careless provider does to a good reply: `echo_key` quotes the request's key
         in every choice's text (after the answer; with the header's form and bare); `usage`
-        replaces the token counts reported (e.g. negative ones)."""
+        replaces the token counts reported (e.g. negative ones). Chat replies and batch lines
+        alike."""
         if self.echo_key:
             key = auth.removeprefix("Bearer ").strip()
             for ch in doc["choices"]:
