@@ -40,3 +40,12 @@ def test_cli_error_line_redacts_an_explicit_key():
                         "--api-base", "http://127.0.0.1:9/v1", "--api-key", key,
                         "--max-attempts", "1", "hi"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and key not in r.stderr + r.stdout
+
+
+def test_names_that_start_like_key_prefixes_are_not_redacted():
+    for text in ("--out runs/api-comparison-gpt4o", "runs/key_rotation_experiment_2024",
+                 "sk-learn-style-names-are-words"):
+        assert redact(text) == text
+    # real key material after the same prefixes still is
+    assert redact("sk-abcdefghijklmnop1234") == "sk-***"
+    assert redact("api-Zx81kLmN0pQrStUvWx") == "api-***"

@@ -413,3 +413,49 @@ def test_chromium_renders_a_mixed_run(mixed, tmp_path):
     wrong = {v.id for v in read_votes(mixed) if v.aggregator == "lam-weighted"
              and v.correct is False}
     assert _shown(page, "wrong=1&agg=lam-weighted", tmp_path / "p1") == wrong
+
+
+_MEASURE_GUTTER = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var worst = 0, count = 0;
+  document.querySelectorAll(".idx").forEach(function (e) {
+    var r = document.createRange(), tops = new Set();
+    r.selectNodeContents(e);
+    Array.from(r.getClientRects()).forEach(function (x) {
+      if (x.width > 0) tops.add(Math.round(x.top));
+    });
+    worst = Math.max(worst, tops.size);
+    count++;
+  });
+  document.body.setAttribute("data-idx-lines", worst);
+  document.body.setAttribute("data-idx-count", count);
+}, 300); });
+</script></body>"""
+
+
+@needs_chromium
+def test_sample_index_gutter_does_not_wrap(runs, tmp_path):
+    """Rendered in a narrow window, every sample-index gutter ("#0, 2–4") is one line."""
+    page = build_view([runs / "a"], page_size=50, out=str(tmp_path / "v.html")).path
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE_GUTTER, 1),
+                     encoding="utf-8")
+    dom = _chromium(["--window-size=700,2000", "--virtual-time-budget=5000", "--dump-dom",
+                     probe.as_uri()], tmp_path / "p").stdout
+    lines = re.search(r'data-idx-lines="(\d+)"', dom)
+    count = re.search(r'data-idx-count="(\d+)"', dom)
+    assert lines is not None and count is not None, dom[-500:]
+    assert int(count.group(1)) > 0 and int(lines.group(1)) == 1
+
+
+def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env["PATH"] = str(empty)  # no browser to find, graphical or console
+    r = _cli(["view", str(runs / "a"), "--open"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(runs / "a" / "view.html")
+    uri = (runs / "a" / "view.html").resolve().as_uri()
+    assert "no web browser found" in r.stderr and uri in r.stderr

@@ -24,7 +24,7 @@ from .aggregators import Vote, get_aggregator
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
 from .sampling.options import ProviderOptions, check_keywords
-from .sampling.parsing import choice_parser, extract_answer
+from .sampling.parsing import check_choices, choice_parser, extract_answer
 from .sampling.provider import Provider, make_provider
 from .sampling.types import Message, Sample, SampleRequest, SamplingParams, as_messages
 
@@ -209,6 +209,8 @@ class Ensemble:
         if choices is not None and (isinstance(choices, str) or len(set(choices)) != len(
                 choices) or not all(isinstance(c, str) and c.strip() for c in choices)):
             raise InputError(f"choices must be distinct non-empty strings, got {choices!r}")
+        if choices is not None:
+            check_choices(choices)
         self.choices = tuple(choices) if choices is not None else None
         self.parser = parser or (choice_parser(self.choices) if self.choices else extract_answer)
         self.aggregator_name = aggregator
@@ -478,6 +480,9 @@ class Ensemble:
             raise InputError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         if isinstance(prompts, str):
             raise InputError("adecide_many takes a list of prompts; use adecide for one")
+        if prompts is None or not hasattr(prompts, "__iter__"):
+            raise InputError("decide_many / adecide_many take a list of prompts, got "
+                             f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
         if self.stop_spec is not None and len(self.members) > 1:
             results = await self._sample_pooled(messages, self.stop_spec)

@@ -82,11 +82,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ensemble: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("ensemble: interrupted; completed samples are kept in the store", file=sys.stderr)
+        kept = ("no --store was given, so the samples drawn are not kept"
+                if getattr(args, "store", "") is None
+                else "completed samples are kept in the store")
+        print(f"ensemble: interrupted; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_ERROR
+    except UnicodeError as exc:
+        # the last resort for text that is not UTF-8 where a reader did not check it (each
+        # reader names its file; this names at least what was wrong)
+        print(f"ensemble: error: {_unicode_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
     return int(result or 0)
+
+
+def _unicode_line(exc: UnicodeError) -> str:
+    from .secrets import redact
+
+    why = "not UTF-8"
+    if isinstance(exc, (UnicodeDecodeError, UnicodeEncodeError)):
+        why = f"{exc.reason} at position {exc.start}"
+    return redact(f"an input is not valid UTF-8 text ({why}): a binary file, "
+                  "a file in another encoding, or a lone surrogate such as \\ud800; save it "
+                  "as UTF-8 and rerun")
 
 
 def _detached(exc: BatchesSubmitted, *, as_json: bool) -> None:

@@ -80,9 +80,20 @@ def redact(text: str) -> str:
     text = redact_known(text)
 
     def keep_prefix(m: re.Match[str]) -> str:
-        return (m.group("p") or m.group("b") or m.group("q") or "") + "***"
+        prefix = m.group("p")
+        if prefix is not None and not _looks_random(m.group(0)[len(prefix):]):
+            return m.group(0)  # "api-comparison-gpt4o" is a name, not a key
+        return (prefix or m.group("b") or m.group("q") or "") + "***"
 
     return _SHAPES.sub(keep_prefix, text)
+
+
+def _looks_random(body: str) -> bool:
+    """Whether the part of a token after a key prefix ("sk-", "api-") is key material: a run of
+    at least 16 characters between separators with a digit or a capital in it. Words joined by
+    hyphens or underscores ("comparison-gpt4o", "rotation_experiment_2024") are not."""
+    return any(len(part) >= 16 and (not part.islower() or any(c.isdigit() for c in part))
+               for part in re.split(r"[-_]", body))
 
 
 def fingerprint(secret: str | None) -> str:

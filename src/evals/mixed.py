@@ -94,9 +94,12 @@ _FIX = {
 def load_spec(path: str) -> EnsembleSpec:
     """Read and validate a spec; a bad one is one InputError line naming the field and the fix."""
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"--ensemble {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"--ensemble {path}: not UTF-8 text (a binary file?); give the JSON "
+                         "spec of the members") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"--ensemble {path}: not JSON ({exc.msg} at line {exc.lineno})"
                          ) from None

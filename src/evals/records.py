@@ -168,7 +168,17 @@ def _read(path: Path, model: type[BaseModel]) -> Iterator[Any]:
         raise DataError(f"cannot read {exc.strerror or exc}; is this a run folder written by "
                         "`ensemble eval` or `ensemble calibrate`?", path=str(path)) from None
     with fh:
-        for i, line in enumerate(fh, 1):
+        i = 0
+        while True:
+            i += 1
+            try:
+                line = fh.readline()
+            except UnicodeDecodeError:
+                raise DataError(f"not UTF-8 text from about line {i} on (a binary or damaged "
+                                "file?); rerun the command that wrote the run, or restore the "
+                                "file", path=str(path)) from None
+            if not line:
+                break
             if not line.strip():
                 continue
             try:

@@ -283,9 +283,14 @@
     groups.forEach(function (g) {
       var s = g.s, li = el("li"), cls = s[2] === null ? "inv" : q[2] === null ? "" :
         (s[2] === q[2] ? "ok" : "bad");
-      var idx = el("span", "idx", indices(g.idx));
+      var idx = el("span", "idx");
+      indices(g.idx).forEach(function (part, k) {  // breaks only between entries
+        if (k) idx.append(" ");
+        idx.append(el("span", null, part));
+      });
       if (c[5] !== null && c[5] !== undefined) {
         li.className = "m";
+        ol.className = "samples m";
         li.append(el("span", "member", c[5]));
       }
       idx.title = "sample index" + (g.idx.length > 1 ? "es (" + g.idx.length + " identical replies)" : "");
@@ -313,7 +318,7 @@
     if (!text) text = prompt.trim();
     return text.length > 600 ? text.slice(0, 600) + "…" : text;
   }
-  function indices(list) {  // [0,1,2,5] -> "#0–2, 5"
+  function indices(list) {  // [0,1,2,5] -> ["#0–2,", "5"]: entries of "#0–2, 5"
     var out = [], i = 0;
     while (i < list.length) {
       var j = i;
@@ -321,7 +326,9 @@
       out.push(j > i ? list[i] + "–" + list[j] : String(list[i]));
       i = j + 1;
     }
-    return "#" + out.join(", ");
+    return out.map(function (e, k) {
+      return (k ? "" : "#") + e + (k < out.length - 1 ? "," : "");
+    });
   }
   function renderQuestion(qi) {
     var q = Q[qi], art = el("article", "q"), h = el("header");

@@ -89,10 +89,17 @@ class JsonlTask:
             if not line.strip():
                 continue
             try:
-                yield i, json.loads(line)
+                row = json.loads(line)
+                # "\ud800" is valid JSON but no text: it could never be sent to a model
+                json.dumps(row, ensure_ascii=False).encode("utf-8")
             except json.JSONDecodeError as exc:
                 yield i, DataError(f"not valid JSON ({exc.msg} at column {exc.colno})",
                                    path=str(self.path), row=i)
+            except UnicodeEncodeError:
+                yield i, DataError("holds a lone surrogate escape such as \\ud800 (not text); "
+                                   "fix or drop that escape", path=str(self.path), row=i)
+            else:
+                yield i, row
 
     def _csv_rows(self, text: str) -> Iterator[tuple[int, Any]]:
         reader = csv.DictReader(io.StringIO(text, newline=""))

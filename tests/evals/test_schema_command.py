@@ -24,3 +24,10 @@ def test_unknown_schema_is_one_line():
     out = subprocess.run([sys.executable, "-m", "ensemble", "schema", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "invalid choice" in out.stderr
+
+
+def test_schema_accepts_json_like_every_reporting_command():
+    out = subprocess.run([sys.executable, "-m", "ensemble", "schema", "profile", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["title"] == "CalibrationProfile"

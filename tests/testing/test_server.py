@@ -243,3 +243,38 @@ async def test_async_context_manager_and_in_flight_count():
                 "model": "m", "messages": [{"role": "user", "content": f"{i}"}]})
                 for i in range(12)))
         assert srv.stats.max_in_flight == 12 and srv.stats.in_flight == 0
+
+
+def test_prompts_that_offer_answers_are_answered_with_one_of_them():
+    """The README's @vote example against the simulator: a decision, no invalid votes."""
+    from ensemble import vote
+
+    with SimulatedServer(lam1=3.0, seed=1) as srv:
+        @vote(model="openai/sim-expert", api_base=srv.base_url, temperature=0.5, n=5,
+              choices=["positive", "negative"])
+        def sentiment(review: str) -> str:
+            return f"Is this review positive or negative? Answer in <answer></answer>.\n{review}"
+
+        d = sentiment("A wonderful film.")
+        listed = letters(chat(srv.base_url, "Answer with one of: red, green, blue", n=30))
+        generic = letters(chat(srv.base_url, "hello there"))
+    assert d.decision in ("positive", "negative") and d.n_invalid == 0
+    assert set(listed) <= {"red", "green", "blue"} and len(listed) == 30
+    assert generic == ["OK"]
+
+
+def test_listed_answers_follow_the_accuracy_model_with_an_answer_key():
+    """Greedy (t = 0) answers are right with probability E[ρ] = a / (a + b) across prompts."""
+    from ensemble.testing.expert import SimulatedExpert, listed_choices
+
+    prompts = [f"Review {i}: is it positive or negative?" for i in range(400)]
+    assert listed_choices(prompts[0]) == ["positive", "negative"]
+    key = {prompt_hash(p): ("negative" if i % 2 else "POSITIVE") for i, p in enumerate(prompts)}
+    ex = SimulatedExpert(lam1=3.0, answer_key=key, mc_model=MCModel(3, 2), seed=0)
+    right = 0
+    for i, p in enumerate(prompts):
+        text = ex.reply([{"role": "user", "content": p}], 0.0, 0).text
+        answer = text.split("<answer>")[-1].split("</answer>")[0]
+        assert answer in ("positive", "negative")
+        right += answer == ("negative" if i % 2 else "positive")
+    assert binomtest(right, len(prompts), 0.6).pvalue > 0.001

@@ -42,7 +42,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    from collections import Counter
 
     from .._sync import run_sync
     from ..errors import InputError
@@ -52,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.types import SampleRequest
 
     choices, prompt = _split_choices(args.choices, args.prompt)
+    if not prompt and args.choices:
+        raise InputError("no prompt: --choices took every word after it; write "
+                         "--choices L,R \"the prompt\" (or put the prompt before --choices)")
     if not prompt:
         raise InputError("give the prompt text as the last argument, e.g. "
                          "ensemble sample --model M --t 0.7 -k 10 \"Which box?\"")
@@ -82,35 +84,53 @@ def run(args: argparse.Namespace) -> int:
                            max_cost=args.max_cost, on_status=status_printer,
                            **sampler_mode(model=args.model, options=opts, batch=batch,
                                           router=router)) as s:
-            result = await s.run([req], parser=parser)
-            raise_for_failures(result, 1)
-            return result.rows[0], s.stats
+            return await s.run([req], parser=parser), s.stats
 
-    samples, stats = run_sync(go())
+    result, stats = run_sync(go())
+    samples = [smp for smp in result.rows[0] if smp is not None]
+    if (result.failures or result.stopped is not None) and not args.store and samples:
+        # no store keeps them: show what was drawn (and paid for) before saying what failed
+        _show(args, choices, samples, stats, complete=False)
+    raise_for_failures(result, 1, stored=bool(args.store))
+    _show(args, choices, samples, stats, complete=True)
+    return 0
+
+
+def _show(args: argparse.Namespace, choices: list[str] | None, samples: list[Any], stats: Any,
+          *, complete: bool) -> None:
+    """The answers and their counts (JSON with --json); `complete=False`: only part of the k
+    samples was drawn."""
+    from collections import Counter
+
     counts = Counter(s.answer if s.answer is not None else "(invalid)" for s in samples)
     doc = {"model": args.model, "t": args.t, "k": args.k, "choices": choices,
            "counts": dict(counts.most_common()),
            "answers": [s.answer for s in samples],
            "invalid": stats.invalid, "requests": stats.requests, "cached": stats.samples_cached,
            "cost_usd": stats.cost_usd}
+    if not complete:
+        doc["complete"] = False
+        doc["drawn"] = len(samples)
     if args.json:
         emit_json(doc)
-        return 0
+        return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{args.k} samples of {args.model} at t = {args.t}")
+    title = (f"{args.k} samples of {args.model} at t = {args.t}" if complete else
+             f"{len(samples)} of {args.k} samples of {args.model} at t = {args.t} (the run "
+             "stopped; without --store these are not kept)")
+    table = Table(title=title)
     table.add_column("answer")
     table.add_column("count", justify="right")
     table.add_column("share", justify="right")
     for ans, c in counts.most_common():
-        table.add_row(str(ans), str(c), f"{c / args.k:.0%}")
+        table.add_row(str(ans), str(c), f"{c / max(1, len(samples)):.0%}")
     con = Console()
     con.print(table)
     cost = "unknown" if stats.cost_usd is None else f"${stats.cost_usd:.4f}"
     con.print(f"requests {stats.requests}, from store {stats.samples_cached}, "
               f"invalid {stats.invalid}, cost {cost}")
-    return 0
 
 
 def _split_choices(raw: list[str] | None, prompt: str | None
@@ -120,14 +140,21 @@ def _split_choices(raw: list[str] | None, prompt: str | None
     if not raw:
         return None, prompt
     items = list(raw)
-    if prompt is None and len(items) > 1 and any(ch.isspace() for ch in items[-1]):
-        prompt = items.pop()
     from ..errors import InputError
+    from ..sampling.parsing import check_choices
 
+    if prompt is None and len(items) > 1:
+        if "," in items[0]:
+            # the README's order, `--choices L,R "prompt"` (or `L, R "prompt"`): the
+            # comma-separated list, then the prompt
+            prompt = items.pop()
+        elif any(ch.isspace() for ch in items[-1]):
+            prompt = items.pop()
     choices = [c.strip() for item in items for c in item.split(",") if c.strip()]
     if not choices:
         raise InputError("--choices is empty; give the allowed answers, e.g. --choices L,R")
     dup = next((c for c in choices if choices.count(c) > 1), None)
     if dup is not None:
         raise InputError(f"--choices lists {dup!r} twice; give each allowed answer once")
+    check_choices(choices, what="--choices")
     return choices, prompt

@@ -46,6 +46,10 @@ def register(subparsers: Any) -> None:
                    help="seconds sent in Retry-After with --rate-limit 429s (default 1)")
     s.add_argument("--refuse-rate", type=probability, default=0.0,
                    help="share of prompts refused for good (400 content policy)")
+    s.add_argument("--echo-key", action="store_true",
+                   help="quote the request's API key in every reply's text (a careless provider)")
+    s.add_argument("--report-usage", type=_usage, metavar="P,C",
+                   help="report P prompt and C completion tokens in every reply, e.g. -5,-9")
     b = s.add_argument_group("Batch API (/v1/files, /v1/batches)")
     b.add_argument("--batch-delay", type=nonneg_float, default=1.0, metavar="S",
                    help="seconds from a batch's creation to its completion (default 1)")
@@ -72,6 +76,15 @@ def _rate_limit(text: str) -> tuple[int, float]:
     return out
 
 
+def _usage(text: str) -> tuple[int, int]:
+    try:
+        p, c = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected P,C (two whole token counts), got {text!r}"
+                                         ) from None
+    return p, c
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import asyncio
     import json
@@ -88,6 +101,9 @@ def run_serve(args: argparse.Namespace) -> int:
                 key = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read answer key {args.answer_key}: {exc}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"answer key {args.answer_key} is not UTF-8 text (a binary file?); "
+                             "give a JSON object mapping question text to a letter") from None
         if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
             raise InputError(f"answer key {args.answer_key} must be a JSON object mapping "
                              "question text to a letter")
@@ -102,7 +118,8 @@ def run_serve(args: argparse.Namespace) -> int:
                              reject_n=args.reject_n, invalid_rate=args.invalid_rate,
                              rate_limit=args.rate_limit,
                              rate_limit_retry_after=args.rate_limit_retry_after,
-                             refuse_rate=args.refuse_rate,
+                             refuse_rate=args.refuse_rate, echo_key=args.echo_key,
+                             usage=args.report_usage,
                              batch=BatchPlan(delay=args.batch_delay,
                                              fail_rate=args.batch_fail_rate,
                                              fail_first=args.batch_fail_first,

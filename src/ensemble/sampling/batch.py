@@ -66,6 +66,7 @@ from ..errors import (
 )
 from ..secrets import redact
 from .provider import provider_of
+from .replies import checked_logprobs, checked_text, usable_tokens
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
 from .types import Parser, Sample, SampleRequest
 
@@ -886,8 +887,8 @@ class _BatchRun:
         choices = sorted(body.get("choices") or [], key=lambda c: c.get("index", 0) or 0)
         got = choices[:ln.count]
         usage = body.get("usage") or {}
-        pt = usage.get("prompt_tokens")
-        ct = usage.get("completion_tokens")
+        pt = usable_tokens(usage.get("prompt_tokens"))  # impossible usage is unknown
+        ct = usable_tokens(usage.get("completion_tokens"))
         cost = self._cost(pt, ct)
         s.stats.prompt_tokens += pt or 0
         s.stats.completion_tokens += ct or 0
@@ -900,14 +901,14 @@ class _BatchRun:
         out = []
         for j, ch in enumerate(got):
             msg = ch.get("message") or {}
-            text = msg.get("content")
+            text = checked_text(msg.get("content"))  # no API key is stored, whoever echoes it
             out.append(Sample(
                 key=ln.key, index=ln.start + j, text=text, answer=s._parse(self.parse, text),
                 finish_reason=ch.get("finish_reason"),
                 prompt_tokens=pt if j == 0 else 0,
                 completion_tokens=None if ct is None else round(ct / share),
                 cost_usd=None if cost is None else cost / share, latency_s=None,
-                logprobs=ch.get("logprobs"), source="batch"))
+                logprobs=checked_logprobs(ch.get("logprobs")), source="batch"))
         return out
 
     _price: tuple[bool, Any] | None = None

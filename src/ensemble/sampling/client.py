@@ -69,6 +69,13 @@ def litellm() -> Any:
 
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
             logging.getLogger(name).setLevel(logging.ERROR)  # its warnings are not ours to show
+        # litellm's success-logging worker is one process-wide asyncio queue bound to the first
+        # event loop that used it; sync calls from several threads (each its own loop) make it
+        # fail on every other loop with "LoggingWorker error" tracebacks. It only runs litellm's
+        # own callbacks, which ensemble does not use (costs are read from the reply): drop
+        # exactly those records, through the logging module's public filters.
+        logging.getLogger("LiteLLM").addFilter(_drop_logging_worker_noise)
+        logging.getLogger("asyncio").addFilter(_drop_logging_worker_noise)
         _ll.drop_params = False  # never drop a parameter (e.g. n) behind the user's back
         _litellm = _ll
         # litellm creates a coroutine in a worker thread and awaits it later; when our request
@@ -77,6 +84,22 @@ def litellm() -> Any:
         warnings.filterwarnings("ignore", category=RuntimeWarning,
                                 message=r"coroutine '[\w.]*acompletion' was never awaited")
     return _litellm
+
+
+def _drop_logging_worker_noise(record: Any) -> bool:
+    """False for the log records of litellm's LoggingWorker used across event loops."""
+    text = str(record.msg)
+    if "LoggingWorker" in text:
+        return False
+    if record.args or "Task exception was never retrieved" in text:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format is not ours to judge
+            return True
+        if "LoggingWorker" in text or "logging_worker" in text:
+            return False
+    ctx = getattr(record, "exc_info", None)
+    return not (ctx and "logging_worker" in repr(ctx[1]))
 
 
 HTTPX_DEFAULT_POOL = 100  # httpx's documented default: 100 connections per client

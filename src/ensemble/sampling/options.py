@@ -148,6 +148,14 @@ def validate_api_base(url: Any) -> str:
         raise InputError("api_base must be a URL such as http://127.0.0.1:8000/v1")
     url = url.strip()
     parsed = urlparse(url)
+    if parsed.username is not None or parsed.password is not None:
+        # never echoed: the part before "@" is a credential. aiohttp refuses such a URL
+        # together with the Authorization header, so it could never work either.
+        host = parsed.hostname or "the host"
+        raise InputError(f"api_base carries a user name or password (USER:PASSWORD@{host}); "
+                         "credentials in the URL are refused: give the base URL without them "
+                         "and the key with --api-key / api_key= (or the provider's environment "
+                         "variable)")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InputError(f"api_base {url!r} is not an http(s) URL; give the API's base URL, "
                          "e.g. http://127.0.0.1:8000/v1 or https://api.example.com/v1")

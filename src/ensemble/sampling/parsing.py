@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["choice_parser", "extract_answer", "normalise"]
+__all__ = ["check_choices", "choice_parser", "extract_answer", "normalise"]
 
 _TAG = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _PHRASE = re.compile(
@@ -85,9 +85,24 @@ def extract_answer(text: str | None, choices: Sequence[str] | None = None) -> st
     return None
 
 
+def check_choices(choices: Sequence[str], *, what: str = "choices") -> None:
+    """InputError when two choices differ only in case: replies are matched without case, so
+    one of them could never be chosen."""
+    seen: dict[str, str] = {}
+    for c in choices:
+        other = seen.setdefault(c.casefold(), c)
+        if other != c:
+            from ..errors import InputError
+
+            raise InputError(f"{what} lists {other!r} and {c!r}, which differ only in case: "
+                             f"replies are matched without case, so {c!r} could never win; "
+                             "give each answer once")
+
+
 def choice_parser(choices: Sequence[str]) -> Callable[[str], str | None]:
-    """A parser (text -> answer or None) restricted to `choices`."""
+    """A parser (text -> answer or None) restricted to `choices` (no two equal but for case)."""
     frozen = tuple(choices)
+    check_choices(frozen)
 
     def parse(text: str) -> str | None:
         return extract_answer(text, frozen)

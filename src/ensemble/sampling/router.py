@@ -168,6 +168,9 @@ class RouterProvider:
             doc = yaml.safe_load(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise InputError(f"cannot read the router config {p}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"the router config {p} is not UTF-8 text (a binary file?); give "
+                             "litellm's YAML config (model_list)") from None
         except yaml.YAMLError as exc:
             raise InputError(f"the router config {p} is not valid YAML: "
                              f"{' '.join(str(exc).split())[:200]}") from None

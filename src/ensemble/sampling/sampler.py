@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import os
 import re
@@ -60,6 +61,7 @@ from .limiter import EndpointLimiter, limiter_for
 from .options import ProviderKwargs, ProviderOptions
 from .parsing import extract_answer
 from .provider import Completion, Provider, make_provider
+from .replies import checked
 from .router import as_provider
 from .store import SampleStore, new_holder
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
@@ -208,6 +210,7 @@ class Sampler:
         self._in_flight = 0
         self._paid = 0  # replies received (priced)
         self._retrying = 0
+        self._bad_usage: str | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"Sampler(model={self.model!r}, api_base={self.options.api_base!r})"
@@ -279,7 +282,7 @@ class Sampler:
         `run` returns the failures instead of raising.
         """
         result = await self.run(requests, parser=parser)
-        raise_for_failures(result, len(requests))
+        raise_for_failures(result, len(requests), stored=self.store is not None)
         return result.rows  # type: ignore[return-value]
 
     async def run(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
@@ -301,6 +304,8 @@ class Sampler:
         rows: list[list[Sample | None]] = [[None] * r.k for r in requests]
         failures: list[SampleFailure] = []
         units = self._plan(requests, rows, parse)
+        if units and self.max_cost is not None:
+            self._check_price_known()
         self._probe = asyncio.Lock()
         self._start_progress()
         queue = _UnitQueue(units)
@@ -554,20 +559,33 @@ class Sampler:
         claim = self.store.claim([(unit.key, unit.indices)], holder=self.holder,
                                  ttl=LEASE_TTL)[0]
         if claim.done:
-            got = self.store.get(unit.key, claim.done, parser=parse)
-            row = rows[unit.ri]
-            for i, s in got.items():
-                if row[i] is None:
-                    row[i] = s
-                    self.stats.samples_done += 1
-                    self.stats.samples_shared += 1
-                    if not s.valid:
-                        self.stats.invalid += 1
-            self._advance(len(got))
+            self._take_stored(rows[unit.ri],
+                              self.store.get(unit.key, claim.done, parser=parse))
         if claim.busy:
             queue.defer(_Unit(unit.ri, unit.key, claim.busy,
                               not_before=time.monotonic() + _BUSY_POLL))
         return claim.claimed
+
+    def _take_stored(self, row: list[Sample | None], got: dict[int, Sample]) -> None:
+        """Fill `row` with samples another run stored meanwhile."""
+        for i, s in got.items():
+            if row[i] is None:
+                row[i] = s
+                self.stats.samples_done += 1
+                self.stats.samples_shared += 1
+                if not s.valid:
+                    self.stats.invalid += 1
+        self._advance(len(got))
+
+    def _stored_meanwhile(self, key: str, indices: list[int], parse: Parser
+                          ) -> dict[int, Sample]:
+        """Samples among `indices` that another run stored since this one leased them (its
+        lease ran out while this process waited, was suspended or retried); leases the rest
+        again."""
+        if self.store is None or self.refresh:
+            return {}
+        claim = self.store.claim([(key, indices)], holder=self.holder, ttl=LEASE_TTL)[0]
+        return self.store.get(key, claim.done, parser=parse) if claim.done else {}
 
     def _fail(self, unit: _Unit, req: SampleRequest, todo: list[int],
               row: list[Sample | None], exc: ProviderError | _Stopped,
@@ -621,17 +639,24 @@ class Sampler:
                     pass
             use_n = self._n_ok is not False and len(todo) > 1
             batch = todo if use_n else todo[:1]
+            recheck = functools.partial(self._stored_meanwhile, key, batch, parse)
             try:
                 if use_n and self._n_ok is None and self._probe is not None:
                     async with self._probe:
                         if self._n_ok is False:
                             continue
-                        comp = await self._request(req, n=len(batch), start=batch[0])
+                        comp = await self._request(req, n=len(batch), start=batch[0],
+                                                   recheck=recheck)
                         self._learn_n(len(batch), len(comp.choices))
                 else:
-                    comp = await self._request(req, n=len(batch), start=batch[0])
+                    comp = await self._request(req, n=len(batch), start=batch[0],
+                                               recheck=recheck)
                     if len(batch) > 1:
                         self._learn_n(len(batch), len(comp.choices))
+            except _Stored as st:  # another run stored them while this one waited
+                self._take_stored(row, st.samples)
+                todo = [i for i in todo if row[i] is None]
+                continue
             except ProviderError as exc:
                 from .client import NUnsupported
 
@@ -696,8 +721,13 @@ class Sampler:
             return None
 
     # -- one request, with the retry policy --------------------------------------------------
-    async def _request(self, req: SampleRequest, *, n: int, start: int) -> Completion:
+    async def _request(self, req: SampleRequest, *, n: int, start: int,
+                       recheck: Callable[[], dict[int, Sample]] | None = None) -> Completion:
+        """One request with the retry policy. `recheck` reads the samples another run stored
+        meanwhile; it is asked before a retry and before a request sent long after its lease
+        was taken (a suspended process, a long queue), so nothing stored is paid twice."""
         limiter = self._limiter
+        t_enter = time.monotonic()
         if limiter is None:  # pragma: no cover - _resolve sets it
             raise EnsembleError("the sampler was not started; use `async with Sampler(...)`")
         headers = {**self.extra_headers, INDEX_HEADER: str(start)}
@@ -705,13 +735,26 @@ class Sampler:
         t_first: float | None = None
         attempts = 0
         backoff: Any = None
+        last: ProviderError | None = None
         while True:
             await self._check_cost()
-            ticket = await limiter.acquire()
+            if last is None or t_first is None:
+                ticket = await limiter.acquire()
+            else:  # a retry waits for the endpoint's cool-down within the sample's time budget
+                left = o.max_retry_time - (time.monotonic() - t_first)
+                try:
+                    ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
+                except asyncio.TimeoutError:
+                    raise self._gave_up(last, attempts, time.monotonic() - t_first) from None
             if self._stop is not None:
                 limiter.release(ticket, outcome="unused")
                 raise _Stopped()
             now = time.monotonic()
+            if recheck is not None and (last is not None or now - t_enter > LEASE_TTL / 2):
+                got = recheck()
+                if got:
+                    limiter.release(ticket, outcome="unused")
+                    raise _Stored(got)
             if t_first is None:
                 t_first = now
             self.stats.requests += 1
@@ -720,6 +763,7 @@ class Sampler:
                 comp = await self.provider.complete(req.messages, req.params, n=n,
                                                     headers=headers, timeout=o.timeout)
             except ProviderError as exc:
+                last = exc
                 self._in_flight -= 1
                 self.stats.errors += 1
                 limiter.release(ticket, outcome="backpressure" if exc.backpressure else "error",
@@ -736,6 +780,11 @@ class Sampler:
                     raise  # retrying cannot help (a refused loopback port, TLS): say it as is
                 if attempts >= cap or elapsed >= o.max_retry_time:
                     raise self._gave_up(exc, attempts, elapsed) from None
+                wait = exc.retry_after
+                if wait is not None and wait > o.max_retry_time - elapsed:
+                    # the provider asks for more than the sample's time budget has left:
+                    # waiting part of it would only fail later
+                    raise self._gave_up(exc, attempts, elapsed, asked=wait) from None
                 self.stats.retries += 1
                 self._retrying += 1
                 try:
@@ -755,15 +804,29 @@ class Sampler:
                 limiter.release(ticket, outcome="error")
                 raise
             self._in_flight -= 1
+            raw, comp = comp, checked(comp)  # the one door replies come in by
+            if comp.cost_usd is None and raw.cost_usd is not None:
+                self._bad_usage = (f"{self.api_base or self.model} reported token usage "
+                                   f"that cannot be true ({raw.prompt_tokens} prompt, "
+                                   f"{raw.completion_tokens} completion tokens, cost "
+                                   f"{raw.cost_usd!r}); counted as unknown, not as a credit")
+                self._note(self._bad_usage)
             tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
             limiter.release(ticket, outcome="ok", tokens=tokens or None)
             self._account(comp)
             return comp
 
-    def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float) -> ProviderError:
-        what = (f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.0f} s" if attempts
-                else f"{elapsed:.0f} s of rate limiting (--max-retry-time "
-                     f"{self.options.max_retry_time:g})")
+    def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float, *,
+                 asked: float | None = None) -> ProviderError:
+        budget = self.options.max_retry_time
+        if asked is not None:
+            what = (f"{elapsed:.0f} s: the provider asked to wait {asked:g} s (Retry-After), "
+                    f"more than the {max(0.0, budget - elapsed):.0f} s left of --max-retry-time "
+                    f"{budget:g}; retry later, or raise --max-retry-time to wait it out")
+        elif attempts:
+            what = f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.0f} s"
+        else:
+            what = f"{elapsed:.0f} s of rate limiting (--max-retry-time {budget:g})"
         err = RetryBudgetExceeded(f"{exc}; gave up after {what}", model=self.model,
                                   provider=exc.provider, status=exc.status,
                                   retry_after=exc.retry_after, api_base=exc.api_base,
@@ -780,13 +843,38 @@ class Sampler:
         while self._paid == 0 and self._in_flight > 0:
             await asyncio.sleep(0.01)
         if s.cost_usd is None:
-            self._stop_for_cost(f"the price of {self.model} is unknown, so --max-cost cannot be "
-                                "enforced; drop --max-cost or use a model with a known price")
+            why = (self._bad_usage if self._bad_usage is not None else
+                   f"the price of {self.model} is unknown")
+            self._stop_for_cost(f"{why}, so --max-cost cannot be enforced; give the price with "
+                                "--price-per-1k-tokens IN,OUT, or drop --max-cost")
         per = (s.cost_usd or 0.0) / self._paid if self._paid > 0 else 0.0
         if s.cost_usd is not None and s.cost_usd + per * (self._in_flight + 1) > self.max_cost:
-            self._stop_for_cost(f"spent ${s.cost_usd:.4f} of the --max-cost ${self.max_cost:g} "
-                                "(with the requests in flight); rerun with a higher cap to "
-                                "continue from the store")
+            self._stop_for_cost(self._cost_stop_message(s.cost_usd, per))
+
+    def _cost_stop_message(self, spent: float, per: float) -> str:
+        """Why the cap stopped the run where it did: the estimate and the reserve."""
+        flying = self._in_flight
+        reserve = per * flying
+        again = ("rerun with a higher cap to continue from the store" if self.store is not None
+                 else "rerun with a higher cap (without --store the samples drawn are not kept)")
+        return (f"spent ${spent:.4f} of the --max-cost ${self.max_cost:g}; each request costs "
+                f"about ${per:.4f} (the average of the {self._paid} replies so far), "
+                f"{flying} requests in flight hold ${reserve:.4f} of the cap, and one more "
+                f"request would pass it, so no new request was sent (lower --max-concurrency "
+                f"to reserve less); {again}")
+
+    def _check_price_known(self) -> None:
+        """Refuse `max_cost` before the first request when no price is known for the model
+        (litellm prices replies from its table or from `price_per_1k`)."""
+        from .client import LiteLLMProvider
+
+        if self.options.price_per_1k is not None or not isinstance(self.provider,
+                                                                   LiteLLMProvider):
+            return
+        cost, why = _price(self.provider.target, None, 0, 0)
+        if cost is None:
+            raise InputError(f"--max-cost cannot be enforced: the price of {self.model} is "
+                             f"{why}; nothing was sent")
 
     def _stop_for_cost(self, message: str) -> None:
         if self._stop is None:
@@ -941,6 +1029,14 @@ class _CostCap(RetryBudgetExceeded):
     systemic = True
 
 
+class _Stored(Exception):
+    """Internal: another run stored (some of) these samples before this request was sent."""
+
+    def __init__(self, samples: dict[int, Sample]) -> None:
+        super().__init__(f"{len(samples)} samples stored meanwhile")
+        self.samples = samples
+
+
 class _Stopped(Exception):
     """Internal: the run was stopped before this request was sent."""
 
@@ -983,8 +1079,9 @@ class _UnitQueue:
         self._active -= 1
 
 
-def raise_for_failures(result: SampleResult, n_requests: int) -> None:
-    """Raise what `Sampler.sample` raises for a result with failures (see there)."""
+def raise_for_failures(result: SampleResult, n_requests: int, *, stored: bool = True) -> None:
+    """Raise what `Sampler.sample` raises for a result with failures (see there). `stored`:
+    whether a store keeps the samples drawn (the message says so only then)."""
     if result.stopped is not None:
         cause = result.stopped.cause
         if isinstance(cause, ProviderError) and cause.systemic:
@@ -996,7 +1093,7 @@ def raise_for_failures(result: SampleResult, n_requests: int) -> None:
     first = result.failures[0].exception
     if len(failed) == 1 and first is not None:
         raise first
-    raise SamplingFailed(_failure_summary(result.failures, n_requests),
+    raise SamplingFailed(_failure_summary(result.failures, n_requests, stored=stored),
                          failures=list(result.failures))
 
 
@@ -1052,11 +1149,15 @@ def _price(model: str, per_1k: tuple[float, float] | None, prompt: int,
     return prompt * pin + completion_max * pout, src
 
 
-def _failure_summary(failures: Sequence[SampleFailure], n_requests: int) -> str:
+def _failure_summary(failures: Sequence[SampleFailure], n_requests: int, *,
+                     stored: bool = True) -> str:
     """One line: "2 of 73 prompts failed (2 x 400 content policy): <first message>"."""
     reqs = {f.request for f in failures}
     reasons = collections.Counter(f.reason for f in failures)
     why = ", ".join(f"{c} x {r}" for r, c in reasons.most_common(3))
+    if not stored:
+        return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}; "
+                "no store keeps the samples drawn (give one to resume where this stopped)")
     rest = "; the other samples are stored" if len(reqs) < n_requests else ""
     return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}{rest}; "
             "rerun to retry the failed ones")

@@ -20,6 +20,7 @@ __all__ = [
     "SampleRequest",
     "SamplingParams",
     "as_messages",
+    "check_text",
     "normalise_api_base",
     "request_key",
 ]
@@ -123,6 +124,7 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
     if isinstance(prompt, str):
         if not prompt.strip():
             raise InputError("the prompt is empty; give the text to send to the model")
+        check_text(prompt, what="the prompt")
         return ({"role": "user", "content": prompt},)
     if prompt is None or isinstance(prompt, (bytes, int, float)) or not hasattr(prompt, "__iter__"):
         raise InputError(f"a prompt must be a string or a list of chat messages "
@@ -136,7 +138,22 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
                              f"got {m!r}"[:200]) from None
     if not out or not any(m["content"].strip() for m in out):
         raise InputError("the prompt is empty; give the text to send to the model")
+    for m in out:
+        check_text(m["content"], what=f"the {m['role']} message")
     return tuple(out)
+
+
+def check_text(text: str, *, what: str) -> None:
+    """InputError unless `text` can be sent as UTF-8: a lone surrogate ("\\ud800", or bytes that
+    were not UTF-8 on a command line) would fail deep inside the HTTP client."""
+    from ..errors import InputError
+
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid text: character {exc.start} is "
+                         f"{text[exc.start]!r}, a lone surrogate (bytes that are not UTF-8, or "
+                         "a broken escape); fix the text or its file's encoding") from None
 
 
 def normalise_api_base(url: str) -> str:

@@ -116,6 +116,7 @@ class _Batch:
     done: int = 0  # lines executed (after the end)
     failed: int = 0
     cancel: asyncio.Event | None = None
+    auth: str = ""  # the Authorization header of the create call (for the server's echo_key)
 
     def counts(self, delay: float) -> dict[str, int]:
         total = len(self.lines)
@@ -285,7 +286,8 @@ class SimulatedBatchAPI:
         b = _Batch(id=self._new_id("batch_sim"), endpoint=endpoint, input_file_id=fid,
                    completion_window=window, metadata=meta if isinstance(meta, dict) else None,
                    created_at=int(time.time()), lines=[],
-                   expire=self._created <= self.plan.expire_first, cancel=asyncio.Event())
+                   expire=self._created <= self.plan.expire_first, cancel=asyncio.Event(),
+                   auth=request.headers.get("Authorization", ""))
         errors = self._parse_lines(f, b)
         if errors:
             b.status, b.errors = "failed", errors
@@ -369,6 +371,8 @@ class SimulatedBatchAPI:
             if j % 500 == 499:
                 await asyncio.sleep(0)  # a big batch must not stall the other routes
             status, doc = self._execute(ln)
+            if status == 200:
+                self.server.misreport(doc, b.auth)
             row = {"id": f"batch_req_{b.id}_{ln.number}", "custom_id": ln.custom_id,
                    "response": {"status_code": status, "request_id": f"req_{ln.number}",
                                 "body": doc}, "error": None}

@@ -24,6 +24,13 @@ is right whenever ρ_q > 1/2: at n = 1 higher t hurts, at n ≥ 3 a moderate t h
 pattern). `answer_key` maps the question text (between "### Question:" and "### Options:",
 whitespace-normalised), or "sha256:" + the digest of the whole prompt, to the correct letter.
 
+Other prompts that offer answers (`listed_choices`): "Is this review positive or negative?",
+"Answer yes or no", "Answer with one of: red, green, blue", "options: a/b/c". They follow the
+same accuracy model with those answers as the options, answered as `<answer>positive</answer>`;
+the correct one is `answer_key[prompt_hash(prompt)]` (matched without case) when the key has
+the prompt, else one of them fixed by hash(seed, prompt). Any other prompt gets a generic reply
+whose answer is "OK".
+
 Every draw is a deterministic function of (seed, messages, temperature, sample index), so runs
 interrupted and resumed, or drawn through a Batch API, equal unbroken ones.
 """
@@ -44,12 +51,36 @@ from ..boxball import posterior_from_prompt
 from ..errors import InputError
 
 __all__ = ["LINKS", "MCModel", "Reply", "SimulatedExpert", "answer_key_from_questions",
-           "prompt_hash", "prompt_key", "question_text"]
+           "listed_choices", "prompt_hash", "prompt_key", "question_text"]
 
 LINKS = ("logit", "probit")
 _QUESTION = re.compile(r"### Question:\s*(.*?)\s*### Options:\s*(.*?)(?:\n\s*\n|###|$)", re.DOTALL)
 _OPTION = re.compile(r"^\s*\(?([A-Z])\)", re.MULTILINE)
 _PROBIT_SCALE = math.sqrt(math.pi / 8.0)  # Φ(s·z) has the logistic's slope 1/4 at z = 0
+
+
+_WORD = r"[A-Za-z][\w'-]*"
+# "one of: a, b, c" / "options: a, b or c" / "choose from a/b/c"
+_LIST = re.compile(r"(?:one of|choose from|choices?|options?|answers?)\s*(?:is|are)?\s*:?\s*"
+                   rf"({_WORD}(?:\s*(?:,|/|\bor\b|,\s*or\b)\s*{_WORD})+)", re.IGNORECASE)
+# "positive or negative", "yes, no or maybe"
+_OR = re.compile(rf"\b({_WORD}(?:\s*,\s*{_WORD})*\s*,?\s+or\s+{_WORD})\b")
+_SPLIT = re.compile(r"\s*(?:,\s*or\b|,|/|\bor\b)\s*", re.IGNORECASE)
+
+
+def listed_choices(prompt: str) -> list[str]:
+    """The answers a free-form prompt offers, in order: after "one of:", "options:",
+    "choices:" or "choose from" (comma, slash or "or" separated), else the first "X or Y"
+    ("yes, no or maybe"). Empty when it offers none (the server then replies "OK")."""
+    m = _LIST.search(prompt) or _OR.search(prompt)
+    if m is None:
+        return []
+    out: list[str] = []
+    for word in _SPLIT.split(m.group(1)):
+        word = word.strip()
+        if word and word.lower() not in (w.lower() for w in out):
+            out.append(word)
+    return out if len(out) >= 2 else []
 
 
 def _norm(text: str) -> str:
@@ -178,9 +209,13 @@ class SimulatedExpert:
             letters = _OPTION.findall(prompt[prompt.find("### Options:"):])
             return Reply(self._mc(q, letters or list("ABCDE"), temperature, rng))
         h = prompt_hash(prompt)
-        if h in self.answer_key:
+        listed = listed_choices(prompt)
+        key = self.answer_key.get(h)
+        if key is not None and key not in (c.upper() for c in listed):
             letters = _OPTION.findall(prompt) or list("ABCDE")
             return Reply(self._mc(h, letters, temperature, rng))
+        if listed:  # "positive or negative", "Answer with one of: A, B, C"
+            return Reply(self._mc(h, listed, temperature, rng))
         return Reply("<reason>simulated: a generic reply.</reason>\n<answer>OK</answer>")
 
     def _binary(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool
@@ -200,7 +235,11 @@ class SimulatedExpert:
         frozen_u = float(qrng.random())
         correct = self.answer_key.get(question)
         if correct is not None and correct not in letters:
-            letters = sorted(set(letters) | {correct})
+            same = [c for c in letters if c.upper() == correct.upper()]  # keys are upper-cased
+            if same:
+                correct = same[0]
+            else:
+                letters = sorted(set(letters) | {correct})
         k = len(letters)
         if correct not in letters:
             correct = letters[int(qrng.integers(k))]

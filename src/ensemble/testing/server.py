@@ -11,7 +11,9 @@ accuracy model; see that module), and misbehaves on demand, like hosted provider
 - `refuse_rate=r`: a share r of prompts (chosen by hash, the same on every request) is refused
   for good with 400 `content_policy_violation`;
 - `reject_n=True`: 400 for n > 1 (like llama.cpp); `require_api_key`: 401 for any other key;
-  `models`: 404 for other model names.
+  `models`: 404 for other model names;
+- `echo_key=True`: every reply's text quotes the API key the request carried; `usage=(P, C)`:
+  every reply reports P prompt and C completion tokens (negative ones, say).
 
 It speaks OpenAI's Files and Batch API too (`/v1/files`, `/v1/batches`: see
 `ensemble.testing.batchapi`; `batch=BatchPlan(delay=..., fail_first=...)`), answering batch
@@ -97,7 +99,9 @@ class SimulatedServer:
     `invalid_rate`, `seed`; or pass a ready `expert`. Provider behaviour: `latency` (seconds per
     request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`, `refuse_rate`,
     `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's behaviour
-    (`BatchPlan`: completion delay, failing lines, expiring batches, file limits).
+    (`BatchPlan`: completion delay, failing lines, expiring batches, file limits); `echo_key`:
+    quote the request's API key in every reply's text; `usage=(prompt, completion)`: report
+    these token counts instead of the true ones (e.g. negative).
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
@@ -108,8 +112,8 @@ class SimulatedServer:
                  require_api_key: str | None = None, models: Iterable[str] | None = None,
                  max_n: int = 128, rate_limit: tuple[int, float] | None = None,
                  rate_limit_retry_after: float = 1.0, refuse_rate: float = 0.0,
-                 expert: SimulatedExpert | None = None, batch: BatchPlan | None = None
-                 ) -> None:
+                 expert: SimulatedExpert | None = None, batch: BatchPlan | None = None,
+                 echo_key: bool = False, usage: tuple[int, int] | None = None) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
@@ -132,6 +136,8 @@ class SimulatedServer:
         self.rate_limit = (int(rate_limit[0]), float(rate_limit[1])) if rate_limit else None
         self.rate_limit_retry_after = float(rate_limit_retry_after)
         self.refuse_rate = float(refuse_rate)
+        self.echo_key = bool(echo_key)
+        self.usage = None if usage is None else (int(usage[0]), int(usage[1]))
         self.stats = ServerStats()
         self.batch_api = SimulatedBatchAPI(self, batch or BatchPlan(seed=self.seed))
         self._lock = threading.Lock()
@@ -366,9 +372,25 @@ class SimulatedServer:
             err = doc["error"]
             return self._error_response(status, err["message"], err["type"],
                                         param=err.get("param"), code=err.get("code"))
+        self.misreport(doc, request.headers.get("Authorization", ""))
         if body.get("stream"):
             return await self._stream(request, doc, body)
         return web.json_response(doc)
+
+    def misreport(self, doc: dict[str, Any], auth: str) -> None:
+        """What a careless provider does to a good reply: `echo_key` quotes the request's key
+        in every choice's text (after the answer; with the header's form and bare); `usage`
+        replaces the token counts reported (e.g. negative ones). Chat replies and batch lines
+        alike."""
+        if self.echo_key:
+            key = auth.removeprefix("Bearer ").strip()
+            for ch in doc["choices"]:
+                ch["message"]["content"] += (f"\n(debug: Authorization: Bearer {key}; "
+                                             f"key={key}; {key})")
+        if self.usage is not None:
+            pt, ct = self.usage
+            doc["usage"] = {"prompt_tokens": pt, "completion_tokens": ct,
+                            "total_tokens": pt + ct}
 
     def _check_key(self, request: Any) -> Any:
         """401 unless the request carries `require_api_key` (None: any key passes)."""

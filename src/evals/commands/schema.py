@@ -29,6 +29,9 @@ def register(subparsers: Any) -> None:
                     "schema describes. Names: " + "; ".join(
                         f"{k}: {v[2]}" for k, v in _FILES.items()))
     p.add_argument("name", choices=sorted(_FILES), help="which file")
+    # every reporting command takes --json; the schema is one JSON document either way
+    p.add_argument("--json", action="store_true", help="JSON output (the default; accepted for "
+                                                       "symmetry with the other commands)")
     p.set_defaults(func=run, _parser=p)
 
 

@@ -33,13 +33,26 @@ def run(args: argparse.Namespace) -> int:
 
     runs = [args.run] + ([args.run_b] if args.run_b else [])
     res = build_view(runs, out=args.out, page_size=args.page_size)
-    if args.open:
-        import webbrowser
+    if args.open and not _open_in_browser(res.path):
+        import sys
 
-        webbrowser.open(res.path.resolve().as_uri())
+        uri = res.path.resolve().as_uri()
+        print(f"ensemble: no web browser found to open the page; open {uri} in a browser (or "
+              "copy the file to a machine with one: it works offline)", file=sys.stderr)
     if args.json:
         emit_json({"path": str(res.path), "questions": res.questions, "samples": res.samples,
                    "bytes": res.bytes})
     else:
         print(res.path)
     return 0
+
+
+def _open_in_browser(path: Any) -> bool:
+    """Open the page in the user's browser; False when Python finds none (a server, a
+    container: webbrowser then has nothing to run)."""
+    import webbrowser
+
+    try:
+        return bool(webbrowser.open(path.resolve().as_uri()))
+    except webbrowser.Error:
+        return False

@@ -1,0 +1,128 @@
+"""The bad-input walk outside evals/: every input a user can get wrong is one line on stderr, a
+non-zero exit and no traceback (CLI), or one InputError (Python); the README's argument order
+works. Through the real CLI and the real simulated server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ensemble import Ensemble
+from ensemble.errors import DataError, InputError
+from ensemble.testing import SimulatedServer
+from tasks import get_task
+
+BINARY = bytes(range(256)) * 4  # not UTF-8, not YAML, not JSON
+
+
+def cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
+                          timeout=timeout)
+
+
+def one_line(r):
+    err = r.stderr.decode("utf-8", "replace")
+    assert r.returncode != 0, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_readme_argument_order_for_choices_works():
+    with SimulatedServer(lam1=3.0) as srv:
+        r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url, "--t", "1",
+                "-k", "3", "--choices", "positive,negative", "Positive or negative: hello",
+                "--json")
+        single = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                     "-k", "2", "--choices", "L,R", "hello", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["choices"] == ["positive", "negative"] and sum(doc["counts"].values()) == 3
+    assert single.returncode == 0, single.stderr
+    assert json.loads(single.stdout)["choices"] == ["L", "R"]
+
+
+def test_choices_differing_only_in_case_are_refused():
+    err = one_line(cli("sample", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                       "--choices", "l", "L", "hello there"))
+    assert "differ only in case" in err
+    with pytest.raises(InputError, match="differ only in case"):
+        Ensemble(model="openai/x", api_base="http://127.0.0.1:9/v1", choices=["yes", "Yes"])
+
+
+def test_a_prompt_argument_that_is_not_utf8_is_one_line():
+    r = subprocess.run([sys.executable.encode(), b"-m", b"ensemble", b"sample", b"--model",
+                        b"openai/x", b"--api-base", b"http://127.0.0.1:9/v1", b"caf\xe9 \xff"],
+                       capture_output=True, timeout=120)
+    assert "not valid text" in one_line(r)
+
+
+def test_binary_files_are_one_line(tmp_path):
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(BINARY)
+    base = ("--api-base", "http://127.0.0.1:9/v1")
+    cases = [
+        ("sample", "--model", "g", "--router", str(blob), "hello"),
+        ("eval", "boxball", "--ensemble", str(blob), "--limit", "1"),
+        ("eval", "jsonl", "--model", "openai/x", *base, "--data", str(blob), "--t", "1",
+         "--n", "1"),
+        ("testing", "serve", "--answer-key", str(blob)),
+    ]
+    for args in cases:
+        err = one_line(cli(*args))
+        assert "UTF-8" in err, (args, err)
+
+
+def test_a_lone_surrogate_in_a_jsonl_line_names_the_row(tmp_path):
+    j = tmp_path / "q.jsonl"
+    j.write_text('{"question": "ok?", "choices": ["a", "b"]}\n'
+                 '{"question": "bad \\ud800 text", "choices": ["a", "b"]}\n')
+    with pytest.raises(DataError, match="row 2.*surrogate"):
+        get_task("jsonl", data=j).questions()
+    err = one_line(cli("eval", "jsonl", "--model", "openai/x", "--api-base",
+                       "http://127.0.0.1:9/v1", "--data", str(j), "--t", "1", "--n", "1"))
+    assert "row 2" in err
+
+
+def test_decide_refuses_a_lone_surrogate_and_decide_many_none():
+    ens = Ensemble(model="openai/x", api_base="http://127.0.0.1:9/v1", n=1)
+    with pytest.raises(InputError, match="lone surrogate"):
+        ens.decide("bad \ud800 text")
+    with pytest.raises(InputError, match="list of prompts"):
+        ens.decide_many(None)  # type: ignore[arg-type]
+
+
+def test_interrupting_sample_without_a_store_does_not_promise_one(tmp_path):
+    import signal
+    import time
+
+    with SimulatedServer(lam1=3.0, latency=5.0) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "ensemble", "sample", "--model",
+                                 "openai/sim-expert", "--api-base", srv.base_url, "-k", "2",
+                                 "hello there"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        t0 = time.monotonic()
+        while srv.stats.requests < 1 and time.monotonic() - t0 < 60:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "not kept" in text and "kept in the store" not in text
+
+
+def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
+    from evals.records import read_questions, read_samples
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_bytes(b'{"id": "q"}\n' + BINARY)
+    (run / "questions.jsonl").write_bytes(BINARY)
+    with pytest.raises(DataError, match="samples.jsonl.*not UTF-8"):
+        list(read_samples(run))
+    with pytest.raises(DataError, match="questions.jsonl.*not UTF-8"):
+        list(read_questions(run))
+
