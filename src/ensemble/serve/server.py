@@ -91,6 +91,12 @@ class VotingServer:
             return
         self._ready.set()
         loop.run_forever()
+        # tasks left in the loop (litellm's logging worker) end here, not at garbage collection
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
     def stop(self) -> None:
