@@ -41,7 +41,6 @@ class VotingServer:
         """Listen in the running loop (the port is known when this returns)."""
         from aiohttp import web
 
-        self.app.ensembles.warm_up()
         # handler_cancellation: a client that disconnects cancels its request's samples
         self._runner = web.AppRunner(self.app.application(), access_log=None,
                                      handle_signals=False, handler_cancellation=True,
@@ -52,6 +51,7 @@ class VotingServer:
         for addr in self._runner.addresses:
             self.port = int(addr[1])
             break
+        self.app.ensembles.warm_up()  # listening (a taken port fails fast), not yet announced
 
     async def stop_async(self) -> None:
         if self._runner is not None:
