@@ -156,6 +156,12 @@ def test_litellm_client_with_api_base(env, questions):
     content = r.choices[0].message.content
     assert content in texts and votes[PARSE(content)] == max(votes.values())
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (ptoks, ctoks)
+    assert r.ensemble["votes"] == dict(votes) and r.ensemble["decision"] == PARSE(content)
+    # litellm streaming too: the same reply (same prompt, same samples), in chunks
+    chunks = litellm().completion(model="openai/vote", api_base=env["srv"].base_url,
+                                  api_key=SERVE_KEY, stream=True,
+                                  messages=[{"role": "user", "content": q.prompt}])
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == content
 
 
 def test_mixed_ensemble_reports_votes_per_member(env, questions):
