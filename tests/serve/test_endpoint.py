@@ -209,6 +209,16 @@ def test_per_request_overrides_within_bounds(env, questions):
     assert "unknown ensemble override 'temperature'" in ei.value.body["message"]
 
 
+def test_adaptive_stopping_per_request(env, questions):
+    q = questions[15]
+    c = openai.OpenAI(base_url=env["srv"].base_url, api_key=SERVE_KEY)
+    r = c.chat.completions.create(model="vote", messages=[{"role": "user", "content": q.prompt}],
+                                  extra_body={"ensemble": {"stop": "beta", "max_n": 7}})
+    ens = r.model_extra["ensemble"]
+    assert ens["stop"] == "beta" and 1 <= ens["samples"] <= 7
+    _check_against_upstream(env, r, q.prompt, ens["samples"])
+
+
 def test_wrong_key_is_a_401_error_object_without_the_key(env):
     c = openai.OpenAI(base_url=env["srv"].base_url, api_key="not-the-key-12345")
     with pytest.raises(openai.AuthenticationError) as ei:
