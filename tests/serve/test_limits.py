@@ -36,6 +36,8 @@ def env(tmp_path_factory):
                        "max_concurrency": 1},
             "timeout": {**lr, "api_base": slow.base_url, "n": 1, "temperature": 0.8,
                         "request_timeout": 0.2},
+            "upstream-timeout": {**lr, "api_base": slow.base_url, "n": 1, "temperature": 0.6,
+                                 "timeout": 0.2, "max_attempts": 1},
         }})
         small = parse_config({"port": 0, "max_queue": 2, "models": {
             "queued": {**lr, "api_base": slow.base_url, "n": 1, "temperature": 0.7}}})
@@ -123,3 +125,13 @@ def test_request_timeout_is_a_504_error_object(env):
     assert r.status_code == 504
     err = r.json()["error"]
     assert err["code"] == "request_timeout" and "0.2 s" in err["message"]
+
+
+def test_an_upstream_timeout_is_a_504_naming_the_upstream(env):
+    with httpx.Client() as c:
+        r = _post(c, env["srv"].base_url, "upstream-timeout", QS[301].prompt)
+    assert r.status_code == 504
+    err = r.json()["error"]
+    assert err["code"] == "upstream_timeout"
+    assert "openai/sim-expert" in err["message"]
+    assert env["slow"].base_url.removesuffix("/v1") in err["message"]
