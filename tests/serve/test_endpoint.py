@@ -60,9 +60,9 @@ def env(questions):
                  "api_base": up.base_url, "api_key_env": "SIM_UPSTREAM_KEY"}]},
             "badkey": {**base, "api_key_env": "SIM_WRONG_KEY", "model": "openai/sim-expert",
                        "n": 3},
+            # nothing listens there: a refused loopback port is not retried (default options)
             "down": {"model": "openai/sim-expert", "n": 3, "choices": CHOICES,
-                     "api_base": f"http://127.0.0.1:{_free_port()}/v1", "max_attempts": 1,
-                     "max_retry_time": 5},
+                     "api_base": f"http://127.0.0.1:{_free_port()}/v1"},
         }})
         with VotingServer(cfg, api_key=SERVE_KEY, log=RequestLog(sink=lines.append)) as srv:
             yield {"up": up, "srv": srv, "lines": lines, "bodies": []}
