@@ -88,6 +88,7 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
 def run_serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
+    import sys
 
     from ..errors import InputError
     from ..serve import SERVE_KEY_ENV, VotingServer, load_config, parse_config
@@ -107,6 +108,10 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError(f"--port {config.port} is not a port number (0 to 65535)")
     key = server_key(args.api_key, config.api_key_env or SERVE_KEY_ENV)
     server = VotingServer(config, api_key=key)
+    if key is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"ensemble: warning: serving on {config.host} without a key: anyone who can reach "
+              "it spends your upstream budget; give --api-key or set ENSEMBLE_SERVE_API_KEY",
+              file=sys.stderr, flush=True)
 
     async def main() -> None:
         task = asyncio.ensure_future(server.serve_forever(
