@@ -301,3 +301,14 @@ def test_one_log_line_per_request(env, questions):
     assert len(new) == 1
     assert new[0].startswith("POST /v1/chat/completions 200 model=vote samples=5 decision=")
     assert " margin=" in new[0] and new[0].endswith("ms")
+
+
+def test_a_requests_temperature_is_ignored_and_said_so(env, questions):
+    q = questions[16]
+    c = openai.OpenAI(base_url=env["srv"].base_url, api_key=SERVE_KEY)
+    r = c.chat.completions.create(model="vote", temperature=0.0, max_tokens=5,
+                                  messages=[{"role": "user", "content": q.prompt}])
+    ens = _check_against_upstream(env, r, q.prompt, 5)
+    assert ens["ignored"] == ["temperature", "max_tokens"] and ens["temperatures"] == [1.0]
+    assert {rep.temperature for rep in env["up"].stats.replies if rep.prompt == q.prompt} == {1.0}
+    assert env["lines"][-1].endswith("ignored temperature,max_tokens")

@@ -205,7 +205,9 @@ class VotingApp:
             return _error(status, message, "upstream_error", code=code)
         rec.update(samples=decision.n_samples, decision=decision.decision,
                    margin=decision.margin, stream=req.stream)
-        doc = completion_doc(req.model, decision, ens.members, n=req.n)
+        doc = completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored)
+        if req.ignored:
+            rec["note"] = f"ignored {','.join(req.ignored)}"
         if not req.stream:
             return web.json_response(doc)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",

@@ -31,6 +31,7 @@ class RequestRecord:
     margin: int | None = None
     stream: bool = False
     error: str | None = None
+    note: str | None = None  # e.g. the sampling parameters of the request that were ignored
 
     def line(self) -> str:
         parts = [self.method, self.path, str(self.status)]
@@ -42,6 +43,8 @@ class RequestRecord:
         if self.stream:
             parts.append("stream")
         parts.append(f"{self.seconds * 1000:.1f}ms")
+        if self.note:
+            parts.append(self.note)
         if self.error:
             parts.append(f"error={' '.join(self.error.split())}")
         return " ".join(parts)

@@ -31,6 +31,9 @@ __all__ = ["ChatRequest", "RequestRejected", "completion_chunks", "completion_do
 
 ROLES = ("system", "developer", "user", "assistant")
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "prediction")
+# sampling parameters the served ensemble sets itself: a request's are ignored, and said so
+IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
+           "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs")
 MAX_CHOICES = 16
 CHUNK_CHARS = 64
 
@@ -57,6 +60,7 @@ class ChatRequest:
     include_usage: bool = False
     n: int = 1
     overrides: Any = None  # the raw `ensemble` object of extra_body (checked per model)
+    ignored: tuple[str, ...] = ()  # sampling parameters the request set (the ensemble's rule)
 
 
 def _text(content: Any, i: int) -> str:
@@ -127,7 +131,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
                               param="n")
     return ChatRequest(model=model, messages=_messages(body.get("messages")),
                        stream=bool(stream), include_usage=bool((opts or {}).get("include_usage")),
-                       n=n, overrides=body.get("ensemble"))
+                       n=n, overrides=body.get("ensemble"),
+                       ignored=tuple(k for k in IGNORED if body.get(k) is not None))
 
 
 def error_doc(message: str, etype: str = "invalid_request_error", *, param: str | None = None,
@@ -152,13 +157,18 @@ def _representatives(d: Decision, k: int) -> list[Sample]:
     return out
 
 
-def ensemble_doc(d: Decision, members: Sequence[Any]) -> dict[str, Any]:
-    """The `ensemble` object of a response: the vote behind the reply."""
+def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] = ()
+                 ) -> dict[str, Any]:
+    """The `ensemble` object of a response: the vote behind the reply (and, when the request
+    set sampling parameters, that they were ignored: the served ensemble sets its own)."""
     doc: dict[str, Any] = {
         "decision": d.decision, "votes": dict(d.votes), "margin": d.margin, "tie": d.tie,
         "samples": d.n_samples, "invalid": d.n_invalid, "cost_usd": d.cost_usd,
         "aggregator": d.aggregator, "stop": d.stop,
+        "temperatures": sorted({m.temperature for m in members}),
     }
+    if ignored:
+        doc["ignored"] = list(ignored)
     if len(members) > 1:
         doc["member_votes"] = [{"model": m.model, "temperature": m.temperature, "votes": v}
                                for m, v in zip(members, d.member_votes, strict=False)]
@@ -166,7 +176,8 @@ def ensemble_doc(d: Decision, members: Sequence[Any]) -> dict[str, Any]:
 
 
 def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
-                   completion_id: str | None = None) -> dict[str, Any]:
+                   ignored: Sequence[str] = (), completion_id: str | None = None
+                   ) -> dict[str, Any]:
     """The `chat.completion` answering a request with the ensemble's decision."""
     choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
                 "logprobs": None, "finish_reason": s.finish_reason or "stop"}
@@ -180,7 +191,7 @@ def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1
         "system_fingerprint": None, "choices": choices,
         "usage": {"prompt_tokens": d.prompt_tokens, "completion_tokens": d.completion_tokens,
                   "total_tokens": d.prompt_tokens + d.completion_tokens},
-        "ensemble": ensemble_doc(d, members),
+        "ensemble": ensemble_doc(d, members, ignored=ignored),
     }
 
 
