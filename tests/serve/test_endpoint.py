@@ -241,6 +241,11 @@ def test_malformed_body_is_a_400_error_object(env):
         "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "response_format"
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    r = httpx.post(url, headers=auth, json={"model": "vote", "messages": [
+        {"role": "user", "content": "x" * 2_000_000}]})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    r = httpx.get(url.replace("/chat/completions", "/nowhere"), headers=auth)
+    assert r.status_code == 404 and "POST /v1/chat/completions" in r.json()["error"]["message"]
 
 
 def test_unknown_model_is_a_404_listing_the_served_names(env):

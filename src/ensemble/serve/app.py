@@ -146,6 +146,12 @@ class VotingApp:
             status = CLIENT_CLOSED
             rec["error"] = "client disconnected; its pending samples were cancelled"
             raise
+        except (ConnectionResetError, web.HTTPException):
+            raise  # the client went away mid-stream; aiohttp's own replies
+        except Exception as exc:  # noqa: BLE001 - a bug answers 500 and one log line, not a hang
+            rec["error"] = f"internal error: {type(exc).__name__}: {exc}"
+            return _error(500, f"the endpoint failed: {type(exc).__name__}: {exc}",
+                          "server_error", code="internal_error")
         finally:
             self.log.write(RequestRecord(status=status, seconds=time.perf_counter() - t0,
                                          **rec))
@@ -153,6 +159,10 @@ class VotingApp:
     async def _chat(self, request: web.Request, rec: dict[str, Any]) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            rec["error"] = "body too large"
+            return _error(413, f"the request body is larger than {request.client_max_size} "
+                               "bytes", code="request_too_large")
         except (json.JSONDecodeError, UnicodeDecodeError):
             rec["error"] = "malformed JSON"
             return _error(400, "the request body is not valid JSON; send a chat completion "
