@@ -110,13 +110,20 @@ def test_openai_async_client_concurrent_requests(env, questions):
         qs = questions[3:9]
         rs = await asyncio.gather(*(c.chat.completions.create(
             model="vote", messages=[{"role": "user", "content": q.prompt}]) for q in qs))
+        stream = await c.chat.completions.create(
+            model="vote", stream=True, messages=[{"role": "user",
+                                                   "content": questions[17].prompt}])
+        text = "".join([ch.choices[0].delta.content or "" async for ch in stream])
         await c.close()
-        return qs, rs
+        return qs, rs, text
 
-    qs, rs = asyncio.run(main())
+    qs, rs, text = asyncio.run(main())
     for q, r in zip(qs, rs, strict=True):
         _check_against_upstream(env, r, q.prompt, 5)
         env["bodies"].append(r.model_dump_json())
+    texts, _, _ = _served(env["up"], questions[17].prompt)
+    votes = Counter(a for a in map(PARSE, texts) if a is not None)
+    assert text in texts and votes[PARSE(text)] == max(votes.values())
 
 
 def test_openai_streaming_ends_with_a_final_chunk_and_done(env, questions):
