@@ -108,7 +108,7 @@ def test_a_client_that_disconnects_cancels_its_pending_samples(env):
     prompt = QS[200].prompt
     with httpx.Client() as c, pytest.raises(httpx.ReadTimeout):
         # 6 samples, one request each (the upstream rejects n), one at a time: ~3 s in all
-        _post(c, env["srv"].base_url, "cancel", prompt, timeout=1.2)
+        _post(c, env["srv"].base_url, "cancel", prompt, timeout=1.4)
     time.sleep(2.5 * SLOW + 1.0)  # long enough for the rest, had they been requested
     sent = slow.stats.requests - before
     # one probe of n (rejected at once), then at most the samples begun before the disconnect
