@@ -11,6 +11,7 @@ work inside and outside a running event loop (Jupyter included).
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import os
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncVoted", "Decision", "Ensemble", "Member", "Voted", "vote"]
 
 P = ParamSpec("P")
+HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prior is fitted from
 
 Prompt = str | Sequence[Message]
 
@@ -141,7 +143,8 @@ class Ensemble:
                   api_base), unless it has its own `lam` or `calibration`.
     stop:         "bayes" | "beta" | a `StopSpec`: draw adaptively, up to `max_n` (default n)
                   samples per decision, stopping once the answer is settled; the bayes rule's
-                  prior is fitted from the pilots of this Ensemble's earlier decisions too.
+                  prior is fitted from the pilots of this Ensemble's earlier decisions too
+                  (the most recent HISTORY_MAX = 20,000).
                   With members, the rule reads the pooled votes, drawn in rounds of one more
                   vote per member (each up to its own n; max_n does not apply).
     tie:          "random" (seeded by `seed`) or "fractional"; never list order.
@@ -216,7 +219,10 @@ class Ensemble:
         self.aggregator_name = aggregator
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
         self.stop_spec = self._stop_spec(stop, max_n)
-        self._history: list[tuple[int, int]] = []  # (top, second) pilot counts, for bayes
+        # (top, second) pilot counts for the bayes prior: the most recent HISTORY_MAX, so that
+        # a long-lived Ensemble (`ensemble serve`) neither grows nor slows without bound
+        self._history: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=HISTORY_MAX)
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = {rename.get(k, k): v for k, v in kwargs.items()}
@@ -444,7 +450,7 @@ class Ensemble:
                 counts = [answer_counts(pooled(p)) for p in range(P) if p not in failed]
                 rule = spec.rule_from_counts([c[1] for c in counts] + [h[0] for h in self._history],
                                              [c[2] for c in counts] + [h[1] for h in self._history])
-                self._history += [(c[1], c[2]) for c in counts]
+                self._history.extend((c[1], c[2]) for c in counts)
             else:
                 rule = spec.rule()
 

@@ -19,11 +19,11 @@ __all__ = ["build_parser", "main"]
 # The core's subcommand modules (ensemble.commands); each defines register(subparsers). Other
 # packages add commands through the entry-point group below (the evals: eval, compare,
 # calibrate, view), so the core never imports them.
-COMMANDS = ("theory", "sample", "testing", "models", "batches")
+COMMANDS = ("theory", "sample", "testing", "models", "batches", "serve")
 ENTRY_POINT_GROUP = "ensemble.commands"
 # the order of `ensemble --help`; commands not named here follow, sorted
-HELP_ORDER = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view", "models",
-              "batches", "schema")
+HELP_ORDER = ("theory", "sample", "testing", "eval", "compare", "calibrate", "view", "serve",
+              "models", "batches", "schema")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

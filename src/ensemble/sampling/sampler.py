@@ -675,6 +675,8 @@ class Sampler:
     def _store_reply(self, req: SampleRequest, key: str, indices: list[int], comp: Completion,
                      got: list[Any], row: list[Sample | None], parse: Parser) -> None:
         share = max(1, len(got))
+        # the reply's completion tokens split over its choices so that they sum to the reply's
+        each, extra = divmod(comp.completion_tokens or 0, share)
         samples = []
         for j, ch in enumerate(got):
             samples.append(Sample(
@@ -682,7 +684,7 @@ class Sampler:
                 finish_reason=ch.finish_reason,
                 prompt_tokens=comp.prompt_tokens if j == 0 else 0,
                 completion_tokens=(None if comp.completion_tokens is None
-                                   else round(comp.completion_tokens / share)),
+                                   else each + (j < extra)),
                 cost_usd=None if comp.cost_usd is None else comp.cost_usd / share,
                 latency_s=comp.latency_s, logprobs=ch.logprobs))
         if self.store is not None:

@@ -26,8 +26,8 @@ from .expert import (
 )
 from .fake import FakeExpertProvider
 from .faults import FAULT_KINDS, FaultPlan
-from .server import INDEX_HEADER, ServerStats, SimulatedServer
+from .server import INDEX_HEADER, ServedReply, ServerStats, SimulatedServer
 
 __all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan", "FakeExpertProvider", "FaultPlan",
-           "MCModel", "Reply", "ServerStats", "SimulatedExpert", "SimulatedServer",
+           "MCModel", "Reply", "ServedReply", "ServerStats", "SimulatedExpert", "SimulatedServer",
            "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]

@@ -53,10 +53,26 @@ from .expert import (
 )
 from .faults import FaultPlan
 
-__all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServerStats", "SimulatedServer",
-           "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]
+__all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
+           "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key",
+           "question_text"]
 
 INDEX_HEADER = "x-ensemble-sample-index"
+
+
+@dataclass(frozen=True)
+class ServedReply:
+    """One chat completion the server answered (`ServerStats.replies`, in order served): the
+    request's last message, temperature, sample indices, the texts and the usage it reported
+    (the true ones: before `echo_key` or `usage` misreport them)."""
+
+    number: int  # the request's number (1, 2, ...: order of arrival)
+    prompt: str
+    temperature: float
+    indices: tuple[int, ...]
+    texts: tuple[str, ...]
+    prompt_tokens: int
+    completion_tokens: int
 
 
 @dataclass
@@ -81,6 +97,7 @@ class ServerStats:
     batches_created: int = 0
     batch_lines: int = 0  # batch lines executed
     batch_line_faults: int = 0  # batch lines failed by `BatchPlan.fail_rate` / `fail_first`
+    replies: list = field(default_factory=list)  # ServedReply per completion (keep_replies)
 
     def indices_served(self) -> dict[str, list[int]]:
         """Per prompt key (hash of messages and temperature), the sample indices served."""
@@ -101,7 +118,9 @@ class SimulatedServer:
     `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's behaviour
     (`BatchPlan`: completion delay, failing lines, expiring batches, file limits); `echo_key`:
     quote the request's API key in every reply's text; `usage=(prompt, completion)`: report
-    these token counts instead of the true ones (e.g. negative).
+    these token counts instead of the true ones (e.g. negative); `keep_replies`: log every
+    completion answered in `stats.replies` (`ServedReply`: prompt, sample indices, texts,
+    usage), for tests that check a client's result against what the server actually sent.
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
@@ -113,7 +132,8 @@ class SimulatedServer:
                  max_n: int = 128, rate_limit: tuple[int, float] | None = None,
                  rate_limit_retry_after: float = 1.0, refuse_rate: float = 0.0,
                  expert: SimulatedExpert | None = None, batch: BatchPlan | None = None,
-                 echo_key: bool = False, usage: tuple[int, int] | None = None) -> None:
+                 echo_key: bool = False, usage: tuple[int, int] | None = None,
+                 keep_replies: bool = False) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
@@ -138,6 +158,7 @@ class SimulatedServer:
         self.refuse_rate = float(refuse_rate)
         self.echo_key = bool(echo_key)
         self.usage = None if usage is None else (int(usage[0]), int(usage[1]))
+        self.keep_replies = keep_replies
         self.stats = ServerStats()
         self.batch_api = SimulatedBatchAPI(self, batch or BatchPlan(seed=self.seed))
         self._lock = threading.Lock()
@@ -480,7 +501,13 @@ class SimulatedServer:
             self.stats.completions += k
             self.stats.temperatures.append(temperature)
             self.stats.n_values.append(n)
-        ptoks, ctoks = self.expert.usage(messages, [c["message"]["content"] for c in choices])
+        texts = tuple(c["message"]["content"] for c in choices)
+        ptoks, ctoks = self.expert.usage(messages, texts)
+        if self.keep_replies:
+            with self._lock:
+                self.stats.replies.append(ServedReply(number, prompt, temperature,
+                                                      tuple(range(start, start + k)), texts,
+                                                      ptoks, ctoks))
         model = str(body.get("model", ""))
         return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",

@@ -1,0 +1,132 @@
+"""`ensemble serve`: an OpenAI-compatible endpoint answering with an ensemble's vote."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..cliargs import nonneg_int, positive_float, positive_int, price_pair, temperature
+
+DEFAULT_NAME = "ensemble"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve", help="an OpenAI-compatible endpoint that answers with the ensemble's vote",
+        description="Serves POST /v1/chat/completions, GET /v1/models and GET /health on "
+                    "127.0.0.1 (unless --host says otherwise). Prints its base URL "
+                    "(http://HOST:PORT/v1) on the first line, then one log line per request on "
+                    "stderr. Serve one ensemble from the options below, or several named "
+                    "ensembles from --config (docs/serve.md).")
+    p.add_argument("--config", metavar="FILE", help="YAML file mapping served names to "
+                   "ensembles (the options below then set only host, port, key and logging)")
+    e = p.add_argument_group("one served ensemble (without --config)")
+    e.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
+    e.add_argument("--api-base", help="the upstream's OpenAI-compatible base URL")
+    e.add_argument("--upstream-key-env", metavar="VAR",
+                   help="environment variable holding the upstream key (default: the "
+                        "provider's own, e.g. OPENAI_API_KEY); never forwarded or logged")
+    e.add_argument("--name", default=DEFAULT_NAME,
+                   help=f"the model name clients ask for (default {DEFAULT_NAME!r})")
+    e.add_argument("--n", type=positive_int, default=5, help="samples per decision (default 5)")
+    e.add_argument("--t", type=temperature, default=0.7, dest="temperature",
+                   help="sampling temperature (default 0.7)")
+    e.add_argument("--choices", help="comma-separated allowed answers, e.g. A,B,C,D")
+    e.add_argument("--aggregator", default="plurality", help="voting rule (default plurality)")
+    e.add_argument("--stop", choices=("fixed", "beta", "bayes"),
+                   help="adaptive stopping rule (draws up to --max-n samples)")
+    e.add_argument("--max-n", type=positive_int, help="sample budget of the stopping rule")
+    e.add_argument("--max-request-n", type=positive_int,
+                   help="largest n a request may ask for through extra_body "
+                        "{\"ensemble\": {\"n\": ...}} (default: --max-n or --n)")
+    e.add_argument("--system", help="system message put before every request's messages")
+    e.add_argument("--max-concurrency", type=positive_int, default=8,
+                   help="requests in flight upstream at most, all clients together (default 8)")
+    e.add_argument("--rpm", type=positive_float, help="upstream requests per minute at most")
+    e.add_argument("--timeout", type=positive_float, help="seconds per upstream request")
+    e.add_argument("--max-attempts", type=positive_int,
+                   help="upstream attempts per request for transient errors")
+    e.add_argument("--price-per-1k-tokens", type=price_pair, metavar="IN,OUT",
+                   help="USD per 1,000 prompt and completion tokens (for an unpriced model)")
+    s = p.add_argument_group("the endpoint")
+    s.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=nonneg_int, help="port (default 8000; 0: a free one)")
+    s.add_argument("--api-key", help="the key clients must send (default: the "
+                   "ENSEMBLE_SERVE_API_KEY environment variable; none: no key needed)")
+    s.add_argument("--max-queue", type=positive_int,
+                   help="requests admitted at once; past it 429 with Retry-After (default 256)")
+    s.add_argument("--request-timeout", type=positive_float,
+                   help="seconds per request before a 504 (default 300)")
+    s.add_argument("--store", metavar="PATH", help="SQLite store keeping every sample drawn")
+    s.add_argument("--log-json", action="store_true", help="log one JSON object per request")
+    p.set_defaults(func=run_serve, _parser=p)
+
+
+def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """The config mapping the command line describes (--config's file, or one ensemble)."""
+    from ..errors import InputError
+
+    if args.config:
+        if args.model:
+            raise InputError("give either --config FILE or --model, not both")
+        return {}
+    if not args.model:
+        raise InputError("ensemble serve needs --model M (a litellm model string) or "
+                         "--config FILE (see docs/serve.md)")
+    served: dict[str, Any] = {
+        "model": args.model, "n": args.n, "temperature": args.temperature,
+        "aggregator": args.aggregator, "stop": args.stop, "max_n": args.max_n,
+        "max_request_n": args.max_request_n, "system": args.system,
+        "api_base": args.api_base, "api_key_env": args.upstream_key_env,
+        "max_concurrency": args.max_concurrency, "rpm": args.rpm, "timeout": args.timeout,
+        "max_attempts": args.max_attempts, "price_per_1k": args.price_per_1k_tokens}
+    if args.choices:
+        served["choices"] = [c.strip() for c in args.choices.split(",") if c.strip()]
+    return {"models": {args.name: {k: v for k, v in served.items() if v is not None}}}
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    import sys
+
+    from ..errors import InputError
+    from ..serve import SERVE_KEY_ENV, VotingServer, load_config, parse_config
+    from ..serve.auth import server_key
+
+    doc = _config_doc(args)
+    config = load_config(args.config) if args.config else parse_config(doc, source="ensemble "
+                                                                        "serve")
+    for field, value in (("host", args.host), ("port", args.port),
+                         ("max_queue", args.max_queue),
+                         ("request_timeout", args.request_timeout), ("store", args.store)):
+        if value is not None:
+            setattr(config, field, value)
+    if args.log_json:
+        config.log_json = True
+    if config.port > 65535:
+        raise InputError(f"--port {config.port} is not a port number (0 to 65535)")
+    key = server_key(args.api_key, config.api_key_env or SERVE_KEY_ENV)
+    server = VotingServer(config, api_key=key)
+    if key is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"ensemble: warning: serving on {config.host} without a key: anyone who can reach "
+              "it spends your upstream budget; give --api-key or set ENSEMBLE_SERVE_API_KEY",
+              file=sys.stderr, flush=True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(server.serve_forever(
+            on_ready=lambda url: print(url, flush=True)))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        raise InputError(f"cannot serve on {config.host}:{config.port}: {exc.strerror}; pick "
+                         "another --port (0: a free one)") from None
+    return 0

@@ -1,0 +1,230 @@
+"""The voting endpoint's routes, on aiohttp's web server.
+
+    POST /v1/chat/completions   the ensemble's decision as a chat.completion (or its chunks)
+    GET  /v1/models             the served names
+    GET  /health                {"status": "ok", ...} (no key needed)
+
+Each request is decided by its served name's Ensemble (`ensembles.ServedEnsembles`), whose
+endpoints' limiters are shared by every request of the process. At most `max_queue` requests
+are admitted at once (being decided or waiting for an upstream slot); past that a request gets
+429 with Retry-After instead of a place in an unbounded queue. A client that disconnects
+cancels its request: its pending samples are never requested, and those already drawn stay in
+the store (when there is one). Every error is OpenAI's error object; messages are redacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from ..errors import (
+    EnsembleError,
+    InputError,
+    ProviderError,
+    ProviderTimeoutError,
+    RunStopped,
+    SamplingFailed,
+)
+from ..profile import public_api_base
+from ..secrets import redact
+from .auth import authorized
+from .config import ServeConfig
+from .ensembles import ServedEnsembles, parse_overrides
+from .logs import RequestLog, RequestRecord
+from .wire import (
+    ChatRequest,
+    RequestRejected,
+    completion_chunks,
+    completion_doc,
+    error_doc,
+    parse_chat_request,
+)
+
+__all__ = ["CLIENT_CLOSED", "VotingApp", "upstream_failure"]
+
+CLIENT_CLOSED = 499  # the status logged for a request whose client went away (nginx's)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, message: str, etype: str = "invalid_request_error", *,
+           param: str | None = None, code: str | None = None,
+           headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(error_doc(redact(message), etype, param=param, code=code),
+                             status=status, headers=headers)
+
+
+def upstream_failure(exc: EnsembleError) -> tuple[int, str, str]:
+    """(status, message, code) for a decision that failed upstream: 504 for a timeout, else
+    502; the message names the upstream (model and endpoint, without credentials)."""
+    cause: BaseException | None = exc
+    if isinstance(exc, RunStopped) and exc.cause is not None:
+        cause = exc.cause
+    elif isinstance(exc, SamplingFailed) and exc.failures:
+        cause = getattr(exc.failures[0], "exception", None) or exc
+    if not isinstance(cause, ProviderError):
+        return 502, f"the upstream failed: {exc}", "upstream_error"
+    where = public_api_base(cause.api_base) or "its provider's API"
+    name = f"{cause.model or 'the upstream model'} at {where}"
+    timed_out = isinstance(cause, ProviderTimeoutError) or "timeout" in cause.reason.lower()
+    if timed_out:
+        return 504, f"upstream {name} timed out: {cause}", "upstream_timeout"
+    return 502, f"upstream {name} failed: {cause}", "upstream_error"
+
+
+class VotingApp:
+    """The endpoint's state (served ensembles, admission count, key, log) and its handlers."""
+
+    def __init__(self, config: ServeConfig, *, api_key: str | None = None,
+                 log: RequestLog | None = None) -> None:
+        self.config = config
+        self.api_key = api_key
+        self.log = log or RequestLog(json_lines=config.log_json)
+        self.ensembles = ServedEnsembles(config)
+        self.active = 0  # requests admitted and not yet answered
+        self.rejected = 0  # requests turned away by the queue bound
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        for prefix in ("/v1", ""):
+            app.router.add_post(f"{prefix}/chat/completions", self.chat)
+            app.router.add_get(f"{prefix}/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    async def _cleanup(self, app: web.Application) -> None:
+        await self.ensembles.aclose()
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The key check (every route but /health) and OpenAI-shaped errors for aiohttp's own
+        (unknown route, wrong method, oversized body)."""
+        t0 = time.perf_counter()
+        if request.path != "/health" and not authorized(request.headers.get("Authorization"),
+                                                         self.api_key):
+            self.log.write(RequestRecord(request.method, request.path, 401,
+                                         time.perf_counter() - t0, error="invalid api key"))
+            return _error(401, "Incorrect API key provided; send this endpoint's key as "
+                               "Authorization: Bearer KEY", code="invalid_api_key")
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            self.log.write(RequestRecord(request.method, request.path, exc.status,
+                                         time.perf_counter() - t0, error=exc.reason))
+            what = {404: f"no route {request.path}; the endpoint serves POST "
+                         "/v1/chat/completions, GET /v1/models and GET /health",
+                    405: f"{request.method} is not allowed on {request.path}",
+                    413: "the request body is too large"}.get(exc.status, exc.reason)
+            return _error(exc.status, what, code=exc.reason.lower().replace(" ", "_"))
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "models": self.ensembles.names,
+                                  "active": self.active, "max_queue": self.config.max_queue})
+
+    async def models(self, request: web.Request) -> web.Response:
+        created = int(time.time())
+        return web.json_response({"object": "list", "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "ensemble",
+             "ensemble": self.ensembles.describe(name)} for name in self.ensembles.names]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {"method": request.method, "path": request.path}
+        status = 500
+        try:
+            resp = await self._chat(request, rec)
+            status = resp.status
+            return resp
+        except asyncio.CancelledError:
+            status = CLIENT_CLOSED
+            rec["error"] = "client disconnected; its pending samples were cancelled"
+            raise
+        except (ConnectionResetError, web.HTTPException):
+            raise  # the client went away mid-stream; aiohttp's own replies
+        except Exception as exc:  # noqa: BLE001 - a bug answers 500 and one log line, not a hang
+            rec["error"] = f"internal error: {type(exc).__name__}: {exc}"
+            return _error(500, f"the endpoint failed: {type(exc).__name__}: {exc}",
+                          "server_error", code="internal_error")
+        finally:
+            self.log.write(RequestRecord(status=status, seconds=time.perf_counter() - t0,
+                                         **rec))
+
+    async def _chat(self, request: web.Request, rec: dict[str, Any]) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            rec["error"] = "body too large"
+            return _error(413, f"the request body is larger than {request.client_max_size} "
+                               "bytes", code="request_too_large")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            rec["error"] = "malformed JSON"
+            return _error(400, "the request body is not valid JSON; send a chat completion "
+                               "request as a JSON object")
+        try:
+            req = parse_chat_request(body)
+            rec["model"] = req.model
+            served = self.ensembles.served(req.model)
+            if served is None:
+                names = ", ".join(self.ensembles.names)
+                raise RequestRejected(f"The model `{req.model}` does not exist on this "
+                                      f"endpoint; it serves: {names}", status=404,
+                                      param="model", code="model_not_found")
+            overrides = parse_overrides(req.overrides, served)
+            ens = self.ensembles.get(req.model, overrides)
+        except RequestRejected as exc:
+            rec["error"] = str(exc)
+            return _error(exc.status, str(exc), exc.etype, param=exc.param, code=exc.code)
+        except InputError as exc:
+            rec["error"] = str(exc)
+            return _error(400, str(exc), param="ensemble")
+        if self.active >= self.config.max_queue:
+            self.rejected += 1
+            rec["error"] = "queue full"
+            return _error(429, f"the endpoint has {self.active} requests in progress, its "
+                               "bound; retry after the Retry-After seconds", "rate_limit_error",
+                          code="queue_full", headers={"Retry-After": "1"})
+        self.active += 1
+        try:
+            return await self._decide(request, req, ens, rec)
+        finally:
+            self.active -= 1
+
+    async def _decide(self, request: web.Request, req: ChatRequest, ens: Any,
+                      rec: dict[str, Any]) -> web.StreamResponse:
+        timeout = self.config.timeout_for(req.model)
+        try:
+            decision = await asyncio.wait_for(ens.adecide(req.messages), timeout)
+        except asyncio.TimeoutError:
+            rec["error"] = f"no decision within {timeout:g} s"
+            return _error(504, f"no decision within the endpoint's request timeout "
+                               f"({timeout:g} s); the samples drawn are kept in its store",
+                          "timeout", code="request_timeout")
+        except InputError as exc:
+            rec["error"] = str(exc)
+            return _error(400, str(exc))
+        except EnsembleError as exc:
+            status, message, code = upstream_failure(exc)
+            rec["error"] = message
+            return _error(status, message, "upstream_error", code=code)
+        rec.update(samples=decision.n_samples, decision=decision.decision,
+                   margin=decision.margin, stream=req.stream)
+        doc = completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored)
+        if req.ignored:
+            rec["note"] = f"ignored {','.join(req.ignored)}"
+        if not req.stream:
+            return web.json_response(doc)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                       "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        for chunk in completion_chunks(doc, include_usage=req.include_usage):
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp

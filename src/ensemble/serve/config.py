@@ -1,0 +1,193 @@
+"""What `ensemble serve` serves: public model names mapped to ensembles (pydantic, YAML).
+
+    host: 127.0.0.1            # the default; anything else must be asked for
+    port: 8000
+    api_key_env: ENSEMBLE_SERVE_API_KEY   # clients must send this key (optional)
+    max_queue: 256             # requests admitted at once; past it 429 with Retry-After
+    request_timeout: 300       # seconds per request; past it 504
+    store: runs/serve.sqlite   # keep every sample drawn (optional)
+    models:
+      vote-mini:               # what a request's `model` names
+        model: openai/gpt-4o-mini
+        api_key_env: OPENAI_API_KEY
+        n: 5
+        temperature: 0.7
+        choices: [A, B, C, D, E]
+        max_concurrency: 8     # requests in flight upstream, at most (all requests share it)
+        max_request_n: 10      # a request's extra_body {"ensemble": {"n": ...}} up to this
+      mixed:
+        members:
+          - {model: openai/gpt-4o, n: 1, temperature: 0.3, lam: 4.0}
+          - {model: openai/gpt-4o-mini, n: 4, temperature: 1.0, lam: 1.5}
+        aggregator: lam-weighted
+
+Upstream keys are named by environment variable (`api_key_env`), never written in the file:
+they stay in the server's environment and never reach a client or a log.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import InputError
+
+__all__ = ["LOOPBACK", "SERVE_KEY_ENV", "EndpointConfig", "MemberConfig", "ServeConfig",
+           "ServedModel", "load_config", "parse_config"]
+
+LOOPBACK = "127.0.0.1"
+SERVE_KEY_ENV = "ENSEMBLE_SERVE_API_KEY"
+
+
+class EndpointConfig(BaseModel):
+    """Where an upstream model is and how hard to push it (the library's ProviderOptions)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_base: str | None = None
+    api_key_env: str | None = Field(default=None, description="environment variable holding "
+                                    "the upstream key (the key itself is never in the file)")
+    max_concurrency: int | None = Field(default=None, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1)
+    max_retry_time: float | None = Field(default=None, gt=0)
+    price_per_1k: tuple[float, float] | None = None
+
+    def provider_options(self) -> dict[str, Any]:
+        """The keyword arguments of `ProviderOptions` (the key read from its variable)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in EndpointConfig.model_fields
+                               if k != "api_key_env" and getattr(self, k) is not None}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise InputError(f"api_key_env names {self.api_key_env}, which is not set: "
+                                 f"export {self.api_key_env}=... before `ensemble serve`")
+            out["api_key"] = key
+        return out
+
+
+class MemberConfig(EndpointConfig):
+    """One member of a mixed ensemble: a model at one temperature, n votes, its own endpoint."""
+
+    model: str
+    n: int = Field(default=1, ge=1)
+    temperature: float = Field(default=0.7, ge=0)
+    lam: float | None = None
+    calibration: str | None = None
+
+
+class ServedModel(EndpointConfig):
+    """One served name: a one-model ensemble (`model`, `n`, `temperature`) or `members`."""
+
+    model: str | None = None
+    members: list[MemberConfig] | None = None
+    n: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    lam: float | None = None
+    choices: list[str] | None = None
+    aggregator: str = "plurality"
+    stop: str | None = None
+    max_n: int | None = Field(default=None, ge=1)
+    calibration: list[str] | None = None
+    system: str | None = None
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    request_timeout: float | None = Field(default=None, gt=0)
+    max_request_n: int | None = Field(default=None, ge=1, description="the largest n (or max_n) "
+                                      "a request may ask for; default: the configured one")
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    def check(self, name: str) -> None:
+        if (self.model is None) == (self.members is None):
+            raise InputError(f"served model {name!r}: give either model: or members:, "
+                             "not both and not neither")
+        if self.members is not None:
+            given = [k for k in ("n", "temperature", "lam", "api_base", "api_key_env",
+                                 "max_concurrency", "rpm", "tpm", "timeout")
+                     if getattr(self, k) is not None]
+            if given:
+                raise InputError(f"served model {name!r}: {', '.join(given)} belong to each "
+                                 "member, not to the ensemble")
+            if not self.members:
+                raise InputError(f"served model {name!r}: members: is empty")
+
+    @property
+    def budget(self) -> int:
+        """Samples per decision as configured (the adaptive rule's max_n when there is one)."""
+        if self.members is not None:
+            return sum(m.n for m in self.members)
+        return self.max_n or self.n or 5
+
+    @property
+    def request_n_bound(self) -> int:
+        return self.max_request_n or self.budget
+
+
+class ServeConfig(BaseModel):
+    """The whole server: where it listens, its limits, and the served names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = LOOPBACK
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_key_env: str | None = None
+    max_queue: int = Field(default=256, ge=1)
+    request_timeout: float = Field(default=300.0, gt=0)
+    store: str | None = None
+    log_json: bool = False
+    models: dict[str, ServedModel]
+
+    def model_post_init(self, context: Any) -> None:
+        if not self.models:
+            raise InputError("the config serves no models: add at least one under models:")
+        for name, m in self.models.items():
+            if not name.strip() or name != name.strip():
+                raise InputError(f"served model name {name!r} must be non-empty, without "
+                                 "surrounding spaces")
+            m.check(name)
+        if not math.isfinite(self.request_timeout):
+            raise InputError("request_timeout must be a finite number of seconds")
+
+    def timeout_for(self, name: str) -> float:
+        return self.models[name].request_timeout or self.request_timeout
+
+
+def load_config(path: str | os.PathLike[str]) -> ServeConfig:
+    """A `ServeConfig` from a YAML (or JSON) file; every problem is one InputError line."""
+    import yaml
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the serve config {p}: {exc.strerror}; give an existing "
+                         "YAML file to --config") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"the serve config {p} is not valid YAML{where}: "
+                         f"{getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"the serve config {p} must be a mapping with a models: section")
+    return parse_config(doc, source=str(p))
+
+
+def parse_config(doc: dict[str, Any], *, source: str = "config") -> ServeConfig:
+    """A `ServeConfig` from a plain mapping; pydantic's errors become one line."""
+    try:
+        return ServeConfig.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise InputError(f"{source}: {where}: {err['msg']} (see docs/serve.md for the "
+                         "config format)") from None

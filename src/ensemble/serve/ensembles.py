@@ -1,0 +1,154 @@
+"""The served ensembles: one `Ensemble` per served name, built once at start-up.
+
+Every request to a name goes through that name's Ensemble, so its members' endpoints are
+reached through the library's process-wide limiters: never more requests in flight upstream
+than the configured `max_concurrency`, whatever the number of clients. A request that
+overrides n or the stopping rule (within the configured bounds) gets a variant of the
+Ensemble, built on first use and kept; variants reach the same endpoints, hence the same
+limiters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import Ensemble
+from ..errors import InputError
+from ..members import Member
+from .config import ServeConfig, ServedModel
+
+__all__ = ["OVERRIDE_KEYS", "Overrides", "ServedEnsembles", "build_ensemble", "parse_overrides"]
+
+OVERRIDE_KEYS = ("n", "stop", "max_n")
+STOP_RULES = ("fixed", "beta", "bayes")
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """A request's `extra_body={"ensemble": {...}}`: n, the stopping rule and its budget.
+
+    `stop` is None when the request does not set it; "none" asks for no adaptive stopping.
+    """
+
+    n: int | None = None
+    stop: str | None = None
+    max_n: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.n is None and self.stop is None and self.max_n is None
+
+
+def parse_overrides(doc: Any, served: ServedModel) -> Overrides:
+    """The overrides of one request, checked against the served model's bounds (InputError
+    naming the key and the allowed range otherwise)."""
+    if doc is None:
+        return Overrides()
+    if not isinstance(doc, dict):
+        raise InputError('"ensemble" must be an object such as {"n": 3}')
+    unknown = sorted(set(doc) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise InputError(f"unknown ensemble override {unknown[0]!r}; a request may set "
+                         f"{', '.join(OVERRIDE_KEYS)}")
+    bound = served.request_n_bound
+    ints: dict[str, int | None] = {}
+    for key in ("n", "max_n"):
+        v = doc.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not
+                              1 <= v <= bound):
+            raise InputError(f"ensemble.{key} must be an integer from 1 to {bound} (this "
+                             f"server's bound for the model), got {v!r}")
+        ints[key] = v
+    stop = doc.get("stop", None)
+    if "stop" in doc and stop is None:
+        stop = "none"
+    if stop is not None and stop not in (*STOP_RULES, "none"):
+        raise InputError(f"ensemble.stop must be one of {', '.join(STOP_RULES)} or null, "
+                         f"got {stop!r}")
+    if served.members is not None and (ints["n"] is not None or ints["max_n"] is not None):
+        raise InputError("this model is a mixed ensemble: its members carry their own n; a "
+                         "request may set ensemble.stop only")
+    return Overrides(n=ints["n"], stop=stop, max_n=ints["max_n"])
+
+
+def _members(served: ServedModel) -> list[Member]:
+    return [Member(mc.model, n=mc.n, temperature=mc.temperature, lam=mc.lam,
+                   calibration=mc.calibration, **mc.provider_options())
+            for mc in served.members or []]
+
+
+def build_ensemble(served: ServedModel, *, store: str | None = None,
+                   overrides: Overrides | None = None) -> Ensemble:
+    """The Ensemble a served name stands for, with a request's overrides applied."""
+    overrides = overrides or Overrides()
+    stop = served.stop if overrides.stop is None else (
+        None if overrides.stop == "none" else overrides.stop)
+    kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
+                          "stop": stop, "calibration": served.calibration,
+                          "system": served.system, "seed": served.seed, "store": store}
+    if served.max_tokens is not None:
+        kw["max_tokens"] = served.max_tokens
+    if served.members is not None:
+        return Ensemble(members=_members(served), **kw)
+    n = overrides.n or served.n or 5
+    max_n = overrides.max_n or (overrides.n if stop is not None else None) or served.max_n
+    if stop is not None:
+        kw["max_n"] = max_n or n
+    return Ensemble(model=served.model, n=n, temperature=served.temperature, lam=served.lam,
+                    **kw, **served.provider_options())
+
+
+class ServedEnsembles:
+    """Name -> Ensemble for the whole server (built at start-up, so a bad config fails then)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self._built: dict[tuple[str, Overrides], Ensemble] = {}
+        for name, served in config.models.items():
+            try:
+                self._built[(name, Overrides())] = build_ensemble(served, store=config.store)
+            except InputError as exc:
+                raise InputError(f"served model {name!r}: {exc}") from None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.config.models)
+
+    def served(self, name: str) -> ServedModel | None:
+        return self.config.models.get(name)
+
+    def get(self, name: str, overrides: Overrides | None = None) -> Ensemble:
+        """The Ensemble for a served name and a request's overrides (a variant is built once)."""
+        key = (name, overrides or Overrides())
+        ens = self._built.get(key)
+        if ens is None:
+            ens = build_ensemble(self.config.models[name], store=self.config.store,
+                                 overrides=overrides)
+            self._built[key] = ens
+        return ens
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """What `GET /v1/models` says about a served name (no endpoint, no key)."""
+        ens = self._built[(name, Overrides())]
+        return {"members": [{"model": m.model, "n": m.n, "temperature": m.temperature}
+                            for m in ens.members],
+                "aggregator": ens.aggregator_name,
+                "stop": ens.stop_spec.stop if ens.stop_spec is not None else None,
+                "choices": list(ens.choices) if ens.choices else None}
+
+    def warm_up(self) -> None:
+        """Import litellm now if a member needs it (~4 s here), so that the first request does
+        not stall the event loop while it loads."""
+        from ..sampling.provider import is_local_model
+
+        if any(not is_local_model(m.model) for ens in self._built.values()
+               for m in ens.members):
+            from ..sampling.client import litellm
+
+            litellm()
+
+    async def aclose(self) -> None:
+        built, self._built = list(self._built.values()), {}
+        for ens in built:
+            await ens.aclose()

@@ -1,0 +1,73 @@
+"""One line per request: method, path, model, status, samples drawn, decision, margin, time.
+
+Plain text by default, one JSON object per line with `--log-json`. Every line passes through
+`ensemble.secrets.redact`: no key reaches the log, whatever an upstream error message held.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from ..secrets import redact
+
+__all__ = ["RequestLog", "RequestRecord"]
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one request did."""
+
+    method: str
+    path: str
+    status: int
+    seconds: float
+    model: str | None = None
+    samples: int | None = None
+    decision: str | None = None
+    margin: int | None = None
+    stream: bool = False
+    error: str | None = None
+    note: str | None = None  # e.g. the sampling parameters of the request that were ignored
+
+    def line(self) -> str:
+        parts = [self.method, self.path, str(self.status)]
+        if self.model is not None:
+            parts.append(f"model={self.model}")
+        if self.samples is not None:
+            parts += [f"samples={self.samples}", f"decision={self.decision}",
+                      f"margin={self.margin}"]
+        if self.stream:
+            parts.append("stream")
+        parts.append(f"{self.seconds * 1000:.1f}ms")
+        if self.note:
+            parts.append(self.note)
+        if self.error:
+            parts.append(f"error={' '.join(self.error.split())}")
+        return " ".join(parts)
+
+    def json_line(self) -> str:
+        doc = {k: v for k, v in asdict(self).items() if v is not None}
+        doc["ms"] = round(doc.pop("seconds") * 1000, 1)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+class RequestLog:
+    """Writes one redacted line per request to `sink` (default: stderr)."""
+
+    def __init__(self, *, json_lines: bool = False,
+                 sink: Callable[[str], None] | None = None) -> None:
+        self.json_lines = json_lines
+        self._sink = sink
+        self._lock = threading.Lock()
+
+    def write(self, rec: RequestRecord) -> None:
+        text = redact(rec.json_line() if self.json_lines else rec.line())
+        with self._lock:
+            if self._sink is not None:
+                self._sink(text)
+            else:
+                print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,222 @@
+"""The Chat Completions wire format, as the endpoint reads and writes it.
+
+In: a request body, checked (`parse_chat_request`): what is malformed or not supported is a
+`RequestRejected` carrying the HTTP status and OpenAI's `param` / `code`.
+Out: a `chat.completion` built from a `Decision` (`completion_doc`), the same as
+`chat.completion.chunk`s for `stream=True` (`completion_chunks`), and OpenAI's error object
+(`error_doc`).
+
+What a response says: `choices[0].message.content` is the full text of one sample that voted
+for the decision (the first drawn); with a client's `n = k > 1`, choice i is a sample of the
+i-th most voted answer (at most k choices, one per distinct answer). `usage` sums every sample
+drawn; the `ensemble` object beside them carries the vote.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..api import Decision
+    from ..sampling.types import Sample
+
+__all__ = ["ChatRequest", "RequestRejected", "completion_chunks", "completion_doc",
+           "ensemble_doc", "error_doc", "parse_chat_request"]
+
+ROLES = ("system", "developer", "user", "assistant")
+UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "prediction")
+# sampling parameters the served ensemble sets itself: a request's are ignored, and said so
+IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
+           "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs")
+MAX_CHOICES = 16
+CHUNK_CHARS = 64
+
+
+class RequestRejected(InputError):
+    """A request the endpoint will not serve: status (400, 404, ...), OpenAI's param and code."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None,
+                 code: str | None = None, etype: str = "invalid_request_error") -> None:
+        self.status = status
+        self.param = param
+        self.code = code
+        self.etype = etype
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked chat request: the served name, the messages, and how to answer."""
+
+    model: str
+    messages: tuple[dict[str, str], ...]
+    stream: bool = False
+    include_usage: bool = False
+    n: int = 1
+    overrides: Any = None  # the raw `ensemble` object of extra_body (checked per model)
+    ignored: tuple[str, ...] = ()  # sampling parameters the request set (the ensemble's rule)
+
+
+def _text(content: Any, i: int) -> str:
+    """A message's content as text: a string, or the text of OpenAI's content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text" \
+                    or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise RequestRejected(f"messages[{i}].content: only text parts are supported, "
+                                      f"got {kind!r}", param=f"messages[{i}].content")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise RequestRejected(f"messages[{i}].content must be a string or a list of text parts",
+                          param=f"messages[{i}].content")
+
+
+def _messages(raw: Any) -> tuple[dict[str, str], ...]:
+    if not isinstance(raw, list) or not raw:
+        raise RequestRejected("messages must be a non-empty list of {role, content} objects",
+                              param="messages")
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise RequestRejected(f"messages[{i}] must be an object with role and content",
+                                  param=f"messages[{i}]")
+        role = m["role"]
+        if role not in ROLES:
+            raise RequestRejected(f"messages[{i}].role {role!r} is not supported; use one of "
+                                  f"{', '.join(ROLES)}", param=f"messages[{i}].role")
+        out.append({"role": "system" if role == "developer" else role,
+                    "content": _text(m.get("content"), i)})
+    if not any(m["content"].strip() for m in out):
+        raise RequestRejected("every message is empty; give the text to send", param="messages")
+    return tuple(out)
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    """A checked `ChatRequest` from a decoded JSON body (RequestRejected otherwise)."""
+    if not isinstance(body, dict):
+        raise RequestRejected("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestRejected("model is required: the name of a served ensemble (see "
+                              "GET /v1/models)", param="model")
+    for key in UNSUPPORTED:
+        if body.get(key) is not None:
+            raise RequestRejected(f"{key} is not supported by the voting endpoint (it votes on "
+                                  "text answers)", param=key)
+    fmt = body.get("response_format")
+    if fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") == "text"):
+        raise RequestRejected("response_format (JSON output voted field by field) is not "
+                              "supported yet; leave it out, or use {\"type\": \"text\"}",
+                              param="response_format")
+    stream = body.get("stream", False)
+    if stream not in (True, False, None):
+        raise RequestRejected(f"stream must be a boolean, got {stream!r}", param="stream")
+    opts = body.get("stream_options")
+    if opts is not None and not isinstance(opts, Mapping):
+        raise RequestRejected("stream_options must be an object", param="stream_options")
+    n = body.get("n", 1)
+    n = 1 if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise RequestRejected(f"n must be an integer from 1 to {MAX_CHOICES}, got {n!r}",
+                              param="n")
+    return ChatRequest(model=model, messages=_messages(body.get("messages")),
+                       stream=bool(stream), include_usage=bool((opts or {}).get("include_usage")),
+                       n=n, overrides=body.get("ensemble"),
+                       ignored=tuple(k for k in IGNORED if body.get(k) is not None))
+
+
+def error_doc(message: str, etype: str = "invalid_request_error", *, param: str | None = None,
+              code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object."""
+    return {"error": {"message": message, "type": etype, "param": param, "code": code}}
+
+
+def _representatives(d: Decision, k: int) -> list[Sample]:
+    """Choice 0: the first sample that voted for the decision; then one sample per next most
+    voted answer, up to k in all. No valid vote: the first sample drawn."""
+    ranked = [d.decision] if d.decision is not None else []
+    ranked += [a for a, _ in sorted(d.votes.items(), key=lambda kv: (-kv[1], kv[0]))
+               if a != d.decision]
+    out = []
+    for answer in ranked[:k]:
+        s = next((s for s in d.samples if s.answer == answer), None)
+        if s is not None:
+            out.append(s)
+    if not out and d.samples:
+        out.append(d.samples[0])
+    return out
+
+
+def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] = ()
+                 ) -> dict[str, Any]:
+    """The `ensemble` object of a response: the vote behind the reply (and, when the request
+    set sampling parameters, that they were ignored: the served ensemble sets its own)."""
+    doc: dict[str, Any] = {
+        "decision": d.decision, "votes": dict(d.votes), "margin": d.margin, "tie": d.tie,
+        "samples": d.n_samples, "invalid": d.n_invalid, "cost_usd": d.cost_usd,
+        "aggregator": d.aggregator, "stop": d.stop,
+        "temperatures": sorted({m.temperature for m in members}),
+    }
+    if ignored:
+        doc["ignored"] = list(ignored)
+    if len(members) > 1:
+        doc["member_votes"] = [{"model": m.model, "temperature": m.temperature, "votes": v}
+                               for m, v in zip(members, d.member_votes, strict=False)]
+    return doc
+
+
+def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
+                   ignored: Sequence[str] = (), completion_id: str | None = None
+                   ) -> dict[str, Any]:
+    """The `chat.completion` answering a request with the ensemble's decision."""
+    choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
+                "logprobs": None, "finish_reason": s.finish_reason or "stop"}
+               for i, s in enumerate(_representatives(d, n))]
+    if not choices:  # pragma: no cover - a decision always has samples
+        choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
+                    "logprobs": None, "finish_reason": "stop"}]
+    return {
+        "id": completion_id or f"chatcmpl-ens-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion", "created": int(time.time()), "model": name,
+        "system_fingerprint": None, "choices": choices,
+        "usage": {"prompt_tokens": d.prompt_tokens, "completion_tokens": d.completion_tokens,
+                  "total_tokens": d.prompt_tokens + d.completion_tokens},
+        "ensemble": ensemble_doc(d, members, ignored=ignored),
+    }
+
+
+def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
+                      ) -> Iterator[dict[str, Any]]:
+    """A `chat.completion` as the chunks OpenAI streams: per choice a role chunk, content
+    pieces and a finish chunk (it carries the `ensemble` object); with `include_usage`, every
+    chunk has `usage: null` and a last chunk without choices carries the usage."""
+    head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
+            "model": doc["model"], "system_fingerprint": None}
+    extra = {"usage": None} if include_usage else {}
+    last = len(doc["choices"]) - 1
+    for ch in doc["choices"]:
+        j = ch["index"]
+        yield {**head, "choices": [{"index": j, "delta": {"role": "assistant", "content": ""},
+                                    "logprobs": None, "finish_reason": None}], **extra}
+        text = ch["message"]["content"]
+        for i in range(0, len(text), CHUNK_CHARS):
+            yield {**head, "choices": [{"index": j, "delta": {"content": text[i:i + CHUNK_CHARS]},
+                                        "logprobs": None, "finish_reason": None}], **extra}
+        final: dict[str, Any] = {**head, "choices": [{"index": j, "delta": {}, "logprobs": None,
+                                                      "finish_reason": ch["finish_reason"]}],
+                                 **extra}
+        if j == last:
+            final["ensemble"] = doc["ensemble"]
+        yield final
+    if include_usage:
+        yield {**head, "choices": [], "usage": doc["usage"]}

@@ -1,0 +1,109 @@
+"""The serve config (YAML, pydantic), the request checks and the overrides, without a server:
+the docs' config builds, and each mistake is an InputError naming what to fix."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ensemble.errors import InputError
+from ensemble.serve import (
+    Overrides,
+    RequestRejected,
+    ServedEnsembles,
+    build_ensemble,
+    load_config,
+    parse_chat_request,
+    parse_config,
+    parse_overrides,
+)
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
+
+
+def test_the_docs_config_loads_and_builds_its_ensembles(tmp_path, monkeypatch):
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"),
+                                      re.S) if "models:" in b]
+    path = tmp_path / "serve.yaml"
+    path.write_text(block)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-example-0000000000")
+    cfg = load_config(path)
+    assert cfg.host == "127.0.0.1" and list(cfg.models) == ["vote-mini", "adaptive", "mixed"]
+    cfg.store = None  # build without touching runs/
+    served = ServedEnsembles(cfg)
+    mini = served.get("vote-mini")
+    assert mini.n == 5 and mini.choices == tuple("ABCDE")
+    assert mini.members[0].options.max_concurrency == 8
+    assert mini.members[0].options.api_key == "sk-docs-example-0000000000"
+    assert served.get("adaptive").stop_spec.stop == "bayes"
+    assert served.get("adaptive").stop_spec.max_n == 20
+    mixed = served.get("mixed")
+    assert [m.n for m in mixed.members] == [1, 4] and mixed.aggregator_name == "lam-weighted"
+    assert "sk-docs" not in repr(served.describe("vote-mini"))
+
+
+@pytest.mark.parametrize("doc, expect", [
+    ({"models": {}}, "serves no models"),
+    ({"models": {"a": {}}}, "either model: or members:"),
+    ({"models": {"a": {"model": "openai/x", "members": [{"model": "openai/y"}]}}}, "not both"),
+    ({"models": {"a": {"members": [{"model": "openai/y"}], "n": 3}}}, "n belong to each member"),
+    ({"models": {"a": {"model": "openai/x", "n": 0}}}, "models.a.n"),
+    ({"models": {"a": {"model": "openai/x"}}, "port": 70000}, "port"),
+    ({"models": {"a": {"model": "openai/x", "api_key": "sk-in-the-file"}}}, "api_key"),
+])
+def test_config_mistakes_are_one_input_error(doc, expect):
+    with pytest.raises(InputError) as ei:
+        parse_config(doc)
+    assert expect in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_a_bad_ensemble_fails_at_start_up_naming_the_served_model():
+    cfg = parse_config({"models": {"r": {"model": "openai/x", "aggregator": "robust",
+                                         "lam": 2.0}}})
+    with pytest.raises(InputError, match="served model 'r': robust decides between two"):
+        ServedEnsembles(cfg)
+
+
+def test_overrides_within_bounds():
+    served = parse_config({"models": {"a": {"model": "openai/x", "n": 5,
+                                            "max_request_n": 9}}}).models["a"]
+    assert parse_overrides({"n": 9, "stop": "beta"}, served) == Overrides(n=9, stop="beta")
+    assert parse_overrides({"stop": None}, served).stop == "none"
+    ens = build_ensemble(served, overrides=Overrides(n=7, stop="beta"))
+    assert ens.stop_spec.stop == "beta" and ens.stop_spec.max_n == 7
+    for bad, msg in (({"n": 10}, "from 1 to 9"), ({"n": True}, "from 1 to 9"),
+                     ({"stop": "never"}, "must be one of"), ({"k": 1}, "unknown ensemble"),
+                     ([1], "must be an object")):
+        with pytest.raises(InputError, match=msg):
+            parse_overrides(bad, served)
+    mixed = parse_config({"models": {"m": {"members": [{"model": "openai/x", "n": 2}]}}})
+    with pytest.raises(InputError, match="mixed ensemble"):
+        parse_overrides({"n": 1}, mixed.models["m"])
+
+
+def test_request_checks():
+    req = parse_chat_request({"model": "a", "messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Left "},
+                                     {"type": "text", "text": "or right?"}]}]})
+    assert req.messages == ({"role": "system", "content": "Be brief."},
+                            {"role": "user", "content": "Left or right?"})
+    for body, param in (({"messages": [{"role": "user", "content": "x"}]}, "model"),
+                        ({"model": "a", "messages": []}, "messages"),
+                        ({"model": "a", "messages": [{"role": "tool", "content": "x"}]},
+                         "messages[0].role"),
+                        ({"model": "a", "messages": [{"role": "user", "content": [
+                            {"type": "image_url", "image_url": {"url": "x"}}]}]},
+                         "messages[0].content"),
+                        ({"model": "a", "tools": [{}], "messages": [{"role": "user",
+                                                                     "content": "x"}]}, "tools"),
+                        ({"model": "a", "n": 0, "messages": [{"role": "user", "content": "x"}]},
+                         "n"),
+                        ({"model": "a", "stream": "yes", "messages": [{"role": "user",
+                                                                       "content": "x"}]},
+                         "stream")):
+        with pytest.raises(RequestRejected) as ei:
+            parse_chat_request(body)
+        assert ei.value.status == 400 and ei.value.param == param
