@@ -93,6 +93,20 @@ class Vote:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # valid answers per group (member index 0, 1, ...) when the votes were labelled
     group_counts: tuple[dict[str, int], ...] = field(default_factory=tuple)
+    # open answers: per canonical answer, the raw spellings that voted for it; and the typed
+    # decision (a float for numbers, a field's value for structured outputs)
+    spellings: dict[str, dict[str, int]] = field(default_factory=dict)
+    value: Any = None
+
+    @property
+    def votes(self) -> dict[str, int]:
+        """Valid votes per answer (the same as `counts`)."""
+        return self.counts
+
+    @property
+    def invalid(self) -> int:
+        """Invalid votes (the same as `n_invalid`)."""
+        return self.n_invalid
 
 
 class Aggregator(Protocol):
@@ -112,6 +126,7 @@ class RuleInfo:
     binary: bool
     needs: tuple[str, ...]
     summary: str
+    open: bool = True  # applies to open answers (numbers, text...): no fixed set of options
 
 
 RULES: dict[str, RuleInfo] = {r.name: r for r in (
@@ -123,16 +138,17 @@ RULES: dict[str, RuleInfo] = {r.name: r for r in (
     RuleInfo("lam-weighted", False, ("lam", "lams"), "each vote weighs 2λ of its member "
              "(log-odds that an informed expert reports the truth); any number of options"),
     RuleInfo("robust", True, ("lam", "lams"), "minimax-regret rule from the theory engine: one "
-             "group (lam=) or the per-group counts of members (lams=); binary only"),
+             "group (lam=) or the per-group counts of members (lams=); binary only", False),
     RuleInfo("omniscient", True, ("structure",), "evaluation only: the best rule knowing the "
-             "true report structure"),
+             "true report structure", False),
 )}
 
 
 class _Base:
     name = "base"
 
-    def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None) -> None:
+    def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None,
+                 open: bool = False) -> None:
         if tie not in TIE_RULES:
             raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
         if invalid not in INVALID_POLICIES:
@@ -140,6 +156,7 @@ class _Base:
         self.tie = tie
         self.invalid = invalid
         self.rng = as_rng(rng)
+        self.open = bool(open)
 
     def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
                  weights: Sequence[float] | None = None,
@@ -218,6 +235,8 @@ class Majority(_Base):
 
     def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
+        if choices is None and self.open:
+            return self._open_majority(answers)
         if not choices or len(choices) != 2:
             raise InputError("majority needs exactly two choices, e.g. choices=['L', 'R']")
         valid, n, n_inv = self._prepare(answers)
@@ -236,6 +255,17 @@ class Majority(_Base):
         else:
             top = list(choices)
         return self._finish(counts, top, n, len(valid), n_inv)
+
+
+    def _open_majority(self, answers: Sequence[str | None]) -> Vote:
+        """Open answers: the answer with more than half of the n votes, else no decision."""
+        valid, n, n_inv = self._prepare(answers)
+        counts = Counter(valid)
+        top = [a for a, c in counts.items() if 2 * c > n]
+        vote = self._finish(counts, top, n, len(valid), n_inv)
+        if not top and counts:
+            return replace(vote, notes=("no answer has more than half of the votes",))
+        return vote
 
 
 class RandomFollow(_Base):
@@ -486,7 +516,8 @@ def aggregator_info(name: str) -> RuleInfo:
 
 
 def get_aggregator(name: str, *, n_options: int | None = None,
-                   choices: Sequence[str] | None = None, **options: Any) -> Aggregator:
+                   choices: Sequence[str] | None = None, open: bool = False,
+                   **options: Any) -> Aggregator:
     """Build a rule by name: plurality, majority, random-follow, weighted, lam-weighted, robust,
     omniscient.
 
@@ -494,11 +525,19 @@ def get_aggregator(name: str, *, n_options: int | None = None,
     that cannot apply: robust, majority and omniscient are binary (two options; e.g. box-ball,
     not MathQA's five). Rule options: tie, invalid, rng for all; lam= or lams= for
     lam-weighted and robust; structure= for omniscient.
+
+    `open=True`: the answers are open (numbers, text, ...: no fixed set of options); rules that
+    need two options (robust, omniscient) are refused, and majority decides for the answer
+    with more than half of the votes (none otherwise).
     """
     info = aggregator_info(name)
+    if open and not info.open:
+        raise InputError(f"{name} decides between two fixed options and the answers are open "
+                         "(any number of answers): use plurality, majority, weighted or "
+                         "lam-weighted")
     k = len(choices) if choices is not None else n_options
     if info.binary and k is not None and k != 2:
         opts = f" ({', '.join(choices)})" if choices is not None else ""
         raise InputError(f"{name} decides between two options; this task has {k}{opts}: use "
                          "plurality or lam-weighted")
-    return _RULES[name](**options)
+    return _RULES[name](open=open, **options) if open else _RULES[name](**options)
