@@ -69,7 +69,9 @@ class Decision:
                   `n_samples` is then what it used (at most the Ensemble's max_n).
     """
 
-    decision: Any
+    # statically `str | None` (choices, the default); an open kind stores its typed value here
+    # (float for "number", a model instance for structured outputs): cast where it matters
+    decision: str | None
     votes: dict[str, int]
     samples: tuple[Sample, ...]
     margin: int

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InputError
 from .base import AnswerKind, OpenKind, answer_span
-from .kinds import Choice, Math, Text, mbr_choice, normalise_text
+from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
 from .structured import Exact, Structured, is_model_class
 from .tally import merge_same, spellings
@@ -33,6 +33,7 @@ __all__ = [
     "Structured",
     "Text",
     "answer_span",
+    "clear_math_cache",
     "mbr_choice",
     "merge_same",
     "normalise_text",

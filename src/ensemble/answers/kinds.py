@@ -25,7 +25,7 @@ from ..errors import InputError
 from ..sampling.parsing import extract_answer
 from .base import OpenKind
 
-__all__ = ["Choice", "Math", "Text", "mbr_choice", "normalise_text"]
+__all__ = ["Choice", "Math", "Text", "clear_math_cache", "mbr_choice", "normalise_text"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,12 @@ def _math_parse_uncached(raw: str) -> tuple[Any, ...]:
 _math_parse = functools.lru_cache(maxsize=65536)(_math_parse_uncached)
 
 
+@functools.lru_cache(maxsize=65536)
+def _math_canonical(raw: str) -> str | None:
+    parsed = _math_parse(raw)
+    return _math_key(parsed) if parsed else None
+
+
 def _math_key(parsed: tuple[Any, ...]) -> str | None:
     import sympy
 
@@ -169,6 +175,13 @@ def _math_same(a: str, b: str) -> bool:
     return _math_same_uncached(a, b, _math_parse)
 
 
+def clear_math_cache() -> None:
+    """Forget the parsed expressions and equivalences cached by `Math` (e.g. to measure)."""
+    _math_parse.cache_clear()
+    _math_canonical.cache_clear()
+    _math_same.cache_clear()
+
+
 @dataclass(frozen=True)
 class Math(OpenKind):
     """A mathematical expression (LaTeX or plain). The key is math-verify's canonical string
@@ -180,7 +193,9 @@ class Math(OpenKind):
     name = "math"
 
     def canonical(self, raw: str) -> str | None:
-        parsed = _math_parse(raw) if self.cache else _math_parse_uncached(raw)
+        if self.cache:
+            return _math_canonical(raw.strip())
+        parsed = _math_parse_uncached(raw)
         return _math_key(parsed) if parsed else None
 
     def same(self, a: str, b: str) -> bool:

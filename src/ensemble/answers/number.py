@@ -31,9 +31,19 @@ _NUM = re.compile(
     r"(?:\s*/\s*(?P<den>\d+(?:\.\d+)?))?")
 
 
+_PLAIN = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*")
+_SPECIAL = frozenset("\\{$€£¥,^\u00a0\u2009\u202f")
+
+
 def parse_number(raw: str) -> float | None:
     """The number written in `raw` (the last one, if several), or None."""
+    plain = _PLAIN.fullmatch(raw)
+    if plain is not None:  # the common case: a bare number
+        x = float(plain.group(1))
+        return x if math.isfinite(x) else None
     s = raw
+    if _SPECIAL.isdisjoint(s):
+        return _last_number(s)
     at = s.find("\\boxed")
     if at >= 0:
         brace = s.find("{", at)
@@ -47,7 +57,10 @@ def parse_number(raw: str) -> float | None:
         s = _TIMES10.sub(r"e\1", s)
     if "," in s:
         s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
-    s = s.replace("(", "").replace(")", "")
+    return _last_number(s.replace("(", "").replace(")", ""))
+
+
+def _last_number(s: str) -> float | None:
     matches = list(_NUM.finditer(s))
     if not matches:
         return None

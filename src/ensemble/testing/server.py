@@ -117,13 +117,14 @@ class SimulatedServer:
     `invalid_rate`, `seed`, `open_answers` (numbers written in varied equivalent forms) and
     `structured` (JSON replies for a `response_format` schema), see
     `ensemble.testing.openexpert`; or pass a ready `expert`. Provider behaviour: `latency`
-    (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`, `refuse_rate`,
-    `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's behaviour
-    (`BatchPlan`: completion delay, failing lines, expiring batches, file limits); `echo_key`:
-    quote the request's API key in every reply's text; `usage=(prompt, completion)`: report
-    these token counts instead of the true ones (e.g. negative); `keep_replies`: log every
-    completion answered in `stats.replies` (`ServedReply`: prompt, sample indices, texts,
-    usage), for tests that check a client's result against what the server actually sent.
+    (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`,
+    `refuse_rate`, `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's
+    behaviour (`BatchPlan`: completion delay, failing lines, expiring batches, file limits);
+    `echo_key`: quote the request's API key in every reply's text; `usage=(prompt,
+    completion)`: report these token counts instead of the true ones (e.g. negative);
+    `keep_replies`: log every completion answered in `stats.replies` (`ServedReply`: prompt,
+    sample indices, texts, usage), for tests that check a client's result against what the
+    server actually sent.
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
