@@ -198,6 +198,11 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     if len(set(labels)) < len(labels):
         raise InputError("--ensemble: two members have the same label; give each a 'label'")
     task = load_task(cfg)
+    kind = getattr(task, "answer_kind", None)
+    if kind is not None and kind.is_open:
+        raise InputError("--ensemble (mixed members) scores fixed choices; open answers "
+                         "(--open, --answer) run with one model, or use Ensemble(members=..., "
+                         "answer=...) in Python")
     questions = select_questions(cfg, task)
     box = cfg.task == "boxball"
     if not box and any(q.correct is None for q in questions):

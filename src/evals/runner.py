@@ -74,6 +74,8 @@ class EvalConfig:
     router: str | None = None
     aggregators: tuple[str, ...] = ()  # extra rules beside majority / plurality (--aggregator)
     lam1: float | None = None  # λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for lam-weighted / robust
+    open: bool = False  # mathqa --open: the question without options, the answer a number
+    answer: str | None = None  # jsonl --answer: the kind of rows without choices
 
     def k(self) -> int:
         """Samples per question and temperature (default: the largest n)."""
@@ -108,7 +110,16 @@ def load_task(cfg: EvalConfig) -> Task:
         opts.update(data=cfg.data, limit=cfg.limit, seed=cfg.seed, skip_invalid=cfg.skip_invalid)
     elif cfg.data is not None:
         raise InputError(f"task {cfg.task!r} takes no --data")
-    return get_task(cfg.task, **opts)
+    flags = {"open_answers": ("--open", cfg.open), "answer": ("--answer", cfg.answer)}
+    opts.update({k: v for k, (_, v) in flags.items() if v})
+    try:
+        return get_task(cfg.task, **opts)
+    except TypeError as exc:  # the task has no such option: say which flag it refuses
+        bad = next((flag for k, (flag, v) in flags.items() if v and repr(k) in str(exc)), None)
+        if bad is None:
+            raise
+        raise InputError(f"task {cfg.task!r} takes no {bad} (open answers: mathqa --open, or "
+                         "jsonl rows without choices with --answer)") from None
 
 
 def run_dir(cfg: EvalConfig) -> Path:
@@ -185,12 +196,19 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
                                      whole="scenario" if cfg.task == "boxball" else None)
     parse_for = getattr(task, "parse_for", None)
     answers = np.empty((len(cfg.temperatures), len(questions), k), dtype=object)
+    got: dict[tuple[int, int], list[Any]] = {}
     for i, row in enumerate(rows):
         ti, qi = divmod(i, len(questions))
         q = questions[qi]
+        got[ti, qi] = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
+    kind = getattr(task, "answer_kind", None)
+    if kind is not None and kind.is_open:  # open questions: options from the answers given
+        from .openanswers import open_questions
+
+        questions = open_questions(kind, questions, got, len(cfg.temperatures))
+    for (ti, qi), keys in got.items():
         # an answer counts only if it is one of this question's own choices
-        got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
-        answers[ti, qi] = [a if a in q.choices else None for a in got]
+        answers[ti, qi] = [a if a in questions[qi].choices else None for a in keys]
     t1 = time.perf_counter()
     from ensemble import __version__
 
@@ -248,6 +266,12 @@ def _data_notes(task: Task) -> dict[str, Any]:
     issues = getattr(task, "issues", None)
     if issues:
         notes["issues"] = {kind: len(rows) for kind, rows in issues.items()}
+    answer_kind = getattr(task, "answer_kind", None)
+    if answer_kind is not None and answer_kind.is_open:
+        notes["answer"] = answer_kind.name
+    not_numeric = getattr(task, "not_numeric", None)
+    if not_numeric:  # mathqa --open: questions whose right option is not a plain number
+        notes["not_numeric"] = len(not_numeric)
     return notes
 
 
