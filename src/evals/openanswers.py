@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ensemble.answers import merge_same
+from ensemble.answers import merge_same, spellings
 
 __all__ = ["is_open", "open_options", "open_questions"]
 
@@ -40,9 +40,11 @@ def open_options(kind: Any, answers: Sequence[str | None], correct: str | None
 
 
 def open_questions(kind: Any, questions: Sequence[Any], got: dict[tuple[int, int], list[Any]],
-                   n_temps: int) -> list[Any]:
+                   n_temps: int, raws: dict[tuple[int, int], list[Any]] | None = None
+                   ) -> list[Any]:
     """The questions with their options set from the answers in `got` ((t index, question
-    index) -> keys, renamed in place to their group's key)."""
+    index) -> keys, renamed in place to their group's key). With `raws` (the same layout: each
+    answer as written), `meta["spellings"]` records {answer: {spelling: count}} per question."""
     out = list(questions)
     for qi, q in enumerate(questions):
         if not is_open(q):
@@ -56,5 +58,9 @@ def open_questions(kind: Any, questions: Sequence[Any], got: dict[tuple[int, int
                 k = len(got[ti, qi])
                 got[ti, qi] = merged[at:at + k]
                 at += k
-        out[qi] = replace(q, choices=options, meta={**q.meta, "open": True})
+        meta = {**q.meta, "open": True}
+        if raws is not None:
+            written = [a for ti in range(n_temps) for a in raws.get((ti, qi), [])]
+            meta["spellings"] = spellings(merged, written)
+        out[qi] = replace(q, choices=options, meta=meta)
     return out

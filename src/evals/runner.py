@@ -205,7 +205,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     if kind is not None and kind.is_open:  # open questions: options from the answers given
         from .openanswers import open_questions
 
-        questions = open_questions(kind, questions, got, len(cfg.temperatures))
+        raws = {(i // len(questions), i % len(questions)): [
+            kind.extract(s.text or "") for s in row] for i, row in enumerate(rows)}
+        questions = open_questions(kind, questions, got, len(cfg.temperatures), raws)
     for (ti, qi), keys in got.items():
         # an answer counts only if it is one of this question's own choices
         answers[ti, qi] = [a if a in questions[qi].choices else None for a in keys]

@@ -90,6 +90,16 @@ def test_open_run_records_spellings_and_options(open_run):
     forms = {x["text"].split("<answer>")[1].split("</answer>")[0] for x in right}
     assert any("," in f for f in forms) and any("boxed" in f for f in forms)
     assert any(f.startswith("$") for f in forms)
+    # each question records each canonical answer with the spellings that voted for it
+    spelled = recs[0]["meta"]["spellings"]
+    assert set(spelled) <= set(recs[0]["choices"]) and sum(
+        sum(v.values()) for v in spelled.values()) == 10
+    # and the viewer shows them
+    from evals.view import build_view
+
+    page = build_view([out]).path.read_text()
+    some = next(iter(spelled[recs[0]["correct"]]))
+    assert json.dumps(some)[1:-1] in page and "answers (as written)" in page
 
 
 def test_compare_two_open_runs(open_run, tmp_path, mathqa_path):
