@@ -17,7 +17,8 @@ from typing import Any
 
 from ensemble.answers import merge_same, spellings
 
-__all__ = ["is_open", "open_options", "open_questions"]
+__all__ = ["is_open", "join_options", "open_options", "open_questions", "refuse_open",
+           "score_open"]
 
 
 def is_open(question: Any) -> bool:
@@ -37,6 +38,40 @@ def open_options(kind: Any, answers: Sequence[str | None], correct: str | None
     others = [a for a, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
               if a != correct]
     return merged, (*tail, *others)
+
+
+def score_open(task: Any, questions: Sequence[Any], rows: Sequence[Sequence[Any]],
+               got: dict[tuple[int, int], list[Any]], n_temps: int) -> list[Any]:
+    """The questions of a run as scored: unchanged unless the task's answer kind is open, then
+    with each open question's options and spellings from the replies in `rows` (one row per
+    (t, question), t-major) and their keys in `got` (renamed in place)."""
+    kind = getattr(task, "answer_kind", None)
+    if kind is None or not kind.is_open:
+        return list(questions)
+    nq = len(questions)
+    raws = {divmod(i, nq): [kind.extract(s.text or "") if s is not None else None
+                            for s in row] for i, row in enumerate(rows)}
+    return open_questions(kind, questions, got, n_temps, raws)
+
+
+def refuse_open(task: Any) -> Any:
+    """The task, or one line when a mixed-ensemble run (`--ensemble`) is asked to score open
+    answers."""
+    from ensemble.errors import InputError
+
+    kind = getattr(task, "answer_kind", None)
+    if kind is not None and kind.is_open:
+        raise InputError("--ensemble (mixed members) scores fixed choices; open answers "
+                         "(--open, --answer) run with one model, or use Ensemble(members=..., "
+                         "answer=...) in Python")
+    return task
+
+
+def join_options(shared: Sequence[Any], other: dict[str, Any]) -> list[Any]:
+    """Two runs' question records for compare: an open question's options are the answers
+    either run gave (its right answer first)."""
+    return [q.model_copy(update={"choices": list(dict.fromkeys(
+        [*q.choices, *other[q.id].choices]))}) if is_open(q) else q for q in shared]
 
 
 def open_questions(kind: Any, questions: Sequence[Any], got: dict[tuple[int, int], list[Any]],

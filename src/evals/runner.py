@@ -115,10 +115,10 @@ def load_task(cfg: EvalConfig) -> Task:
     try:
         return get_task(cfg.task, **opts)
     except TypeError as exc:  # the task has no such option: say which flag it refuses
-        bad = next((flag for k, (flag, v) in flags.items() if v and repr(k) in str(exc)), None)
+        bad = next((f for k, (f, v) in flags.items() if v and repr(k) in str(exc)), None)
         if bad is None:
             raise
-        raise InputError(f"task {cfg.task!r} takes no {bad} (open answers: mathqa --open, or "
+        raise InputError(f"task {cfg.task!r} takes no {bad} (open answers: mathqa --open, "
                          "jsonl rows without choices with --answer)") from None
 
 
@@ -201,13 +201,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         ti, qi = divmod(i, len(questions))
         q = questions[qi]
         got[ti, qi] = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
-    kind = getattr(task, "answer_kind", None)
-    if kind is not None and kind.is_open:  # open questions: options from the answers given
-        from .openanswers import open_questions
+    from .openanswers import score_open  # open questions: options from the answers given
 
-        raws = {(i // len(questions), i % len(questions)): [
-            kind.extract(s.text or "") for s in row] for i, row in enumerate(rows)}
-        questions = open_questions(kind, questions, got, len(cfg.temperatures), raws)
+    questions = score_open(task, questions, rows, got, len(cfg.temperatures))
     for (ti, qi), keys in got.items():
         # an answer counts only if it is one of this question's own choices
         answers[ti, qi] = [a if a in questions[qi].choices else None for a in keys]
