@@ -17,7 +17,7 @@ from typing import Any
 
 from ensemble.answers import merge_same, spellings
 
-__all__ = ["is_open", "join_options", "open_options", "open_questions", "refuse_open",
+__all__ = ["build_task", "is_open", "join_options", "open_options", "open_questions", "refuse_open",
            "score_open"]
 
 
@@ -38,6 +38,24 @@ def open_options(kind: Any, answers: Sequence[str | None], correct: str | None
     others = [a for a, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
               if a != correct]
     return merged, (*tail, *others)
+
+
+def build_task(name: str, opts: dict[str, Any], *, open_answers: bool, answer: str | None
+               ) -> Any:
+    """`get_task(name, **opts)` with the open-answer options that were asked for (`--open`:
+    open_answers=True; `--answer`); a task without such an option refuses it in one line."""
+    from ensemble.errors import InputError
+    from tasks import get_task
+
+    flags = {"open_answers": ("--open", open_answers), "answer": ("--answer", answer)}
+    try:
+        return get_task(name, **opts, **{k: v for k, (_, v) in flags.items() if v})
+    except TypeError as exc:  # the task has no such option: say which flag it refuses
+        bad = next((f for k, (f, v) in flags.items() if v and repr(k) in str(exc)), None)
+        if bad is None:
+            raise
+        raise InputError(f"task {name!r} takes no {bad} (open answers: mathqa --open, or "
+                         "jsonl rows without choices with --answer)") from None
 
 
 def score_open(task: Any, questions: Sequence[Any], rows: Sequence[Sequence[Any]],

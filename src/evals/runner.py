@@ -27,6 +27,7 @@ from tasks import Question, Task, get_task
 
 from .analysis import Cell, ItemValues, box_values, vote_values
 from .intervals import Summary, bootstrap_counts, summarise
+from .openanswers import build_task, score_open
 
 __all__ = [
     "EvalConfig",
@@ -110,16 +111,7 @@ def load_task(cfg: EvalConfig) -> Task:
         opts.update(data=cfg.data, limit=cfg.limit, seed=cfg.seed, skip_invalid=cfg.skip_invalid)
     elif cfg.data is not None:
         raise InputError(f"task {cfg.task!r} takes no --data")
-    flags = {"open_answers": ("--open", cfg.open), "answer": ("--answer", cfg.answer)}
-    opts.update({k: v for k, (_, v) in flags.items() if v})
-    try:
-        return get_task(cfg.task, **opts)
-    except TypeError as exc:  # the task has no such option: say which flag it refuses
-        bad = next((f for k, (f, v) in flags.items() if v and repr(k) in str(exc)), None)
-        if bad is None:
-            raise
-        raise InputError(f"task {cfg.task!r} takes no {bad} (open answers: mathqa --open, "
-                         "jsonl rows without choices with --answer)") from None
+    return build_task(cfg.task, opts, open_answers=cfg.open, answer=cfg.answer)
 
 
 def run_dir(cfg: EvalConfig) -> Path:
@@ -201,9 +193,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         ti, qi = divmod(i, len(questions))
         q = questions[qi]
         got[ti, qi] = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
-    from .openanswers import score_open  # open questions: options from the answers given
-
-    questions = score_open(task, questions, rows, got, len(cfg.temperatures))
+    questions = score_open(task, questions, rows, got, len(cfg.temperatures))  # open: options
     for (ti, qi), keys in got.items():
         # an answer counts only if it is one of this question's own choices
         answers[ti, qi] = [a if a in questions[qi].choices else None for a in keys]
@@ -588,7 +578,8 @@ def _population(cfg: EvalConfig, questions: list[Question]) -> int:
         return len({q.meta["scenario"] for q in get_task("boxball").questions()})
     if cfg.limit is None or len(questions) < cfg.limit:
         return len(questions)  # the limit did not bind: every question of the task was run
-    full = get_task(cfg.task, data=cfg.data, skip_invalid=cfg.skip_invalid)
+    full = build_task(cfg.task, {"data": cfg.data, "skip_invalid": cfg.skip_invalid},
+                      open_answers=cfg.open, answer=cfg.answer)
     return len(full.questions())
 
 
@@ -687,7 +678,9 @@ def _interval(r: dict[str, Any], box: bool) -> tuple[float, float]:
 
 
 def _chance(run: Path, summary: dict[str, Any]) -> float | None:
-    """The accuracy of a uniform guess: 1/5 for MathQA, else the mean of 1/len(choices)."""
+    """A uniform guess: 1/5 for MathQA, else the mean of 1/len(choices); None: open answers."""
+    if (summary.get("data") or {}).get("answer"):
+        return None
     if summary["task"] == "mathqa":
         return 0.2
     try:
