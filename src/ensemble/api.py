@@ -421,12 +421,9 @@ class Ensemble:
                 decision = kind.value(v.decision, spelled.get(v.decision, {}))
         costs = [s.cost_usd for s in samples]
         cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
-        at = 0
-        member_votes = []
-        for row in rows:
-            mine = answers[at:at + len(row)]
-            at += len(row)
-            member_votes.append(dict(Counter(a for a in mine if a is not None)))
+        ends = [sum(len(r) for r in rows[:g + 1]) for g in range(len(rows))]
+        member_votes = [dict(Counter(a for a in answers[end - len(row):end] if a is not None))
+                        for row, end in zip(rows, ends, strict=True)]
         return Decision(
             decision=decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
             n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
