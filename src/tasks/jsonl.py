@@ -71,11 +71,18 @@ class JsonlTask:
             raise InputError(f"--answer for open questions is number, math or text, got "
                              f"{answer!r}")
         # the kind of the open questions (rows without choices); choice rows stay choices
-        self.answer_kind: Any = resolve_answer(answer or "text")
+        self.open_kind: Any = resolve_answer(answer or "text")
         self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
         self.skipped: list[tuple[int, str]] = []
         self._qs: list[Question] | None = None
         self._all_choices: tuple[str, ...] | None = None
+
+    @property
+    def answer_kind(self) -> Any:
+        """The open kind when some question has no choices, else a choice."""
+        from ensemble.answers import Choice
+
+        return self.open_kind if any(not q.choices for q in self.questions()) else Choice()
 
     # -- reading -----------------------------------------------------------------------------
     def _text(self) -> str:
@@ -208,9 +215,9 @@ class JsonlTask:
         ans = rec.get("answer")
         correct = None
         if ans not in (None, ""):
-            correct = self.answer_kind.canonical(str(ans))
+            correct = self.open_kind.canonical(str(ans))
             if correct is None:
-                raise DataError(f"{ans!r} is not a valid {self.answer_kind.name} answer",
+                raise DataError(f"{ans!r} is not a valid {self.open_kind.name} answer",
                                 field="answer", **where)
         if rec.get("posterior") not in (None, ""):
             raise DataError("a posterior needs exactly two choices (P(first is right))",
@@ -238,7 +245,7 @@ class JsonlTask:
         """The answer in a completion, one of `question.choices` (an open question: its
         canonical key under the task's answer kind), or None."""
         if not question.choices:
-            return self.answer_kind.parse(text) if text else None
+            return self.open_kind.parse(text) if text else None
         return extract_answer(text, question.choices)
 
 
