@@ -125,3 +125,22 @@ def test_adaptive_stopping_on_open_answers(server):
     ds = ens.decide_many([prompt(q) for q in QUESTIONS])
     assert all(d.decision == right for d, right in zip(ds, QUESTIONS.values(), strict=True))
     assert sum(d.n_samples for d in ds) < 12 * len(ds)
+
+
+def test_docs_structured_example_runs_against_the_simulator():
+    """docs/answers.md's structured-output example, run as written but against the simulated
+    server (the model string swapped for the simulator's, its api_base added)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "answers.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "class Verdict" in b]
+    with SimulatedServer(seed=6, structured=StructuredPlan(
+            {"label": "supported", "confidence": 8}, accuracy=0.9)) as srv:
+        code = code.replace('"openai/gpt-4o-mini",',
+                            f'"openai/sim-expert", api_base="{srv.base_url}",')
+        ns: dict = {}
+        exec(compile(code, "docs/answers.md", "exec"), ns)
+    d = ns["d"]
+    assert type(d.decision).__name__ == "Verdict" and d.decision.label == "supported"
+    assert sum(d.fields["label"].votes.values()) + d.fields["label"].invalid == 5
