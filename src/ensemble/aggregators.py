@@ -8,7 +8,8 @@ the group but support no answer) or "fail" (raise).
 
 Binary rules are also available as vectors f(0..n) (the probability of deciding the first
 choice given x votes for it), matching `ensemble.theory`, and vectorised forms score many
-items and bootstrap draws at once for the evals.
+items and bootstrap draws at once for the evals: those live in `ensemble.credit` and are
+re-exported here.
 
 Mixed ensembles. Votes may carry a group label (`groups=[member index per vote]`). Pooled rules
 (plurality, majority, random-follow, weighted) ignore the labels and only report the counts per
@@ -29,8 +30,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
+from .credit import (
+    TIE_RULES,
+    aggregator_f,
+    as_rng,
+    group_aggregator_f,
+    group_credit,
+    group_utility,
+    group_utility_with_invalid,
+    lam_weighted_credit,
+    majority_credit,
+    plurality_credit,
+    plurality_winner,
+)
 from .errors import InputError
 
 __all__ = [
@@ -55,7 +69,6 @@ __all__ = [
 ]
 
 INVALID_POLICIES = ("ignore", "abstain", "fail")
-TIE_RULES = ("random", "fractional")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +93,20 @@ class Vote:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # valid answers per group (member index 0, 1, ...) when the votes were labelled
     group_counts: tuple[dict[str, int], ...] = field(default_factory=tuple)
+    # open answers: per canonical answer, the raw spellings that voted for it; and the typed
+    # decision (a float for numbers, a field's value for structured outputs)
+    spellings: dict[str, dict[str, int]] = field(default_factory=dict)
+    value: Any = None
+
+    @property
+    def votes(self) -> dict[str, int]:
+        """Valid votes per answer (the same as `counts`)."""
+        return self.counts
+
+    @property
+    def invalid(self) -> int:
+        """Invalid votes (the same as `n_invalid`)."""
+        return self.n_invalid
 
 
 class Aggregator(Protocol):
@@ -99,6 +126,7 @@ class RuleInfo:
     binary: bool
     needs: tuple[str, ...]
     summary: str
+    open: bool = True  # applies to open answers (numbers, text...): no fixed set of options
 
 
 RULES: dict[str, RuleInfo] = {r.name: r for r in (
@@ -110,27 +138,25 @@ RULES: dict[str, RuleInfo] = {r.name: r for r in (
     RuleInfo("lam-weighted", False, ("lam", "lams"), "each vote weighs 2λ of its member "
              "(log-odds that an informed expert reports the truth); any number of options"),
     RuleInfo("robust", True, ("lam", "lams"), "minimax-regret rule from the theory engine: one "
-             "group (lam=) or the per-group counts of members (lams=); binary only"),
+             "group (lam=) or the per-group counts of members (lams=); binary only", False),
     RuleInfo("omniscient", True, ("structure",), "evaluation only: the best rule knowing the "
-             "true report structure"),
+             "true report structure", False),
 )}
-
-
-def _rng(rng: Any) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 class _Base:
     name = "base"
 
-    def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None) -> None:
+    def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None,
+                 open: bool = False) -> None:
         if tie not in TIE_RULES:
             raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
         if invalid not in INVALID_POLICIES:
             raise InputError(f"invalid must be one of {INVALID_POLICIES}, got {invalid!r}")
         self.tie = tie
         self.invalid = invalid
-        self.rng = _rng(rng)
+        self.rng = as_rng(rng)
+        self.open = bool(open)
 
     def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
                  weights: Sequence[float] | None = None,
@@ -209,6 +235,8 @@ class Majority(_Base):
 
     def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
+        if choices is None and self.open:
+            return self._open_majority(answers)
         if not choices or len(choices) != 2:
             raise InputError("majority needs exactly two choices, e.g. choices=['L', 'R']")
         valid, n, n_inv = self._prepare(answers)
@@ -227,6 +255,17 @@ class Majority(_Base):
         else:
             top = list(choices)
         return self._finish(counts, top, n, len(valid), n_inv)
+
+
+    def _open_majority(self, answers: Sequence[str | None]) -> Vote:
+        """Open answers: the answer with more than half of the n votes, else no decision."""
+        valid, n, n_inv = self._prepare(answers)
+        counts = Counter(valid)
+        top = [a for a, c in counts.items() if 2 * c > n]
+        vote = self._finish(counts, top, n, len(valid), n_inv)
+        if not top and counts:
+            return replace(vote, notes=("no answer has more than half of the votes",))
+        return vote
 
 
 class RandomFollow(_Base):
@@ -477,7 +516,8 @@ def aggregator_info(name: str) -> RuleInfo:
 
 
 def get_aggregator(name: str, *, n_options: int | None = None,
-                   choices: Sequence[str] | None = None, **options: Any) -> Aggregator:
+                   choices: Sequence[str] | None = None, open: bool = False,
+                   **options: Any) -> Aggregator:
     """Build a rule by name: plurality, majority, random-follow, weighted, lam-weighted, robust,
     omniscient.
 
@@ -485,226 +525,19 @@ def get_aggregator(name: str, *, n_options: int | None = None,
     that cannot apply: robust, majority and omniscient are binary (two options; e.g. box-ball,
     not MathQA's five). Rule options: tie, invalid, rng for all; lam= or lams= for
     lam-weighted and robust; structure= for omniscient.
+
+    `open=True`: the answers are open (numbers, text, ...: no fixed set of options); rules that
+    need two options (robust, omniscient) are refused, and majority decides for the answer
+    with more than half of the votes (none otherwise).
     """
     info = aggregator_info(name)
+    if open and not info.open:
+        raise InputError(f"{name} decides between two fixed options and the answers are open "
+                         "(any number of answers): use plurality, majority, weighted or "
+                         "lam-weighted")
     k = len(choices) if choices is not None else n_options
     if info.binary and k is not None and k != 2:
         opts = f" ({', '.join(choices)})" if choices is not None else ""
         raise InputError(f"{name} decides between two options; this task has {k}{opts}: use "
                          "plurality or lam-weighted")
-    return _RULES[name](**options)
-
-
-def aggregator_f(name: str, n: int, *, lam: float | None = None) -> NDArray[np.float64]:
-    """A binary rule as the vector f(0..n): majority, random-follow, robust (needs λ), or
-    lam-weighted (for one group: majority)."""
-    from .theory import majority_f, random_follow_f, robust_aggregator
-
-    if name in ("majority", "lam-weighted"):
-        return majority_f(n)
-    if name == "random-follow":
-        return random_follow_f(n)
-    if name == "robust":
-        if lam is None:
-            raise InputError("the robust rule needs lam")
-        return np.asarray(robust_aggregator(n, lam).f)
-    raise InputError(f"{name!r} has no vector form; use majority, random-follow, lam-weighted "
-                     "or robust")
-
-
-def group_aggregator_f(name: str, ns: Sequence[int], lams: Sequence[float]
-                       ) -> NDArray[np.float64]:
-    """A binary rule for groups as an array f of shape (n_1+1, ..., n_G+1):
-    f[x_1, ..., x_G] = P(decide choices[0]) given x_g votes for it among the n_g of group g.
-
-    name: majority (over all votes), random-follow, lam-weighted (votes weighted by 2λ_g) or
-    robust (the minimax-regret rule; cached per (n_g, λ_g), the first call costs ~0.1-5 s).
-    `lams` gives λ_g per group (ψ_λ units; lam-weighted and robust use it). One group gives
-    the same values as `aggregator_f`. The array is read-only.
-    """
-    from .theory import (
-        group_majority_f,
-        group_random_follow_f,
-        group_robust_aggregator,
-        lam_weighted_f,
-        validate_groups,
-    )
-
-    if len(ns) != len(lams):
-        raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
-    groups = validate_groups(list(zip(ns, lams, strict=True)))
-    if name == "majority":
-        f = group_majority_f(groups)
-    elif name == "random-follow":
-        f = group_random_follow_f(groups)
-    elif name == "lam-weighted":
-        f = lam_weighted_f(groups)
-    elif name == "robust":
-        f = group_robust_aggregator(groups).f
-    else:
-        raise InputError(f"{name!r} has no vector form for groups; use majority, random-follow, "
-                         "lam-weighted or robust")
-    f = np.asarray(f)
-    f.flags.writeable = False
-    return f
-
-
-def group_utility(f: ArrayLike, mu: ArrayLike, q0: ArrayLike, q1: ArrayLike,
-                  ns: Sequence[int]) -> NDArray[np.float64]:
-    """Exact expected utility (±1 units) of a group rule f, vectorised over scenarios.
-
-    U = Σ_x w_x (2 f(x) − 1), w_x = μ Π_g Bin(x_g; n_g, q1[g]) − (1 − μ) Π_g Bin(x_g; n_g,
-    q0[g]): the experts of group g report 1 with probability q0[..., g] given ω = 0 and
-    q1[..., g] given ω = 1 (e.g. Σ_c P(colour c | ω) × the member's frequency of answering 1
-    to colour c, in box-ball), independently given ω.
-
-    f: shape (n_1+1, ..., n_G+1) (`group_aggregator_f`) or flat in C order.
-    mu: shape S (any batch shape), the prior P(ω = 1) of each scenario.
-    q0, q1: shape S + (G,).
-    Returns shape S. For one group, f(0..n), q0 and q1 of shape S + (1,).
-    """
-    from .theory import group_utility as _group_utility
-
-    return _group_utility(f, mu, q0, q1, ns)
-
-
-def group_utility_with_invalid(rule: str, ns: Sequence[int], lams: Sequence[float],
-                               mu: ArrayLike, yes0: ArrayLike, no0: ArrayLike, yes1: ArrayLike,
-                               no1: ArrayLike) -> NDArray[np.float64]:
-    """Exact expected utility (±1 units) of a group rule when answers can be invalid.
-
-    Each expert of group g votes 1 with probability yes{ω}[..., g], 0 with no{ω}[..., g], and
-    is invalid otherwise (e.g. box-ball: yes = Σ_c P(c | ω) × frequency of "L" for colour c,
-    no likewise for "R"). Invalid votes are ignored, as by the rules' default policy: the rule
-    decides on the valid counts, with f computed for the valid group sizes (a group without a
-    valid vote drops out); no valid vote at all counts as wrong (−1), as in the evals.
-
-    rule: majority (over all valid votes), lam-weighted or robust (one f per vector of valid
-    sizes: ∏(n_g + 1) rules, each cached). mu: shape S; yes0, no0, yes1, no1: shape S + (G,).
-    Returns shape S. Without invalid answers it equals `group_utility`.
-    """
-    from .theory import group_weights
-    from .theory.utility import binom_pmf
-
-    if rule not in ("majority", "lam-weighted", "robust"):
-        raise InputError(f"{rule!r}: use majority, lam-weighted or robust")
-    if len(ns) != len(lams):
-        raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
-    m = np.asarray(mu, dtype=float)
-    y0, n0, y1, n1 = (np.asarray(v, dtype=float) for v in (yes0, no0, yes1, no1))
-    v0, v1 = np.clip(y0 + n0, 0.0, 1.0), np.clip(y1 + n1, 0.0, 1.0)  # P(valid | ω)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c0 = np.where(v0 > 0, y0 / np.where(v0 > 0, v0, 1.0), 0.5)  # P(1 | valid, ω)
-        c1 = np.where(v1 > 0, y1 / np.where(v1 > 0, v1, 1.0), 0.5)
-    size0 = [binom_pmf(n, v0[..., g]) for g, n in enumerate(ns)]  # P(m_g valid | ω = 0)
-    size1 = [binom_pmf(n, v1[..., g]) for g, n in enumerate(ns)]
-    total = np.zeros(np.broadcast_shapes(m.shape, v0.shape[:-1]))
-    for sizes in np.ndindex(*(n + 1 for n in ns)):
-        pm0 = np.prod([size0[g][..., k] for g, k in enumerate(sizes)], axis=0)
-        pm1 = np.prod([size1[g][..., k] for g, k in enumerate(sizes)], axis=0)
-        present = [g for g, k in enumerate(sizes) if k > 0]
-        if not present:
-            total -= m * pm1 + (1 - m) * pm0  # no valid vote: wrong
-            continue
-        sub_ns = [sizes[g] for g in present]
-        f = group_aggregator_f(rule, sub_ns, [lams[g] for g in present]).reshape(-1)
-        w1 = group_weights(1.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=1)
-        w0 = -group_weights(0.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=0)
-        total += m * pm1 * (w1 @ (2 * f - 1)) - (1 - m) * pm0 * (w0 @ (2 * f - 1))
-    return total
-
-
-def group_credit(f: ArrayLike, ones: ArrayLike, truth: ArrayLike) -> NDArray[np.float64]:
-    """Expected credit of a group rule on observed votes: f[x] if truth is 1 else 1 − f[x].
-
-    f: shape (n_1+1, ..., n_G+1); ones: per-group counts of votes for 1, shape S + (G,)
-    (integers, x_g <= n_g); truth: 0/1 of shape S. A randomised f gives its probability.
-    """
-    farr = np.asarray(f, dtype=float)
-    x = np.asarray(ones)
-    if x.shape[-1] != farr.ndim:
-        raise InputError(f"ones needs a last axis with one count per group ({farr.ndim})")
-    if (x < 0).any() or any((x[..., g] >= farr.shape[g]).any() for g in range(farr.ndim)):
-        raise InputError(f"counts out of range for f of shape {farr.shape}")
-    p1 = farr[tuple(x[..., g] for g in range(farr.ndim))]
-    t = np.asarray(truth)
-    return np.where(t == 1, p1, 1.0 - p1)
-
-
-def lam_weighted_credit(counts: ArrayLike, correct: ArrayLike, lams: Sequence[float], *,
-                        tie: str = "fractional", rng: Any = None) -> NDArray[np.float64]:
-    """Credit of the λ-weighted vote, vectorised (any number of options).
-
-    counts: shape S + (G, k): votes per group and option; correct: index of the right option,
-    shape S; lams: λ per group. Scores are compared lexicographically: votes of λ = ∞ first,
-    then Σ_g 2λ_g counts. Ties as in `plurality_credit`; rows without votes get 0.
-    """
-    c = np.asarray(counts, dtype=float)
-    if c.ndim < 2 or c.shape[-2] != len(lams):
-        raise InputError(f"counts needs shape (..., G, k) with G = {len(lams)} groups")
-    from .theory import lam_weights
-
-    w = lam_weights(lams)
-    inf = np.isinf(w)
-    hi = (c * inf[:, None]).sum(axis=-2)
-    lo = (c * np.where(inf, 0.0, w)[:, None]).sum(axis=-2)
-    top = hi == hi.max(axis=-1, keepdims=True)
-    lo_top = np.where(top, lo, -np.inf)
-    best = lo_top.max(axis=-1, keepdims=True)
-    top &= np.abs(lo_top - best) <= 1e-12 * np.maximum(1.0, np.abs(best))
-    any_vote = c.sum(axis=(-2, -1)) > 0
-    corr = np.asarray(correct).astype(int)
-    if tie == "random":
-        noise = _rng(rng).random(top.shape)
-        win = np.argmax(np.where(top, noise, -1.0), axis=-1)
-        return ((win == corr) & any_vote).astype(float)
-    if tie != "fractional":
-        raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
-    k = top.sum(axis=-1)
-    is_top = np.take_along_axis(top, corr[..., None], axis=-1)[..., 0]
-    return np.where(is_top & any_vote, 1.0 / k, 0.0)
-
-
-# -- vectorised forms for evaluation -----------------------------------------------------------
-def plurality_winner(counts: ArrayLike, *, rng: Any = None) -> NDArray[np.int64]:
-    """Index of the plurality winner along the last axis, ties broken uniformly at random."""
-    c = np.asarray(counts)
-    g = _rng(rng)
-    top = c == c.max(axis=-1, keepdims=True)
-    noise = g.random(c.shape)
-    return np.argmax(np.where(top, noise, -1.0), axis=-1)
-
-
-def plurality_credit(counts: ArrayLike, correct: ArrayLike, *, tie: str = "fractional",
-                     rng: Any = None) -> NDArray[np.float64]:
-    """Credit of the plurality vote: 1 for a unique correct winner; with a k-way tie that
-    includes the correct option, 1/k ("fractional") or a seeded random tie-break ("random").
-    Rows with no votes at all get 0."""
-    c = np.asarray(counts)
-    corr = np.asarray(correct)
-    if tie == "random":
-        win = plurality_winner(c, rng=rng)
-        return ((win == corr) & (c.max(axis=-1) > 0)).astype(float)
-    if tie != "fractional":
-        raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
-    mx = c.max(axis=-1)
-    top = c == mx[..., None]
-    k = top.sum(axis=-1)
-    is_top = np.take_along_axis(top, corr[..., None].astype(int), axis=-1)[..., 0]
-    return np.where(is_top & (mx > 0), 1.0 / k, 0.0)
-
-
-def majority_credit(ones: ArrayLike, n: ArrayLike, truth: ArrayLike, *, tie: str = "fractional",
-                    rng: Any = None) -> NDArray[np.float64]:
-    """Credit of a binary majority with `ones` votes for 1 out of `n` valid votes; truth 0/1.
-    Ties give ½ ("fractional") or a seeded coin ("random"); n = 0 counts as a tie."""
-    o = np.asarray(ones, dtype=float)
-    nn = np.asarray(n, dtype=float)
-    t = np.asarray(truth)
-    p1 = np.where(2 * o > nn, 1.0, np.where(2 * o < nn, 0.0, 0.5))
-    if tie == "random":
-        coin = _rng(rng).random(np.broadcast(o, nn, t).shape) < 0.5
-        p1 = np.where(p1 == 0.5, coin.astype(float), p1)
-    elif tie != "fractional":
-        raise InputError(f"tie must be one of {TIE_RULES}, got {tie!r}")
-    return np.where(t == 1, p1, 1.0 - p1)
+    return _RULES[name](open=open, **options) if open else _RULES[name](**options)

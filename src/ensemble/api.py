@@ -14,14 +14,16 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import json
 import os
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, cast, overload
 
 from .aggregators import Vote, get_aggregator
+from .answers import AnswerKind, Structured, merge_same, resolve_answer, spellings
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
 from .sampling.options import ProviderOptions, check_keywords
@@ -44,8 +46,17 @@ Prompt = str | Sequence[Message]
 class Decision:
     """The ensemble's decision on one prompt, with its votes and every sample behind it.
 
-    decision:     the winning answer (None: no valid vote, or an unresolved tie).
-    votes:        answer -> count of valid votes (all members pooled).
+    decision:     the winning answer, typed by the answer kind: the choice (str), a float for
+                  answer="number", the LaTeX string for "math", the text as most often
+                  written for "text", a model instance for structured outputs (None: no
+                  valid vote, or an unresolved tie).
+    votes:        canonical answer -> count of valid votes (all members pooled); for choices
+                  the choice itself.
+    spellings:    canonical answer -> {raw spelling: votes} (open answers: "1,250" and
+                  "$1,250" both vote for "1250").
+    fields:       structured outputs: field name ("outer.inner" when nested) -> its `Vote`
+                  (.votes, .margin, .invalid, .spellings, .value the typed winner).
+    answer:       the answer kind's name (choice, number, math, text, structured).
     margin:       top count minus the runner-up's.
     samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
                   member in the order of `Ensemble.members`.
@@ -58,6 +69,8 @@ class Decision:
                   `n_samples` is then what it used (at most the Ensemble's max_n).
     """
 
+    # statically `str | None` (choices, the default); an open kind stores its typed value here
+    # (float for "number", a model instance for structured outputs): cast where it matters
     decision: str | None
     votes: dict[str, int]
     samples: tuple[Sample, ...]
@@ -72,6 +85,9 @@ class Decision:
     member_votes: tuple[dict[str, int], ...] = ()
     lams: tuple[float | None, ...] = ()
     stop: str | None = None
+    spellings: dict[str, dict[str, int]] = field(default_factory=dict)
+    fields: dict[str, Vote] = field(default_factory=dict)
+    answer: str = "choice"
 
     @property
     def n_samples(self) -> int:
@@ -100,12 +116,16 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON values (samples included; ±∞ λ as `ensemble.jsonio`)."""
         return {
-            "decision": self.decision, "votes": dict(self.votes), "margin": self.margin,
+            "decision": _plain(self.decision), "votes": dict(self.votes), "margin": self.margin,
             "n_invalid": self.n_invalid, "tie": self.tie, "aggregator": self.aggregator,
             "credit": dict(self.credit), "cost_usd": self.cost_usd,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
-            "stop": self.stop, "n_samples": self.n_samples,
+            "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
+            "spellings": {k: dict(v) for k, v in self.spellings.items()},
+            "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
+                              "margin": f.margin, "n_invalid": f.n_invalid}
+                       for name, f in self.fields.items()},
             "samples": [{"index": s.index, "text": s.text, "answer": s.answer,
                          "valid": s.valid, "finish_reason": s.finish_reason,
                          "completion_tokens": s.completion_tokens, "cost_usd": s.cost_usd,
@@ -132,6 +152,15 @@ class Ensemble:
                   votes pooled.
     choices:      the allowed answers; the default parser then normalises replies to them
                   (the paper's <answer>X</answer> format with fallbacks).
+    answer:       what an answer is (`ensemble.answers`, docs/answers.md): "choice" (the
+                  default with choices=), "number" (1250, 1,250, $1,250 and \\boxed{1250}
+                  are one answer; the decision a float), "math" (symbolic equivalence through
+                  math-verify), "text" (case, punctuation and whitespace-insensitive), an
+                  AnswerKind such as Number(rel_tol=...) or Text(similarity=0.9), or a
+                  pydantic model class (structured outputs: its JSON schema sent as
+                  response_format, the replies voted field by field, the decision an
+                  instance). Open answers refuse the rules that need two fixed options
+                  (robust). The store keeps the raw replies: changing the kind re-reads them.
     aggregator:   plurality (default), majority, random-follow, weighted (by logprob
                   confidence), lam-weighted (each vote weighs 2λ of its member), robust (the
                   minimax-regret rule; binary choices; per-member counts for members).
@@ -170,7 +199,8 @@ class Ensemble:
     def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
                  temperature: float | None = None, n: int | None = None,
                  aggregator: str = "plurality", choices: Sequence[str] | None = None,
-                 parser: Callable[[str], str | None] | None = None, tie: str = "random",
+                 answer: Any = None, parser: Callable[[str], str | None] | None = None,
+                 tie: str = "random",
                  invalid: str = "ignore", seed: int | None = None, lam: float | None = None,
                  calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
                  None = None, stop: str | StopSpec | None = None, max_n: int | None = None,
@@ -215,7 +245,12 @@ class Ensemble:
         if choices is not None:
             check_choices(choices)
         self.choices = tuple(choices) if choices is not None else None
-        self.parser = parser or (choice_parser(self.choices) if self.choices else extract_answer)
+        self.answer_kind: AnswerKind = resolve_answer(answer, self.choices)
+        if not self.answer_kind.is_open:
+            self.parser = parser or (choice_parser(self.choices) if self.choices
+                                     else extract_answer)
+        else:
+            self.parser = parser or self.answer_kind.parse
         self.aggregator_name = aggregator
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
         self.stop_spec = self._stop_spec(stop, max_n)
@@ -226,17 +261,22 @@ class Ensemble:
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = {rename.get(k, k): v for k, v in kwargs.items()}
-        extra = {"extra_body": extra_body} if extra_body else None
-        self._params = [SamplingParams.make(m.temperature, extra=extra, **params)
+        extra: dict[str, Any] = {"extra_body": extra_body} if extra_body else {}
+        response_format = self.answer_kind.response_format()
+        if response_format is not None:
+            extra["response_format"] = response_format
+        self._params = [SamplingParams.make(m.temperature, extra=extra or None, **params)
                         for m in self.members]
         self.params = self._params[0]
         if store is not None:
             from .sampling.types import normalise_api_base
 
-            seen: dict[tuple[str, str | None, SamplingParams], int] = {}
+            seen: dict[tuple[str, str | None, str], int] = {}
             for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
                 where = normalise_api_base(m.api_base) if m.api_base else None
-                first = seen.setdefault((m.model, where, prm), g)
+                # parameters by value: extra_body and response_format are dicts (unhashable)
+                same = json.dumps(prm.as_dict(), sort_keys=True, default=str)
+                first = seen.setdefault((m.model, where, same), g)
                 if first != g:
                     raise InputError(
                         f"members {first} and {g} ({m.model} at t = {m.temperature:g}"
@@ -266,9 +306,16 @@ class Ensemble:
                 opts["lam"] = lams[0]
             else:
                 opts["lams"] = lams
-        if info.binary and self.choices is None:
+        kind = self.answer_kind
+        if kind.is_open and not info.open:
+            raise InputError(f"{name} decides between two fixed options; answer={kind!r} is "
+                             "open (any number of answers): use plurality, majority, weighted "
+                             "or lam-weighted")
+        if info.binary and self.choices is None and not kind.is_open:
             raise InputError(f"{name} decides between two options: give choices=[first, "
                              "second] (the first is the report '1')")
+        if kind.is_open:
+            return get_aggregator(name, open=True, **opts)
         return get_aggregator(name, choices=self.choices, **opts)
 
     def _stop_spec(self, stop: str | StopSpec | None, max_n: int | None) -> StopSpec | None:
@@ -349,22 +396,42 @@ class Ensemble:
         return messages
 
     def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision:
+        kind = self.answer_kind
         samples = [s for row in rows for s in row]
         answers = [s.answer for s in samples]
+        if kind.is_open:
+            answers = merge_same(kind, answers)
         groups = [g for g, row in enumerate(rows) for _ in row] if len(rows) > 1 else None
         weights = [_confidence(s) for s in samples] if self.aggregator_name == "weighted" else None
-        v: Vote = self.aggregator(answers, choices=self.choices, weights=weights, groups=groups)
+        choices = None if kind.is_open else self.choices
+
+        def aggregate(keys: list[str | None]) -> Vote:
+            return self.aggregator(keys, choices=choices, weights=weights, groups=groups)
+
+        v = aggregate(answers)
+        spelled: dict[str, dict[str, int]] = {}
+        fields: dict[str, Vote] = {}
+        decision: Any = v.decision
+        if kind.is_open:
+            spelled = spellings(answers, [kind.extract(s.text or "") if a is not None else None
+                                          for s, a in zip(samples, answers, strict=True)])
+            if isinstance(kind, Structured):
+                decision, fields = kind.vote_fields(answers, aggregate)
+            elif v.decision is not None:
+                decision = kind.value(v.decision, spelled.get(v.decision, {}))
         costs = [s.cost_usd for s in samples]
         cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
-        member_votes = tuple(dict(Counter(s.answer for s in row if s.answer is not None))
-                             for row in rows)
+        ends = [sum(len(r) for r in rows[:g + 1]) for g in range(len(rows))]
+        member_votes = [dict(Counter(a for a in answers[end - len(row):end] if a is not None))
+                        for row, end in zip(rows, ends, strict=True)]
         return Decision(
-            decision=v.decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
+            decision=decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
             n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
             cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
             completion_tokens=sum(s.completion_tokens or 0 for s in samples),
-            member_votes=member_votes, lams=tuple(m.lam for m in self.members),
-            stop=self.stop_spec.stop if self.stop_spec is not None else None)
+            member_votes=tuple(member_votes), lams=tuple(m.lam for m in self.members),
+            stop=self.stop_spec.stop if self.stop_spec is not None else None,
+            spellings=spelled, fields=fields, answer=kind.name)
 
     async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]]
                              ) -> Any:
@@ -534,9 +601,16 @@ class Ensemble:
 
 _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",
                  "top_logprobs")
-_ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "parser",
+_ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "answer",
+                   "parser",
                    "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
                    "store", "options", "provider", "extra_body")
+
+
+def _plain(value: Any) -> Any:
+    """A decision as a JSON value (a structured output's model instance as its dict)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
 
 
 def _confidence(s: Sample) -> float:

@@ -110,10 +110,14 @@ def compare_runs(a: RunData, b: RunData, *, reps: int = 1000, seed: int = 0) -> 
                          f"n {list(b.ns)}): compare runs with a common --t and --n")
     ids_b = {q.id: q for q in b.questions}
     shared = [q for q in a.questions if q.id in ids_b]
+    from .openanswers import is_open, join_options
+
     for q in shared:
-        if q.correct != ids_b[q.id].correct or q.choices != ids_b[q.id].choices:
+        if q.correct != ids_b[q.id].correct or (q.choices != ids_b[q.id].choices
+                                                 and not is_open(q)):
             raise InputError(f"question {q.id!r} differs between the runs (choices or answer): "
                              "compare runs of the same task data")
+    shared = join_options(shared, ids_b)  # open questions: the answers either run gave
     # only questions answered at every shared temperature in both runs
     shared = [q for q in shared if all((t, q.id) in r.answers for r in (a, b) for t in temps)]
     if box:  # items are whole scenarios

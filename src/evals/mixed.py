@@ -33,6 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ensemble.errors import InputError
 from ensemble.sampling.options import ProviderOptions
 
+from .openanswers import refuse_open
+
 __all__ = ["EnsembleSpec", "MemberSpec", "default_aggregators", "load_spec", "run_mixed",
            "spec_schema"]
 
@@ -197,7 +199,7 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     labels = [_label(s, m) for s, m in zip(spec.members, members, strict=True)]
     if len(set(labels)) < len(labels):
         raise InputError("--ensemble: two members have the same label; give each a 'label'")
-    task = load_task(cfg)
+    task = refuse_open(load_task(cfg))
     questions = select_questions(cfg, task)
     box = cfg.task == "boxball"
     if not box and any(q.correct is None for q in questions):

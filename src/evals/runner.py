@@ -27,6 +27,7 @@ from tasks import Question, Task, get_task
 
 from .analysis import Cell, ItemValues, box_values, vote_values
 from .intervals import Summary, bootstrap_counts, summarise
+from .openanswers import build_task, score_open
 
 __all__ = [
     "EvalConfig",
@@ -74,6 +75,8 @@ class EvalConfig:
     router: str | None = None
     aggregators: tuple[str, ...] = ()  # extra rules beside majority / plurality (--aggregator)
     lam1: float | None = None  # λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for lam-weighted / robust
+    open: bool = False  # mathqa --open: the question without options, the answer a number
+    answer: str | None = None  # jsonl --answer: the kind of rows without choices
 
     def k(self) -> int:
         """Samples per question and temperature (default: the largest n)."""
@@ -108,7 +111,7 @@ def load_task(cfg: EvalConfig) -> Task:
         opts.update(data=cfg.data, limit=cfg.limit, seed=cfg.seed, skip_invalid=cfg.skip_invalid)
     elif cfg.data is not None:
         raise InputError(f"task {cfg.task!r} takes no --data")
-    return get_task(cfg.task, **opts)
+    return build_task(cfg.task, opts, open_answers=cfg.open, answer=cfg.answer)
 
 
 def run_dir(cfg: EvalConfig) -> Path:
@@ -185,12 +188,15 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
                                      whole="scenario" if cfg.task == "boxball" else None)
     parse_for = getattr(task, "parse_for", None)
     answers = np.empty((len(cfg.temperatures), len(questions), k), dtype=object)
+    got: dict[tuple[int, int], list[Any]] = {}
     for i, row in enumerate(rows):
         ti, qi = divmod(i, len(questions))
         q = questions[qi]
+        got[ti, qi] = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
+    questions = score_open(task, questions, rows, got, len(cfg.temperatures))  # open: options
+    for (ti, qi), keys in got.items():
         # an answer counts only if it is one of this question's own choices
-        got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
-        answers[ti, qi] = [a if a in q.choices else None for a in got]
+        answers[ti, qi] = [a if a in questions[qi].choices else None for a in keys]
     t1 = time.perf_counter()
     from ensemble import __version__
 
@@ -248,6 +254,12 @@ def _data_notes(task: Task) -> dict[str, Any]:
     issues = getattr(task, "issues", None)
     if issues:
         notes["issues"] = {kind: len(rows) for kind, rows in issues.items()}
+    answer_kind = getattr(task, "answer_kind", None)
+    if answer_kind is not None and answer_kind.is_open:
+        notes["answer"] = answer_kind.name
+    not_numeric = getattr(task, "not_numeric", None)
+    if not_numeric:  # mathqa --open: questions whose right option is not a plain number
+        notes["not_numeric"] = len(not_numeric)
     return notes
 
 
@@ -566,7 +578,8 @@ def _population(cfg: EvalConfig, questions: list[Question]) -> int:
         return len({q.meta["scenario"] for q in get_task("boxball").questions()})
     if cfg.limit is None or len(questions) < cfg.limit:
         return len(questions)  # the limit did not bind: every question of the task was run
-    full = get_task(cfg.task, data=cfg.data, skip_invalid=cfg.skip_invalid)
+    full = build_task(cfg.task, {"data": cfg.data, "skip_invalid": cfg.skip_invalid},
+                      open_answers=cfg.open, answer=cfg.answer)
     return len(full.questions())
 
 
@@ -665,7 +678,9 @@ def _interval(r: dict[str, Any], box: bool) -> tuple[float, float]:
 
 
 def _chance(run: Path, summary: dict[str, Any]) -> float | None:
-    """The accuracy of a uniform guess: 1/5 for MathQA, else the mean of 1/len(choices)."""
+    """A uniform guess: 1/5 for MathQA, else the mean of 1/len(choices); None: open answers."""
+    if (summary.get("data") or {}).get("answer"):
+        return None
     if summary["task"] == "mathqa":
         return 0.2
     try:

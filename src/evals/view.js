@@ -336,7 +336,18 @@
     h.append(el("span", "qid", q[0]));
     if (q[2] !== null) h.append(el("span", "truth", "truth: " + q[2]));
     if (q[3] !== null) h.append(el("span", null, "posterior P(" + (q[1][0] || "") + ") = " + q[3].toFixed(3)));
-    h.append(el("span", null, "choices: " + q[1].join(", ")));
+    if (q[5]) {
+      // open answers: each canonical answer with the spellings that voted for it
+      var sp = el("div", "spellings");
+      q[1].forEach(function (a) {
+        var w = q[5][a] || {};
+        var parts = Object.keys(w).map(function (k) { return k + " ×" + w[k]; });
+        sp.append(el("div", null, a + (parts.length ? " ← " + parts.join(", ") : "")));
+      });
+      h.append(el("span", null, "answers (as written):"), sp);
+    } else {
+      h.append(el("span", null, "choices: " + q[1].join(", ")));
+    }
     var pv = preview(q[4][0] < 0 ? "" : S[q[4][0]]);
     if (pv) h.append(el("div", "preview", pv));
     var prompts = q[4].filter(function (p, i) { return i === 0 || p !== q[4][0]; });

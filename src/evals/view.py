@@ -11,7 +11,9 @@ Embedded data (compact, so a MathQA run of 2,985 questions x 20 samples x 3 temp
 a file a browser opens; see docs/viewing.md for its size and render time):
 
     strings    every distinct prompt and reply text, once (greedy replies repeat)
-    questions  [id, choices, correct, posterior, [prompt string per run]]
+    questions  [id, choices, correct, posterior, [prompt string per run], spellings]
+               (spellings: open answers, {answer: {as written: count}} of the first run;
+               else null)
     cells      [question, run, t, samples, votes, member] for every (question, run, t) (mixed
                ensembles: every (question, run, member), t null for the ensemble's cell, which
                holds its votes; each member's cell its samples and its own vote)
@@ -234,7 +236,8 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
             continue
         q_index[q.id] = len(questions)
         questions.append([q.id, q.choices, q.correct, q.posterior,
-                          [intern(m[q.id].prompt) for m in by_id]])
+                          [intern(m[q.id].prompt) for m in by_id],
+                          q.meta.get("spellings") if isinstance(q.meta, dict) else None])
     runs = [_run_info(r, "AB"[i]) for i, r in enumerate(recs)]
     order = {m: i for i, m in enumerate(runs[0]["members"])}
     cells: list[list[Any]] = []

@@ -4,11 +4,14 @@ Fields (one JSON object per line in a `.jsonl`/`.json` file, or the columns of a
 with a header row):
 
 - `question` (required): the question text shown to the model;
-- `choices` (required): the allowed answers, at least two, distinct: a JSON list
+- `choices`: the allowed answers, at least two, distinct: a JSON list
   (`["yes", "no"]`) or a string `"A|B|C"` (the only form a CSV cell can hold, besides a JSON list
-  written in the cell);
+  written in the cell). A row without `choices` (missing or empty) is an open question: its
+  answer is read and compared with the task's answer kind (`answer="number"`, `"math"` or
+  `"text"`, the default; `ensemble eval jsonl --answer ...`);
 - `answer` (optional, needed to score): the correct choice (matched case-insensitively and
-  stored as spelled in `choices`);
+  stored as spelled in `choices`); for an open question the right answer, stored as its
+  canonical key (e.g. "1,250" as 1250);
 - `id` (optional): a unique id; defaults to `row-<N>`;
 - `posterior` (optional, binary questions only): P(the first choice is right) in [0, 1], used
   by calibration to fit λ (answering the first choice is the report X = 1).
@@ -28,18 +31,21 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ensemble.answers import resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
 from .base import Question, register_task
 
-__all__ = ["FIELDS", "PROMPT_SUFFIX", "JsonlTask"]
+__all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
 FIELDS = ("id", "question", "choices", "answer", "posterior")
 
 PROMPT_SUFFIX = ("\n\nChoices: {choices}\n\nGive your reasoning in <reason></reason>, then your "
                  "final answer, exactly one of the choices as written above, in "
                  "<answer></answer>.")
+OPEN_SUFFIX = ("\n\nGive your reasoning in <reason></reason>, then your final answer in "
+               "<answer></answer>.")
 
 
 @register_task("jsonl")
@@ -54,17 +60,29 @@ class JsonlTask:
     max_tokens = 1024  # room for a reasoned answer; --max-tokens overrides
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
-                 seed: int = 0, skip_invalid: bool = False) -> None:
+                 seed: int = 0, skip_invalid: bool = False, answer: str | None = None) -> None:
         if data is None:
             raise InputError("the jsonl task needs --data PATH (a .jsonl or .csv file with "
                              "fields question, choices, answer)")
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InputError(f"limit must be an integer >= 1, got {limit!r}")
         self.path = Path(data)
+        if answer not in (None, "number", "math", "text"):
+            raise InputError(f"--answer for open questions is number, math or text, got "
+                             f"{answer!r}")
+        # the kind of the open questions (rows without choices); choice rows stay choices
+        self.open_kind: Any = resolve_answer(answer or "text")
         self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
         self.skipped: list[tuple[int, str]] = []
         self._qs: list[Question] | None = None
         self._all_choices: tuple[str, ...] | None = None
+
+    @property
+    def answer_kind(self) -> Any:
+        """The open kind when some question has no choices, else a choice."""
+        from ensemble.answers import Choice
+
+        return self.open_kind if any(not q.choices for q in self.questions()) else Choice()
 
     # -- reading -----------------------------------------------------------------------------
     def _text(self) -> str:
@@ -158,6 +176,8 @@ class JsonlTask:
         q = rec.get("question")
         if not isinstance(q, str) or not q.strip():
             raise DataError("missing or empty (the question text)", field="question", **where)
+        if rec.get("choices") in (None, "", []):
+            return self._open_question(row, rec, q.strip())
         choices = _choices(rec.get("choices"))
         if choices is None:
             raise DataError("needs at least two distinct non-empty choices, as a list or "
@@ -190,6 +210,24 @@ class JsonlTask:
                         choices=choices, correct=correct, posterior=posterior,
                         meta={"row": row, "extra": extra})
 
+    def _open_question(self, row: int, rec: Mapping[str, Any], text: str) -> Question:
+        where: dict[str, Any] = {"path": str(self.path), "row": row}
+        ans = rec.get("answer")
+        correct = None
+        if ans not in (None, ""):
+            correct = self.open_kind.canonical(str(ans))
+            if correct is None:
+                raise DataError(f"{ans!r} is not a valid {self.open_kind.name} answer",
+                                field="answer", **where)
+        if rec.get("posterior") not in (None, ""):
+            raise DataError("a posterior needs exactly two choices (P(first is right))",
+                            field="posterior", **where)
+        qid = rec.get("id")
+        qid = f"row-{row}" if qid in (None, "") else str(qid)
+        extra = {k: v for k, v in rec.items() if k not in FIELDS}
+        return Question(id=qid, prompt=text + OPEN_SUFFIX, choices=(), correct=correct,
+                        meta={"row": row, "extra": extra, "answer": str(ans)})
+
     # -- answers -----------------------------------------------------------------------------
     def parse(self, text: str) -> str | None:
         """The answer in a completion, normalised against the union of all questions' choices.
@@ -204,7 +242,10 @@ class JsonlTask:
         return extract_answer(text, self._all_choices)
 
     def parse_for(self, question: Question, text: str | None) -> str | None:
-        """The answer in a completion, one of `question.choices`, or None."""
+        """The answer in a completion, one of `question.choices` (an open question: its
+        canonical key under the task's answer kind), or None."""
+        if not question.choices:
+            return self.open_kind.parse(text) if text else None
         return extract_answer(text, question.choices)
 
 

@@ -28,12 +28,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ensemble.answers import Choice, Number, number_key
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
 from .base import Question, register_task
 
-__all__ = ["HUB_DATASET", "ISSUE_KINDS", "PROMPT_TEMPLATE", "MathQATask", "parse_options"]
+__all__ = ["HUB_DATASET", "ISSUE_KINDS", "OPEN_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "MathQATask",
+           "parse_options", "plain_number"]
 
 LETTERS = ("A", "B", "C", "D", "E")
 HUB_DATASET = "allenai/math_qa"
@@ -58,6 +60,34 @@ Please ensure your reasoning clearly supports the selected answer and that your 
 Example response:
 <reason># Your reasoning and calculations go here</reason>
 <answer># A single uppercase letter: the option you choose</answer>"""
+
+# The open variant (`--open`): the question without its options, the answer a number.
+OPEN_PROMPT_TEMPLATE = """### Scenario:
+Please solve the following math question carefully:
+
+### Question:
+{question}
+
+### Instructions:
+1. Provide your step-by-step calculations enclosed within <reason></reason> tags.
+2. Give your final answer as a single number (no units) within <answer></answer> tags.
+
+Example response:
+<reason># Your reasoning and calculations go here</reason>
+<answer># A number</answer>"""
+
+# a plain number: digits with an optional sign, decimal point and thousands commas ("1,250")
+_PLAIN_NUMBER = re.compile(r"-?\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\s*\.\s*\d+)?")
+
+
+def plain_number(value: str) -> float | None:
+    """The number an option holds when it is only a number ("27.675", "1,250", "- 4"), else
+    None ("30 %", "rs . 500", "1 / 4", "data inadequate")."""
+    v = value.strip()
+    if not _PLAIN_NUMBER.fullmatch(v):
+        return None
+    return float(re.sub(r"[\s,]", "", v))
+
 
 # A label "x )" starts the string or follows a separator (comma, space, bracket or quote), so a
 # ")" closing a value such as "( 40,0 )" or "sqrt ( pi )" is never taken for a label.
@@ -110,6 +140,11 @@ def parse_options(text: str) -> tuple[list[str], tuple[str, ...]]:
 class MathQATask:
     """MathQA multiple-choice questions with the paper's prompt.
 
+    `open_answers=True` (`ensemble eval mathqa --open`): the question without its options, the
+    answer a number scored by numeric equivalence with the right option's value
+    (`answer_kind` is then `Number()`); questions whose right option is not a plain number are
+    skipped and counted in `not_numeric` (before `limit` picks its subset).
+
     `data` is a path to the original JSON (e.g. the test split's test.json); without it the
     test split is loaded from the Hugging Face hub (`allenai/math_qa`) when the `datasets`
     package is installed and the hub is reachable. `limit` picks a random subset of that many
@@ -121,7 +156,8 @@ class MathQATask:
     choices = LETTERS
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
-                 seed: int = 0, skip_invalid: bool = False, split: str = "test") -> None:
+                 seed: int = 0, skip_invalid: bool = False, split: str = "test",
+                 open_answers: bool = False) -> None:
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InputError(f"limit must be an integer >= 1, got {limit!r}")
         self.path = Path(data) if data is not None else None
@@ -129,6 +165,9 @@ class MathQATask:
         self.seed = seed
         self.skip_invalid = skip_invalid
         self.split = split
+        self.open_answers = bool(open_answers)
+        self.answer_kind: Any = Number() if self.open_answers else Choice(LETTERS)
+        self.not_numeric: list[int] = []  # rows skipped by the open variant
         self.skipped: list[tuple[int, str]] = []
         self.issues: dict[str, list[int]] = {k: [] for k in ISSUE_KINDS}
         self._questions: list[Question] | None = None
@@ -173,9 +212,17 @@ class MathQATask:
         if self._questions is not None:
             return self._questions
         out = []
+        self.not_numeric = []
         for row, rec in enumerate(self._load()):
             try:
-                out.append(self._question(row, rec))
+                q = self._question(row, rec)
+                if self.open_answers:
+                    opened = self._open(q)
+                    if opened is None:
+                        self.not_numeric.append(row)
+                        continue
+                    q = opened
+                out.append(q)
             except DataError as exc:
                 if not self.skip_invalid:
                     raise
@@ -217,8 +264,21 @@ class MathQATask:
             meta={"row": row, "category": rec.get("category"), "options": options,
                   "repairs": repairs, "ambiguous": ambiguous})
 
+    def _open(self, q: Question) -> Question | None:
+        """The open variant of a question, or None when its right option is not a number."""
+        value = plain_number(q.meta["options"]["ABCDE".index(str(q.correct))])
+        if value is None:
+            return None
+        problem = q.prompt.split("### Question:\n", 1)[1].split("\n\n### Options:", 1)[0]
+        return Question(id=q.id, prompt=OPEN_PROMPT_TEMPLATE.format(question=problem),
+                        choices=(), correct=number_key(value),
+                        meta={**q.meta, "letter": q.correct})
+
     def parse(self, text: str) -> str | None:
-        """The option letter A-E in a completion, or None."""
+        """The option letter A-E in a completion (the open variant: the number's canonical
+        key), or None."""
+        if self.open_answers:
+            return self.answer_kind.parse(text)
         return extract_answer(text, LETTERS)
 
 

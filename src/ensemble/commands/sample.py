@@ -26,6 +26,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("-k", type=positive_int, default=5, help="number of samples")
     p.add_argument("--choices", nargs="+", metavar="C",
                    help="allowed answers: --choices L R, or comma-separated L,R")
+    p.add_argument("--answer", choices=("choice", "number", "math", "text"), default=None,
+                   help="what an answer is: number (1,250 and $1,250 count as 1250), math "
+                        "(symbolic equivalence), text (case and punctuation-insensitive); "
+                        "default: a choice among --choices, else the raw <answer> text")
     p.add_argument("--max-tokens", type=positive_int)
     p.add_argument("--store", help="SQLite store path (resumable); default: none")
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
@@ -61,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
     if batch is not None and not args.store:
         raise InputError("--batch needs --store FILE: the batches are recorded there, and a "
                          "rerun of the same command collects them")
-    parser = choice_parser(choices) if choices else extract_answer
+    from ..answers import resolve_answer
+
+    kind = resolve_answer(args.answer, choices)
+    if kind.is_open:
+        parser = kind.parse
+    else:
+        parser = choice_parser(choices) if choices else extract_answer
     req = SampleRequest.of(prompt, temperature=args.t, k=args.k,
                            **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
 
@@ -90,22 +100,29 @@ def run(args: argparse.Namespace) -> int:
     samples = [smp for smp in result.rows[0] if smp is not None]
     if (result.failures or result.stopped is not None) and not args.store and samples:
         # no store keeps them: show what was drawn (and paid for) before saying what failed
-        _show(args, choices, samples, stats, complete=False)
+        _show(args, choices, kind, samples, stats, complete=False)
     raise_for_failures(result, 1, stored=bool(args.store))
-    _show(args, choices, samples, stats, complete=True)
+    _show(args, choices, kind, samples, stats, complete=True)
     return 0
 
 
-def _show(args: argparse.Namespace, choices: list[str] | None, samples: list[Any], stats: Any,
-          *, complete: bool) -> None:
+def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, samples: list[Any],
+          stats: Any, *, complete: bool) -> None:
     """The answers and their counts (JSON with --json); `complete=False`: only part of the k
     samples was drawn."""
     from collections import Counter
 
-    counts = Counter(s.answer if s.answer is not None else "(invalid)" for s in samples)
+    from ..answers import merge_same, spellings
+
+    answers = [s.answer for s in samples]
+    if kind.is_open:
+        answers = merge_same(kind, answers)
+    counts = Counter(a if a is not None else "(invalid)" for a in answers)
     doc = {"model": args.model, "t": args.t, "k": args.k, "choices": choices,
-           "counts": dict(counts.most_common()),
-           "answers": [s.answer for s in samples],
+           "answer": kind.name, "counts": dict(counts.most_common()),
+           "answers": answers,
+           "spellings": spellings(answers, [kind.extract(s.text or "") if a is not None else None
+                                            for s, a in zip(samples, answers, strict=True)]),
            "invalid": stats.invalid, "requests": stats.requests, "cached": stats.samples_cached,
            "cost_usd": stats.cost_usd}
     if not complete:

@@ -50,6 +50,18 @@ def register(subparsers: Any) -> None:
                    help="quote the request's API key in every reply's text (a careless provider)")
     s.add_argument("--report-usage", type=_usage, metavar="P,C",
                    help="report P prompt and C completion tokens in every reply, e.g. -5,-9")
+    o = s.add_argument_group("open answers and structured outputs")
+    o.add_argument("--open-answers", metavar="FILE",
+                   help="JSON object: question text (after '### Question:') -> its number; "
+                        "those prompts get the number in varied forms (1,250, $1,250, ...)")
+    o.add_argument("--open-accuracy", type=probability, default=None, metavar="P",
+                   help="chance a sample gives the right number (default: Beta(3, 2) per "
+                        "question)")
+    o.add_argument("--structured", metavar="JSON",
+                   help="planted field values, e.g. '{\"label\": \"no\", \"score\": 7}': "
+                        "requests with a response_format JSON schema get JSON replies")
+    o.add_argument("--structured-accuracy", type=probability, default=0.8, metavar="P",
+                   help="chance each field of a structured reply is the planted value")
     b = s.add_argument_group("Batch API (/v1/files, /v1/batches)")
     b.add_argument("--batch-delay", type=nonneg_float, default=1.0, metavar="S",
                    help="seconds from a batch's creation to its completion (default 1)")
@@ -85,6 +97,36 @@ def _usage(text: str) -> tuple[int, int]:
     return p, c
 
 
+def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
+    import json
+
+    from ..errors import InputError
+    from ..testing import OpenAnswers, StructuredPlan
+
+    open_answers = structured = None
+    if args.open_answers:
+        try:
+            with open(args.open_answers, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read --open-answers {args.open_answers}: {exc}") from None
+        if not isinstance(doc, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in doc.values()):
+            raise InputError(f"--open-answers {args.open_answers} must be a JSON object mapping "
+                             "question text to a number")
+        open_answers = OpenAnswers(doc, accuracy=args.open_accuracy)
+    if args.structured:
+        try:
+            values = json.loads(args.structured)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--structured is not JSON ({exc.msg}); give an object such as "
+                             "'{\"label\": \"no\"}'") from None
+        if not isinstance(values, dict):
+            raise InputError("--structured must be a JSON object of field values")
+        structured = StructuredPlan(values, accuracy=args.structured_accuracy)
+    return open_answers, structured
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import asyncio
     import json
@@ -107,6 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
             raise InputError(f"answer key {args.answer_key} must be a JSON object mapping "
                              "question text to a letter")
+    open_answers, structured = _open_modes(args)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
                        every=args.fail_every, retry_after=args.retry_after, hang=args.hang,
@@ -119,7 +162,8 @@ def run_serve(args: argparse.Namespace) -> int:
                              rate_limit=args.rate_limit,
                              rate_limit_retry_after=args.rate_limit_retry_after,
                              refuse_rate=args.refuse_rate, echo_key=args.echo_key,
-                             usage=args.report_usage,
+                             usage=args.report_usage, open_answers=open_answers,
+                             structured=structured,
                              batch=BatchPlan(delay=args.batch_delay,
                                              fail_rate=args.batch_fail_rate,
                                              fail_first=args.batch_fail_first,

@@ -26,8 +26,10 @@ from .expert import (
 )
 from .fake import FakeExpertProvider
 from .faults import FAULT_KINDS, FaultPlan
+from .openexpert import OpenAnswers, StructuredPlan, write_number
 from .server import INDEX_HEADER, ServedReply, ServerStats, SimulatedServer
 
 __all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan", "FakeExpertProvider", "FaultPlan",
-           "MCModel", "Reply", "ServedReply", "ServerStats", "SimulatedExpert", "SimulatedServer",
-           "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text"]
+           "MCModel", "OpenAnswers", "Reply", "ServedReply", "ServerStats", "SimulatedExpert",
+           "SimulatedServer", "StructuredPlan", "answer_key_from_questions", "prompt_hash",
+           "prompt_key", "question_text", "write_number"]

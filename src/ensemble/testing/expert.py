@@ -49,6 +49,7 @@ import numpy as np
 
 from ..boxball import posterior_from_prompt
 from ..errors import InputError
+from .openexpert import OpenAnswers, StructuredPlan
 
 __all__ = ["LINKS", "MCModel", "Reply", "SimulatedExpert", "answer_key_from_questions",
            "listed_choices", "prompt_hash", "prompt_key", "question_text"]
@@ -141,6 +142,14 @@ def _u64(*parts: Any) -> int:
     return int.from_bytes(h[:8], "big")
 
 
+def _schema_of(response_format: Any) -> Mapping[str, Any] | None:
+    if not isinstance(response_format, Mapping):
+        return None
+    js = response_format.get("json_schema")
+    schema = js.get("schema") if isinstance(js, Mapping) else None
+    return schema if isinstance(schema, Mapping) else None
+
+
 class SimulatedExpert:
     """A planted expert. `lam1` is λ₁, the rationality at t = 1 in ψ_λ units (λ = λ₁ / t,
     greedy at t = 0); `bias` is added on the logit scale of P("L"); `link` "logit" (quantal
@@ -151,7 +160,8 @@ class SimulatedExpert:
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
                  invalid_rate: float = 0.0, seed: int = 0,
-                 posterior_of: Any = None) -> None:
+                 posterior_of: Any = None, open_answers: OpenAnswers | None = None,
+                 structured: StructuredPlan | None = None) -> None:
         if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
             raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
         if link not in LINKS:
@@ -169,6 +179,8 @@ class SimulatedExpert:
         self.invalid_rate = float(invalid_rate)
         self.seed = int(seed)
         self.posterior_of = posterior_of or posterior_from_prompt
+        self.open_answers = open_answers
+        self.structured = structured
 
     def lam(self, temperature: float) -> float:
         """λ at temperature t: λ₁ / t (∞ at t = 0)."""
@@ -193,14 +205,24 @@ class SimulatedExpert:
         return np.random.default_rng(_u64(self.seed, *parts))
 
     def reply(self, messages: Sequence[Mapping[str, Any]], temperature: float, index: int, *,
-              short: bool = False, key: str | None = None) -> Reply:
+              short: bool = False, key: str | None = None,
+              response_format: Any = None) -> Reply:
         """The reply to sample `index` of (messages, temperature). `short`: the bare letter (for
-        max_tokens <= 5). `key`: prompt_key(messages, temperature), if already computed."""
+        max_tokens <= 5). `key`: prompt_key(messages, temperature), if already computed.
+        `response_format`: the request's (a JSON schema gets a structured reply when the
+        expert has a `structured` plan)."""
         pkey = key or prompt_key(list(messages), temperature)
         prompt = str(messages[-1].get("content", "")) if messages else ""
         rng = self._rng(pkey, index)
         if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
             return Reply("I cannot decide which box it is.")
+        schema = _schema_of(response_format)
+        if self.structured is not None and schema is not None:
+            return Reply(self.structured.reply(schema, rng))
+        if self.open_answers is not None:
+            qkey = self.open_answers.key_of(prompt)
+            if qkey is not None:
+                return Reply(self.open_answers.reply(qkey, temperature, rng, self.seed))
         post = self.posterior_of(prompt)
         if post is not None:
             return self._binary(post, temperature, rng, short=short)

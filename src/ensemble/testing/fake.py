@@ -57,7 +57,10 @@ class FakeExpertProvider:
         self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
         e = self.expert  # another planted expert is another source of samples
         self.identity: str | None = (f"fake:{model}:lam1={e.lam1!r}:bias={e.bias!r}:"
-                                     f"link={e.link}:seed={e.seed}:invalid={e.invalid_rate!r}")
+                                     f"link={e.link}:seed={e.seed}:invalid={e.invalid_rate!r}"
+                                     + (f":open={e.open_answers!r}" if e.open_answers else "")
+                                     + (f":structured={e.structured!r}" if e.structured
+                                        else ""))
         self.requests = 0
         self.served: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
@@ -83,7 +86,8 @@ class FakeExpertProvider:
         short = params.max_tokens is not None and params.max_tokens <= 5
         choices = []
         for j in range(n):
-            reply = self.expert.reply(msgs, t, start + j, short=short, key=key)
+            reply = self.expert.reply(msgs, t, start + j, short=short, key=key,
+                                      response_format=dict(params.extra).get("response_format"))
             lp: Any = None
             if params.logprobs:
                 lp = self.expert.logprobs_payload(reply.text, reply.logprobs,

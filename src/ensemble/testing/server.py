@@ -52,6 +52,7 @@ from .expert import (
     question_text,
 )
 from .faults import FaultPlan
+from .openexpert import OpenAnswers, StructuredPlan
 
 __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
            "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key",
@@ -113,14 +114,17 @@ class SimulatedServer:
     Use as a context manager (sync or async); `base_url` is "http://127.0.0.1:PORT/v1".
     Expert options (see `SimulatedExpert`): `lam1` (λ₁, rationality at t = 1 in ψ_λ units),
     `bias`, `link` ("logit" or "probit"), `answer_key`, `mc_model` (or `mc_a`, `mc_b`),
-    `invalid_rate`, `seed`; or pass a ready `expert`. Provider behaviour: `latency` (seconds per
-    request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`, `refuse_rate`,
-    `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's behaviour
-    (`BatchPlan`: completion delay, failing lines, expiring batches, file limits); `echo_key`:
-    quote the request's API key in every reply's text; `usage=(prompt, completion)`: report
-    these token counts instead of the true ones (e.g. negative); `keep_replies`: log every
-    completion answered in `stats.replies` (`ServedReply`: prompt, sample indices, texts,
-    usage), for tests that check a client's result against what the server actually sent.
+    `invalid_rate`, `seed`, `open_answers` (numbers written in varied equivalent forms) and
+    `structured` (JSON replies for a `response_format` schema), see
+    `ensemble.testing.openexpert`; or pass a ready `expert`. Provider behaviour: `latency`
+    (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`,
+    `refuse_rate`, `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's
+    behaviour (`BatchPlan`: completion delay, failing lines, expiring batches, file limits);
+    `echo_key`: quote the request's API key in every reply's text; `usage=(prompt,
+    completion)`: report these token counts instead of the true ones (e.g. negative);
+    `keep_replies`: log every completion answered in `stats.replies` (`ServedReply`: prompt,
+    sample indices, texts, usage), for tests that check a client's result against what the
+    server actually sent.
     """
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
@@ -133,12 +137,14 @@ class SimulatedServer:
                  rate_limit_retry_after: float = 1.0, refuse_rate: float = 0.0,
                  expert: SimulatedExpert | None = None, batch: BatchPlan | None = None,
                  echo_key: bool = False, usage: tuple[int, int] | None = None,
-                 keep_replies: bool = False) -> None:
+                 keep_replies: bool = False, open_answers: OpenAnswers | None = None,
+                 structured: StructuredPlan | None = None) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
             lam1=lam1, bias=bias, link=link, answer_key=answer_key,
-            mc_model=mc_model or MCModel(mc_a, mc_b), invalid_rate=invalid_rate, seed=seed)
+            mc_model=mc_model or MCModel(mc_a, mc_b), invalid_rate=invalid_rate, seed=seed,
+            open_answers=open_answers, structured=structured)
         if rate_limit is not None and (int(rate_limit[0]) < 1 or not float(rate_limit[1]) > 0):
             raise InputError(f"rate_limit must be (requests >= 1, window seconds > 0), got "
                              f"{rate_limit!r}")
@@ -488,7 +494,8 @@ class SimulatedServer:
         choices = []
         for j in range(k):
             idx = start + j
-            reply = self.expert.reply(messages, temperature, idx, short=short, key=pkey)
+            reply = self.expert.reply(messages, temperature, idx, short=short, key=pkey,
+                                      response_format=body.get("response_format"))
             choice: dict[str, Any] = {"index": j, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": reply.text}}
             if want_lp:

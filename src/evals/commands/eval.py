@@ -67,6 +67,11 @@ def register(subparsers: Any) -> None:
                         "boxball, 1024 for mathqa and jsonl)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip malformed data rows (counted in summary.json) instead of failing")
+    p.add_argument("--open", action="store_true",
+                   help="mathqa: the question without its options, the answer a number scored "
+                        "by numeric equivalence (non-numeric right options skipped, counted)")
+    p.add_argument("--answer", choices=("number", "math", "text"),
+                   help="jsonl: the answer kind of rows without choices (default text)")
     a = p.add_argument_group("adaptive sampling (scored on the drawn samples, beside fixed n)")
     a.add_argument("--adaptive", nargs="+", choices=("bayes", "beta"), default=(),
                    help="stopping rules to score: bayes (the Bayes-optimal rule) and/or beta "
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                      max_n=args.max_n, stop_cost=args.stop_cost, dry_run=args.dry_run,
                      progress=not args.json, on_status=status_printer,
                      batch=batch, router=router, aggregators=tuple(args.aggregator),
-                     lam1=lam1)
+                     lam1=lam1, open=args.open, answer=args.answer)
     if args.ensemble:
         from evals.mixed import load_spec, run_mixed
 

@@ -1,0 +1,73 @@
+"""Answer kinds: what an answer is, how it is read from a reply, when two are the same.
+
+    Ensemble(model, answer="number")        # 1250, 1,250, $1,250, \\boxed{1250}: one answer
+    Ensemble(model, answer="math")          # symbolic equivalence (math-verify)
+    Ensemble(model, answer="text")          # case, whitespace and punctuation-insensitive
+    Ensemble(model, answer=Verdict)         # a pydantic model: structured outputs, per field
+    Ensemble(model, choices=["A", "B"])     # "choice", the default with choices=
+
+`resolve_answer(answer, choices)` turns what a user gives into an `AnswerKind`. See
+docs/answers.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InputError
+from .base import AnswerKind, OpenKind, answer_span
+from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
+from .number import Number, number_key, parse_number
+from .structured import Exact, Structured, is_model_class
+from .tally import merge_same, spellings
+
+__all__ = [
+    "ANSWER_NAMES",
+    "AnswerKind",
+    "Choice",
+    "Exact",
+    "Math",
+    "Number",
+    "OpenKind",
+    "Structured",
+    "Text",
+    "answer_span",
+    "clear_math_cache",
+    "mbr_choice",
+    "merge_same",
+    "normalise_text",
+    "number_key",
+    "parse_number",
+    "resolve_answer",
+    "spellings",
+]
+
+ANSWER_NAMES = ("choice", "number", "math", "text")
+
+
+def resolve_answer(answer: Any = None, choices: Sequence[str] | None = None) -> Any:
+    """The AnswerKind for `answer=` ("choice", "number", "math", "text", an AnswerKind, a
+    pydantic model class, or None: a choice among `choices`, or the raw `<answer>` text)."""
+    if answer is None or answer == "choice":
+        if answer == "choice" and not choices:
+            raise InputError("answer='choice' needs choices=[...]; for open answers use "
+                             "answer='number', 'math' or 'text'")
+        return Choice(tuple(choices) if choices else None)
+    if isinstance(answer, str):
+        kinds = {"number": Number, "math": Math, "text": Text}
+        if answer not in kinds:
+            raise InputError(f"unknown answer kind {answer!r}; use one of "
+                             f"{', '.join(ANSWER_NAMES)}, an AnswerKind or a pydantic model")
+        kind: Any = kinds[answer]()
+    elif is_model_class(answer):
+        kind = Structured(answer)
+    elif isinstance(answer, AnswerKind):
+        kind = answer
+    else:
+        raise InputError(f"answer= takes 'choice', 'number', 'math', 'text', an AnswerKind or a "
+                         f"pydantic model class, got {answer!r}")
+    if choices and kind.is_open:
+        raise InputError(f"choices= are for choice answers; answer={kind!r} is open (drop "
+                         "choices=, or use answer='choice')")
+    return kind

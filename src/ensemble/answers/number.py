@@ -1,0 +1,123 @@
+"""Numbers: `1250`, `1,250`, `1250.0`, `$1,250`, `\\boxed{1250}` and `1.25e3` are one answer.
+
+Canonicalising reads the answer span (`answer_span`), unwraps `\\boxed{}`, drops currency signs
+($, €, £, ¥, `\\$`), LaTeX spacing, thousands separators (`1,250`, `1{,}250`, `1\\,250`) and a
+trailing percent sign (`50%` is the number 50), reads scientific notation (`1.2e3`,
+`1.2 \\times 10^{3}`), simple fractions (`3/4`, `\\frac{3}{4}`) and a sign written apart
+(`- 49`), and takes the last number written. The key is the shortest exact spelling of the
+value (`1250`, `0.75`, `-49`); two keys are the same answer when they are equal within
+`rel_tol` / `abs_tol` (`math.isclose`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import InputError
+from .base import OpenKind, braced
+
+__all__ = ["Number", "number_key", "parse_number"]
+
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*([^{}]*)\}\s*\{\s*([^{}]*)\}")
+_TIMES10 = re.compile(r"\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*([-+−]?\d+)\s*\}?")
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+_DROP = re.compile(r"\\[,!;: ]|\\\$|\\%|[$€£¥\u00a0\u2009\u202f]|\{,\}|\\left|\\right"
+                   r"|\\text\{[^}]*\}")
+_NUM = re.compile(
+    r"(?P<sign>[-−+]?)\s*(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"(?:\s*/\s*(?P<den>\d+(?:\.\d+)?))?")
+
+
+_PLAIN = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*")
+_SPECIAL = frozenset("\\{$€£¥,^\u00a0\u2009\u202f")
+
+
+def parse_number(raw: str) -> float | None:
+    """The number written in `raw` (the last one, if several), or None."""
+    plain = _PLAIN.fullmatch(raw)
+    if plain is not None:  # the common case: a bare number
+        x = float(plain.group(1))
+        return x if math.isfinite(x) else None
+    s = raw
+    if _SPECIAL.isdisjoint(s):
+        return _last_number(s)
+    at = s.find("\\boxed")
+    if at >= 0:
+        brace = s.find("{", at)
+        inner = braced(s, brace) if brace >= 0 else None
+        if inner is not None:
+            s = inner
+    if "\\" in s or "{" in s:
+        s = _FRAC.sub(r"(\1)/(\2)", s)
+    s = _DROP.sub("", s)
+    if "10" in s and "^" in s:
+        s = _TIMES10.sub(r"e\1", s)
+    if "," in s:
+        s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
+    return _last_number(s.replace("(", "").replace(")", ""))
+
+
+def _last_number(s: str) -> float | None:
+    matches = list(_NUM.finditer(s))
+    if not matches:
+        return None
+    last = matches[-1]
+    try:
+        x = float(last.group("num"))
+        den = last.group("den")
+        if den is not None:
+            d = float(den)
+            if d == 0:
+                return None
+            x /= d
+    except ValueError:
+        return None
+    if last.group("sign") in ("-", "−"):
+        x = -x
+    return x if math.isfinite(x) else None
+
+
+def number_key(x: float) -> str:
+    """The canonical key of a number: `1250`, `0.75`, `-49`, `1.23456789012e+20`."""
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return format(x, ".12g")
+
+
+@dataclass(frozen=True)
+class Number(OpenKind):
+    """A numeric answer; the decision is a float. Equal within `rel_tol` / `abs_tol`."""
+
+    rel_tol: float = 1e-6
+    abs_tol: float = 0.0
+    name = "number"
+
+    def __post_init__(self) -> None:
+        for label, v in (("rel_tol", self.rel_tol), ("abs_tol", self.abs_tol)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise InputError(f"Number({label}=...) must be a number >= 0, got {v!r}")
+
+    def canonical(self, raw: str) -> str | None:
+        x = parse_number(raw)
+        return None if x is None else number_key(x)
+
+    def same(self, a: str, b: str) -> bool:
+        return a == b or math.isclose(float(a), float(b), rel_tol=self.rel_tol,
+                                      abs_tol=self.abs_tol)
+
+    def value(self, key: str, spellings: Mapping[str, int]) -> float:
+        return float(key)
+
+    def key_of(self, value: object) -> str | None:
+        """The key of a typed value (a structured output's int or float field)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return number_key(float(value)) if math.isfinite(value) else None
+
+    def __repr__(self) -> str:
+        return f"Number(rel_tol={self.rel_tol:g}, abs_tol={self.abs_tol:g})"

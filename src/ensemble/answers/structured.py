@@ -1,0 +1,196 @@
+"""Structured outputs: a pydantic model's JSON schema sent, each reply validated, voted field
+by field.
+
+`Structured(Model)`: the request carries `response_format = {"type": "json_schema",
+"json_schema": {"name": ..., "schema": Model.model_json_schema()}}`; a reply is the JSON object
+in its text (code fences allowed), validated by `Model` (invalid JSON or a failed validation is
+an invalid sample). Each field is voted on its own with the kind its annotation implies:
+Literal, Enum and bool are choices, int and float numbers, str text, a nested model is voted
+field by field again (its fields named "outer.inner"), anything else (lists, dicts) is compared
+as its exact JSON. The decision is `Model(**winners)`; it is None when a required field has no
+valid vote or the winners together fail the model's validation.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import types
+import typing
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import InputError
+from .base import OpenKind
+from .kinds import Choice, Text
+from .number import Number
+from .tally import merge_same
+
+if typing.TYPE_CHECKING:
+    from ..aggregators import Vote
+
+__all__ = ["Exact", "Structured", "is_model_class"]
+
+
+def is_model_class(obj: object) -> bool:
+    """Whether `obj` is a pydantic model class (without importing pydantic for other values)."""
+    if not isinstance(obj, type):
+        return False
+    from pydantic import BaseModel
+
+    return issubclass(obj, BaseModel)
+
+
+class Exact(OpenKind):
+    """A value compared as its exact JSON (lists, dicts, anything without a kind of its own)."""
+
+    name = "exact"
+
+    def canonical(self, raw: str) -> str | None:
+        return raw
+
+    def key_of(self, value: object) -> str | None:
+        return None if value is None else json.dumps(value, sort_keys=True,
+                                                      separators=(",", ":"))
+
+    def value(self, key: str, spellings: Mapping[str, int]) -> Any:
+        return json.loads(key)
+
+
+def _unwrap_optional(ann: Any) -> Any:
+    origin = typing.get_origin(ann)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return ann
+
+
+def kind_for(annotation: Any) -> Any:
+    """The answer kind a field's annotation implies."""
+    ann = _unwrap_optional(annotation)
+    if typing.get_origin(ann) is typing.Literal:
+        return Choice(tuple(str(Choice().key_of(v)) for v in typing.get_args(ann)))
+    if isinstance(ann, type):
+        if issubclass(ann, enum.Enum):
+            return Choice(tuple(str(Choice().key_of(m)) for m in ann))
+        if ann is bool:
+            return Choice(("true", "false"))
+        if ann in (int, float):
+            return Number()
+        if ann is str:
+            return Text()
+        if is_model_class(ann):
+            return Structured(ann)
+    return Exact()
+
+
+class Structured(OpenKind):
+    """Answers that are instances of a pydantic model, voted field by field."""
+
+    name = "structured"
+
+    def __init__(self, model: type[Any]) -> None:
+        if not is_model_class(model):
+            raise InputError(f"answer= takes a pydantic model class for structured outputs, "
+                             f"got {model!r}")
+        self.model = model
+        self.fields: dict[str, Any] = {name: kind_for(f.annotation)
+                                       for name, f in model.model_fields.items()}
+
+    def __repr__(self) -> str:
+        return f"Structured({self.model.__name__})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Structured) and other.model is self.model
+
+    def __hash__(self) -> int:
+        return hash(("structured", self.model))
+
+    def extract(self, text: str) -> str | None:
+        if not text:
+            return None
+        start, end = text.find("{"), text.rfind("}")
+        return text[start:end + 1] if 0 <= start < end else None
+
+    def canonical(self, raw: str) -> str | None:
+        from pydantic import ValidationError
+
+        try:
+            inst = self.model.model_validate_json(raw)
+        except (ValidationError, ValueError):
+            return None
+        return json.dumps(inst.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def value(self, key: str, spellings: Mapping[str, int]) -> Any:
+        return self.model.model_validate_json(key)
+
+    def key_of(self, value: object) -> str | None:
+        return None if value is None else json.dumps(value, sort_keys=True,
+                                                      separators=(",", ":"))
+
+    def response_format(self) -> dict[str, Any]:
+        return {"type": "json_schema",
+                "json_schema": {"name": self.model.__name__,
+                                "schema": self.model.model_json_schema()}}
+
+    def vote_fields(self, keys: Sequence[str | None],
+                    aggregate: Callable[[list[str | None]], Vote]
+                    ) -> tuple[Any, dict[str, Vote]]:
+        """(the decided instance or None, each field's Vote) from the samples' keys."""
+        docs = [None if k is None else json.loads(k) for k in keys]
+        values, fields = self._vote_docs(docs, aggregate, prefix="")
+        return self._build(values), fields
+
+    def _build(self, values: dict[str, Any] | None) -> Any:
+        from pydantic import ValidationError
+
+        if values is None:
+            return None
+        try:
+            return self.model.model_validate(values)
+        except ValidationError:
+            return None
+
+    def _vote_docs(self, docs: Sequence[Any], aggregate: Callable[[list[str | None]], Vote],
+                   *, prefix: str) -> tuple[dict[str, Any] | None, dict[str, Vote]]:
+        values: dict[str, Any] = {}
+        fields: dict[str, Vote] = {}
+        for name, kind in self.fields.items():
+            column = [d.get(name) if isinstance(d, dict) else None for d in docs]
+            if isinstance(kind, Structured):
+                sub, sub_fields = kind._vote_docs(column, aggregate, prefix=f"{prefix}{name}.")
+                fields.update(sub_fields)
+                if sub is not None:
+                    values[name] = kind._build(sub)
+                continue
+            v = vote_column(kind, column, aggregate)
+            fields[prefix + name] = v
+            if v.decision is not None:
+                values[name] = v.value
+        if all(d is None for d in docs):
+            return None, fields
+        return values, fields
+
+
+def vote_column(kind: Any, column: Sequence[Any],
+                aggregate: Callable[[list[str | None]], Vote]) -> Vote:
+    """One field's Vote: keys of the typed values, merged, aggregated; `value` the typed
+    winner (the most common original value for choices, the kind's value otherwise)."""
+    keys = merge_same(kind, [kind.key_of(x) for x in column])
+    originals: dict[str, Counter[str]] = {}
+    for k, x in zip(keys, column, strict=True):
+        if k is not None:
+            originals.setdefault(k, Counter())[json.dumps(x)] += 1
+    v = aggregate(keys)
+    spell = {k: {(json.loads(s) if isinstance(json.loads(s), str) else s): c
+                 for s, c in cnt.items()} for k, cnt in originals.items()}
+    typed: Any = None
+    if v.decision is not None:
+        if isinstance(kind, Choice):
+            typed = json.loads(originals[v.decision].most_common(1)[0][0])
+        else:
+            typed = kind.value(v.decision, spell.get(v.decision, {}))
+    return replace(v, spellings=spell, value=typed)

@@ -1,0 +1,40 @@
+"""From parsed keys to votes: merge keys that are the same answer, keep the spellings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from .base import AnswerKind
+
+__all__ = ["merge_same", "spellings"]
+
+
+def merge_same(kind: AnswerKind, keys: Sequence[str | None]) -> list[str | None]:
+    """Each key replaced by its group's representative: keys that `kind.same` calls equal
+    vote together. Representatives are taken most frequent first (ties: the smaller key), so
+    the result does not depend on the order of the samples."""
+    counts = Counter(k for k in keys if k is not None)
+    if len(counts) <= 1:
+        return list(keys)
+    reps: list[str] = []
+    rep_of: dict[str, str] = {}
+    for key, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        for r in reps:
+            if kind.same(r, key):
+                rep_of[key] = r
+                break
+        else:
+            reps.append(key)
+            rep_of[key] = key
+    return [None if k is None else rep_of[k] for k in keys]
+
+
+def spellings(merged: Sequence[str | None], raws: Sequence[str | None]
+              ) -> dict[str, dict[str, int]]:
+    """Per representative key, how often each raw spelling voted for it."""
+    out: dict[str, Counter[str]] = {}
+    for key, raw in zip(merged, raws, strict=True):
+        if key is not None:
+            out.setdefault(key, Counter())[raw if raw is not None else key] += 1
+    return {k: dict(c) for k, c in out.items()}

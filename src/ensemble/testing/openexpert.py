@@ -1,0 +1,186 @@
+"""The planted expert's open answers and structured outputs.
+
+Open answers (`OpenAnswers`): for a prompt whose question (the text after "### Question:", up
+to the next "###" or the end, whitespace-normalised) or whole-prompt `prompt_hash` is in
+`answers`, each sample is right with probability ρ (`accuracy`, or per question ρ_q ~ Beta(a, b)
+drawn from hash(seed, question) when `accuracy` is None), and otherwise one of `wrong` planted
+wrong numbers, each equally likely. Every number is written in a form drawn at random from
+`FORMS` (`1250`, `1,250`, `1250.0`, `$1,250`, `\\boxed{1250}`, ...), inside `<answer>` tags, so
+a client that compares raw strings splits one answer several ways. At t = 0 one frozen draw
+per question is repeated by every sample. `OpenAnswers.truth(question)` gives (right, ρ, the
+wrong numbers): the exact plurality accuracy of n samples follows by enumeration.
+
+Structured outputs (`StructuredPlan`): a request with `response_format` = {"type":
+"json_schema", "json_schema": {"schema": ...}} gets a JSON object with every property of the
+schema: the planted value (`values[name]`) with probability `accuracy`, else a wrong one of the
+same type (another enum member, the number + 1 or − 1, a different string, the other boolean);
+planted strings are written in varied case and punctuation; nested objects recursively;
+`invalid_rate` of the replies are not valid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FORMS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number"]
+
+_OPEN_Q = re.compile(r"### Question:\s*(.*?)\s*(?:\n\s*\n|###|$)", re.DOTALL)
+
+FORMS = ("plain", "thousands", "decimal", "dollar", "boxed", "sentence")
+
+
+def open_question_text(prompt: str) -> str | None:
+    """The question of an open prompt ("### Question:" up to the next "###"), normalised."""
+    m = _OPEN_Q.search(prompt)
+    return " ".join(m.group(1).split()) if m else None
+
+
+def write_number(x: float, form: str) -> str:
+    """`x` written in one of `FORMS`: 1250, 1,250, 1250.0, $1,250, \\boxed{1250}, "... is 1250"."""
+    plain = str(int(x)) if float(x).is_integer() else f"{x:g}"
+    if form == "thousands":
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:,}"
+    if form == "decimal":
+        return f"{x:.1f}" if float(x).is_integer() else f"{x}0"
+    if form == "dollar":
+        return f"${int(x):,}" if float(x).is_integer() else f"${x:,}"
+    if form == "boxed":
+        return f"\\boxed{{{plain}}}"
+    if form == "sentence":
+        return f"The answer is {plain}"
+    return plain
+
+
+@dataclass(frozen=True)
+class OpenAnswers:
+    """Open-answer mode: `answers` maps a question (or "sha256:" + prompt hash) to its number."""
+
+    answers: Mapping[str, float]
+    accuracy: float | None = None
+    a: float = 3.0
+    b: float = 2.0
+    wrong: int = 2
+    forms: tuple[str, ...] = FORMS
+
+    def __post_init__(self) -> None:
+        from ..errors import InputError
+
+        if self.accuracy is not None and not 0.0 <= self.accuracy <= 1.0:
+            raise InputError(f"open-answer accuracy must lie in [0, 1], got {self.accuracy}")
+        if self.wrong < 1:
+            raise InputError(f"open answers need at least one wrong number, got {self.wrong}")
+        bad = [f for f in self.forms if f not in FORMS]
+        if bad or not self.forms:
+            raise InputError(f"unknown number forms {bad}; use some of {', '.join(FORMS)}")
+
+    def key_of(self, prompt: str) -> str | None:
+        import hashlib
+
+        q = open_question_text(prompt)
+        if q is not None and q in self.answers:
+            return q
+        h = "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()  # `prompt_hash`
+        return h if h in self.answers else None
+
+    def truth(self, question: str, seed: int = 0) -> tuple[float, float, tuple[float, ...]]:
+        """(the right number, ρ the chance a sample gives it, the planted wrong numbers)."""
+        right = float(self.answers[question])
+        rho = self.accuracy
+        if rho is None:
+            rho = float(_rng(seed, "open", question).beta(self.a, self.b))
+        step = max(1.0, round(abs(right) * 0.1, 2))
+        wrongs = tuple(round(right + (j + 1) * step * (1 if j % 2 == 0 else -1), 2)
+                       for j in range(self.wrong))
+        return right, rho, wrongs
+
+    def reply(self, question: str, temperature: float, rng: np.random.Generator,
+              seed: int) -> str:
+        right, rho, wrongs = self.truth(question, seed)
+        draw = _rng(seed, "open-frozen", question) if temperature <= 0 else rng
+        if draw.random() < rho:
+            x = right
+        else:
+            x = wrongs[int(draw.integers(len(wrongs)))]
+        form = self.forms[int(rng.integers(len(self.forms)))]
+        return f"<reason>simulated: open answer</reason>\n<answer>{write_number(x, form)}</answer>"
+
+
+@dataclass(frozen=True)
+class StructuredPlan:
+    """Structured mode: planted field values, the chance each field is right, invalid JSON."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    accuracy: float = 0.8
+    invalid_rate: float = 0.0
+
+    def reply(self, schema: Mapping[str, Any], rng: np.random.Generator) -> str:
+        if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
+            return '{"truncated": '
+        doc = self._object(schema, schema, self.values, rng)
+        return json.dumps(doc)
+
+    def _object(self, schema: Mapping[str, Any], root: Mapping[str, Any],
+                planted: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, prop in (schema.get("properties") or {}).items():
+            prop = _deref(prop, root)
+            want = planted.get(name) if isinstance(planted, Mapping) else None
+            if prop.get("type") == "object" or "properties" in prop:
+                out[name] = self._object(prop, root, want or {}, rng)
+                continue
+            if want is None:
+                want = _default(prop)
+            right = rng.random() < self.accuracy
+            if not right:
+                out[name] = _wrong(prop, want, rng)
+            else:
+                out[name] = want if "enum" in prop else _respell(want, rng)
+        return out
+
+
+def _rng(seed: int, *parts: Any) -> np.random.Generator:
+    import hashlib
+
+    h = hashlib.sha256(":".join(str(p) for p in (seed, *parts)).encode()).digest()
+    return np.random.default_rng(int.from_bytes(h[:8], "big"))
+
+
+def _deref(prop: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return root.get("$defs", {}).get(ref.rsplit("/", 1)[1], {})
+    any_of = prop.get("anyOf")
+    if isinstance(any_of, list):
+        for p in any_of:
+            if p.get("type") != "null":
+                return _deref(p, root)
+    return prop
+
+
+def _default(prop: Mapping[str, Any]) -> Any:
+    if "enum" in prop:
+        return prop["enum"][0]
+    return {"integer": 0, "number": 0.0, "boolean": False}.get(str(prop.get("type")), "text")
+
+
+def _respell(value: Any, rng: np.random.Generator) -> Any:
+    if isinstance(value, str) and value and rng.random() < 0.5:
+        return [value.upper(), value.lower() + ".", f"  {value}! "][int(rng.integers(3))]
+    return value
+
+
+def _wrong(prop: Mapping[str, Any], value: Any, rng: np.random.Generator) -> Any:
+    if "enum" in prop:
+        others = [v for v in prop["enum"] if v != value]
+        return others[int(rng.integers(len(others)))] if others else value
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + (1 if rng.random() < 0.5 else -1)
+    return f"not {value}"
