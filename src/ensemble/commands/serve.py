@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
     e.add_argument("--t", type=temperature, default=0.7, dest="temperature",
                    help="sampling temperature (default 0.7)")
     e.add_argument("--choices", help="comma-separated allowed answers, e.g. A,B,C,D")
+    e.add_argument("--answer", choices=("choice", "number", "math", "text"),
+                   help="open answers: numbers, math expressions or text voted by equivalence "
+                        "(docs/answers.md)")
     e.add_argument("--aggregator", default="plurality", help="voting rule (default plurality)")
     e.add_argument("--stop", choices=("fixed", "beta", "bayes"),
                    help="adaptive stopping rule (draws up to --max-n samples)")
@@ -76,6 +79,7 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
     served: dict[str, Any] = {
         "model": args.model, "n": args.n, "temperature": args.temperature,
         "aggregator": args.aggregator, "stop": args.stop, "max_n": args.max_n,
+        "answer": args.answer,
         "max_request_n": args.max_request_n, "system": args.system,
         "api_base": args.api_base, "api_key_env": args.upstream_key_env,
         "max_concurrency": args.max_concurrency, "rpm": args.rpm, "timeout": args.timeout,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -91,6 +91,9 @@ class ServedModel(EndpointConfig):
     temperature: float | None = Field(default=None, ge=0)
     lam: float | None = None
     choices: list[str] | None = None
+    answer: Literal["choice", "number", "math", "text"] | None = Field(
+        default=None, description="the answer kind (see docs/answers.md); default: choice with "
+                                  "choices, else the stripped <answer> text")
     aggregator: str = "plurality"
     stop: str | None = None
     max_n: int | None = Field(default=None, ge=1)

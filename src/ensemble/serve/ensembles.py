@@ -85,6 +85,7 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
     kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
+                          "answer": served.answer,
                           "stop": stop, "calibration": served.calibration,
                           "system": served.system, "seed": served.seed, "store": store}
     if served.max_tokens is not None:

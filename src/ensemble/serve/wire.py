@@ -143,10 +143,15 @@ def error_doc(message: str, etype: str = "invalid_request_error", *, param: str 
 
 def _representatives(d: Decision, k: int) -> list[Sample]:
     """Choice 0: the first sample that voted for the decision; then one sample per next most
-    voted answer, up to k in all. No valid vote: the first sample drawn."""
-    ranked = [d.decision] if d.decision is not None else []
+    voted answer, up to k in all. No valid vote: the first sample drawn.
+
+    Samples carry the canonical answer (the votes' keys); the decision is typed by the answer
+    kind (a float for numbers), so the winner's key is the one the decision credits most."""
+    won = max(d.credit, key=lambda a: d.credit[a]) if d.decision is not None and d.credit \
+        else None
+    ranked = [won] if won is not None else []
     ranked += [a for a, _ in sorted(d.votes.items(), key=lambda kv: (-kv[1], kv[0]))
-               if a != d.decision]
+               if a != won]
     out = []
     for answer in ranked[:k]:
         s = next((s for s in d.samples if s.answer == answer), None)
