@@ -23,6 +23,7 @@ from tasks import Question, Task, get_task
 __all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
            "run_calibration"]
 
+GOF_REPS = 999  # bootstrap draws behind each p-value (tests/bench/size_study.py: its cost)
 LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
                        "Left Box or R for the Right Box.")
 
@@ -179,6 +180,10 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     rows, qs = without_failed(result.rows, qs, len(cfg.temperatures), failed)
     _write_records(out, task, qs, cfg.temperatures, rows)
     post = np.array([q.posterior for q in qs], dtype=float)
+    status = cfg.on_status if cfg.progress and cfg.on_status is not None else None
+    if status is not None:  # the bar has ended; the fits and the report take a few seconds
+        status(f"fitting λ at t = {', '.join(f'{t:g}' for t in cfg.temperatures)} and testing "
+               f"λ₁/t ({GOF_REPS} bootstrap draws per test)...")
     fits: list[LambdaFit] = []
     panels = []
     groups = []
@@ -200,13 +205,17 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                 raise InputError(f"no valid answers at t = {t:g}: the model's replies could not "
                                  "be parsed (see `ensemble sample` to inspect them)")
             fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t,
-                             rng=cfg.seed)
+                             gof_reps=GOF_REPS)
             groups.append((t, post, ones, valid))
             with np.errstate(invalid="ignore", divide="ignore"):
                 props = np.where(valid > 0, ones / np.maximum(valid, 1), np.nan)
         fits.append(fit)
         panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
-    joint = fit_joint(groups, bias=cfg.bias, rng=cfg.seed) if groups else None
+    # the bootstrap is seeded from the answers (boot_seed, recorded): not by --seed
+    joint = fit_joint(groups, bias=cfg.bias, gof_reps=GOF_REPS) if groups else None
+    if status is not None:
+        status("choosing the rule for each temperature (worst-case regret) and writing the "
+               "report...")
     rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir, joint=joint, model=cfg.model,
                     api_base=cfg.provider.api_base, choices=qs[0].choices,
                     target_accuracy=cfg.target_accuracy)
@@ -222,7 +231,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
             "seed": cfg.seed, "limit": cfg.limit, "created": now_iso(), "version": __version__,
             "requests": stats.requests, "cost_usd": stats.cost_usd, "invalid": invalid,
-            "run_dir": str(out)}
+            "run_dir": str(out),
+            "bootstrap": None if joint is None or not joint.gof_reps else
+            f"{joint.gof_reps} draws per test, seed {joint.boot_seed} (from the answers)"}
     profile = _profile(meta, fits, joint)
     profile.save(out / PROFILE_FILE)
     paths = write_report(out, model=cfg.model, fits=fits, joint=joint, panels=panels,
@@ -236,11 +247,14 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "fits": [{"t": f.t, "lam": f.lam, "se": f.se, "ci": list(f.ci), "bias": f.bias,
                   "bias_se": f.bias_se, "separated": f.separated, "n_questions": f.n_questions,
                   "n_valid": f.n_valid, "deviance": f.deviance, "gof_pvalue": f.gof_pvalue,
-                  "deviance_pvalue": f.deviance_pvalue, "notes": list(f.notes)} for f in fits],
+                  "deviance_pvalue": f.deviance_pvalue, "gof_reps": f.gof_reps,
+                  "boot_seed": f.boot_seed, "notes": list(f.notes)} for f in fits],
         "joint": None if joint is None else {
             "lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci),
             "lrt_pvalue": joint.lrt_pvalue, "holds": joint.holds, "gof_pvalue": joint.gof_pvalue,
-            "deviance_pvalue": joint.deviance_pvalue},
+            "deviance_pvalue": joint.deviance_pvalue, "bias_form": joint.bias_form,
+            "biases": None if joint.biases is None else list(joint.biases),
+            "gof_reps": joint.gof_reps, "boot_seed": joint.boot_seed},
         "recommendation": rec,
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
         "rate_limited": stats.rate_limited, "failed": failed.to_dict(),

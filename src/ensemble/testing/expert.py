@@ -8,8 +8,9 @@ Box-and-ball prompts (the paper's format, `ensemble.boxball`): the expert answer
 probability F(2λ(2p − 1) + bias), with λ = λ₁ / t, p the exact posterior the prompt implies
 and F the link; `bias_form="scaled"` divides the bias by t too, F((2λ₁(2p − 1) + bias)/t), as
 sampling at temperature t does to a preference that is part of the model's scores (the default
-"fixed" adds the same bias at every t, like a preference added after the temperature); F is the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias
-0 case is ψ_λ(p)) or the probit with the logistic's slope at p = 1/2 (`link="probit"`:
+"fixed" adds the same bias at every t, like a preference added after the temperature); F is
+the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias 0 case is
+ψ_λ(p)) or the probit with the logistic's slope at p = 1/2 (`link="probit"`:
 F(z) = Φ(√(π/8)·z), an expert that is *not* quantal-response, for goodness-of-fit checks).
 At t = 0 it answers the argmax (a fair coin at p = 1/2 without bias; with a scaled bias the
 argmax of 2λ₁(2p − 1) + bias, so the bias moves the threshold). With `logprobs`, the
@@ -159,7 +160,8 @@ class SimulatedExpert:
     """A planted expert. `lam1` is λ₁, the rationality at t = 1 in ψ_λ units (λ = λ₁ / t,
     greedy at t = 0); `bias` is added on the logit scale of P("L"), the same at every t
     (`bias_form="fixed"`) or divided by t with the rest of the logit (`"scaled"`); `link`
-    "logit" (quantal response) or "probit"; `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
+    "logit" (quantal response) or "probit";
+    `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
     share of replies without an answer; `posterior_of` reads a binary prompt's posterior (default:
     the paper's box-and-ball format)."""
 
