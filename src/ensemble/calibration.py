@@ -277,6 +277,33 @@ def _gof(X: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
     return float(p_link), float(lr[0]), float(p_dev)
 
 
+def _separated_fit(sign: float, x: NDArray[np.float64], k: NDArray[np.float64],
+                   n: NDArray[np.float64], *, bias: bool, mode: str, t: float | None,
+                   mirror: bool, notes: list[str]) -> LambdaFit:
+    """λ = ±∞ with its one-sided 95% bound (separated along sign · λ)."""
+    from scipy.optimize import brentq
+
+    nq, nv = int(x.size), int(n.sum())
+    target = _profile(sign * _LAM_MAX, x, k, n, bias) - _CHI2_90 / 2
+
+    def slack(lam: float) -> float:
+        return _profile(sign * lam, x, k, n, bias) - target
+
+    bound = brentq(slack, 1e-9, _LAM_MAX, xtol=1e-10) if slack(1e-9) < 0 else 0.0
+    if bias:
+        notes.append("bias not estimated under separation")
+    if sign > 0:
+        lam, ci = math.inf, (float(bound), math.inf)
+    else:
+        notes.append("answers are separated AGAINST the evidence (λ = −∞): the model picks the "
+                     "less likely box; check the prompt and the answer mapping")
+        lam, ci = -math.inf, (-math.inf, -float(bound))
+    return LambdaFit(lam=lam, se=None, ci=ci, bias=None, bias_se=None, separated=True,
+                     n_questions=nq, n_valid=nv, deviance=None, df=nq - (2 if bias else 1),
+                     gof_pvalue=None, dispersion=None, mode=mode, t=t, mirrored=mirror,
+                     notes=tuple(notes))
+
+
 def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bias: bool = True,
                mirror: bool = False, t: float | None = None, mode: str = "sample",
                gof_reps: int = 999, rng: Any = None) -> LambdaFit:
@@ -305,28 +332,9 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
                          "ignore the evidence); check the parser or the prompt")
     nq, nv = int(p.size), int(n.sum())
     for sign in (1.0, -1.0):
-        if not _separated(x, k, n, bias, sign=sign):
-            continue
-        sup = _profile(sign * _LAM_MAX, x, k, n, bias)
-        target = sup - _CHI2_90 / 2
-
-        def slack(lam: float, sign: float = sign, target: float = target) -> float:
-            return _profile(sign * lam, x, k, n, bias) - target
-
-        bound = brentq(slack, 1e-9, _LAM_MAX, xtol=1e-10) if slack(1e-9) < 0 else 0.0
-        if bias:
-            notes.append("bias not estimated under separation")
-        if sign > 0:
-            return LambdaFit(lam=math.inf, se=None, ci=(float(bound), math.inf), bias=None,
-                             bias_se=None, separated=True, n_questions=nq, n_valid=nv,
-                             deviance=None, df=nq - (2 if bias else 1), gof_pvalue=None,
-                             dispersion=None, mode=mode, t=t, mirrored=mirror, notes=tuple(notes))
-        notes.append("answers are separated AGAINST the evidence (λ = −∞): the model picks the "
-                     "less likely box; check the prompt and the answer mapping")
-        return LambdaFit(lam=-math.inf, se=None, ci=(-math.inf, -float(bound)), bias=None,
-                         bias_se=None, separated=True, n_questions=nq, n_valid=nv, deviance=None,
-                         df=nq - (2 if bias else 1), gof_pvalue=None, dispersion=None, mode=mode,
-                         t=t, mirrored=mirror, notes=tuple(notes))
+        if _separated(x, k, n, bias, sign=sign):
+            return _separated_fit(sign, x, k, n, bias=bias, mode=mode, t=t, mirror=mirror,
+                                  notes=notes)
     exog = np.column_stack([x, np.ones_like(x)]) if bias else x[:, None]
     import warnings
 
