@@ -69,3 +69,37 @@ def test_readme_local_snippet_finds_its_weights_from_any_folder(tmp_path, monkey
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"GGUF")
     assert resolve_weights(models[0]) == cached
+
+
+def test_readme_calibration_demo_is_typical_and_says_what_a_rejection_means():
+    """Issue 21: the README's demo drew the 1 in 20 (λ₁/t rejected at p = 0.035 on a simulator
+    built to satisfy it). Its seed now gives a typical run, and the numbers the README quotes
+    are the ones that seed's answers give (drawn by the simulator's own expert, the function
+    its HTTP server answers with; the fits are `ensemble calibrate`'s)."""
+    import numpy as np
+
+    from ensemble.calibration import fit_joint, fit_lambda
+    from ensemble.testing import SimulatedExpert
+    from tasks import get_task
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    serve = re.search(r"ensemble testing serve --lam (\S+) --bias (\S+) --seed (\d+)", readme)
+    assert serve, "the demo names its seed"
+    lam1, bias, seed = float(serve[1]), float(serve[2]), int(serve[3])
+    claim = re.search(r"measures λ = (\S+) at\nt = 0.5 and (\S+) at t = 1, and its test of "
+                      r"λ\(t\) = λ₁/t gives p ≈ (\S+):", readme)
+    assert claim and "about one seed in twenty rejects" in readme
+    expert = SimulatedExpert(lam1=lam1, bias=bias, seed=seed)
+    qs = list(get_task("boxball").questions())
+    post = np.array([q.posterior for q in qs])
+    groups = []
+    for t in (0.5, 1.0):
+        ones = np.array([sum(expert.reply([{"role": "user", "content": q.prompt}], t, j)
+                             .text.endswith("<answer>L</answer>") for j in range(10))
+                         for q in qs])
+        groups.append((t, post, ones, np.full(post.size, 10)))
+    lams = [fit_lambda(post, g[2], g[3], gof_reps=0).lam for g in groups]
+    joint = fit_joint(groups, pooled_gof=False)
+    assert [f"{v:.1f}" for v in lams] == [claim[1], claim[2]]
+    assert abs(joint.lrt_pvalue - float(claim[3])) < 0.01
+    assert 0.2 < joint.lrt_pvalue < 0.9 and joint.holds  # typical, not borderline

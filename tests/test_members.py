@@ -210,3 +210,31 @@ def test_stop_with_members_reads_the_pooled_votes(tmp_path, rule):
     assert sum(used) / len(used) < 12 * 0.6, used
     assert [d.decision for d in ds2] == [d.decision for d in ds]
     assert [d.n_samples for d in ds2] == used
+
+
+def test_a_member_uses_the_measured_lambda_when_its_profile_rejected_the_law(tmp_path):
+    """Issue 21: a profile whose λ₁/t was rejected (p = 0.035; λ₁ = 3.883 but 7.105 measured at
+    t = 0.5) gave Member(t = 0.5) λ₁/t = 7.77 with only a warning, while the report said the
+    measured λ is used. Now the Member at a measured temperature gets the measured λ, and at a
+    temperature the calibration did not measure, λ₁/t with a warning that says so."""
+    import math
+    import warnings
+
+    from ensemble import CalibrationProfile
+    from ensemble.profile import TemperatureFit
+
+    prof = CalibrationProfile(
+        model=MODEL, api_base="http://127.0.0.1:1/v1", lam1=3.883, lam1_ci=(3.7, 4.1),
+        lam1_source="joint", lrt_pvalue=0.035, law_holds=False,
+        fits=[TemperatureFit(t=0.0, lam=math.inf, ci=(80.4, math.inf), separated=True),
+              TemperatureFit(t=0.5, lam=7.105, ci=(6.305, 8.006), se=0.433),
+              TemperatureFit(t=1.0, lam=4.085, ci=(3.738, 4.468), se=0.186)],
+        created="2026-11-24T00:00:00+00:00", version="0.1.0")
+    path = str(prof.save(tmp_path / "profile.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m, = resolve_members([Member(MODEL, temperature=0.5, calibration=path)])
+    assert m.lam == 7.105 and "measured at t = 0.5" in m.lam_source
+    with pytest.warns(UserWarning, match="did not measure t = 0.7"):
+        m, = resolve_members([Member(MODEL, temperature=0.7, calibration=path)])
+    assert m.lam == pytest.approx(3.883 / 0.7) and "extrapolation" in m.lam_source

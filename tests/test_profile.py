@@ -57,10 +57,28 @@ def test_lam_at_is_lam1_over_t_and_infinite_at_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prof.lam_at(1.0)  # the law holds: no warning
-    with pytest.warns(UserWarning, match="rejected"):
-        _profile(law_holds=False, lrt_pvalue=0.01).lam_at(1.0)
+    rejected = _profile(law_holds=False, lrt_pvalue=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rejected.lam_at(1.0) == 4.1  # λ₁/t rejected, t measured: the measured λ
+    with pytest.warns(UserWarning, match="rejected.*did not measure t = 0.7"):
+        assert rejected.lam_at(0.7) == pytest.approx(4.0 / 0.7)  # not measured: λ₁/t, warned
     with pytest.raises(InputError, match="no λ₁"):
         _profile(lam1=None, lam1_ci=None).lam_at(1.0)
+
+
+def test_a_rejected_law_uses_the_lambda_measured_at_a_calibrated_temperature():
+    """The issue's run: λ₁/t rejected (p = 0.035), λ₁ = 3.883, λ measured 7.105 at t = 0.5.
+    The report recommends the measured λ; the profile (and so a Member) must give the same."""
+    prof = _profile(lam1=3.883, law_holds=False, lrt_pvalue=0.035,
+                    fits=[TemperatureFit(t=0.0, lam=math.inf, ci=(80.0, math.inf),
+                                         separated=True),
+                          TemperatureFit(t=0.5, lam=7.105, ci=(6.3, 8.0), se=0.43),
+                          TemperatureFit(t=1.0, lam=4.085, ci=(3.74, 4.47), se=0.19)])
+    lam, source = prof.lam_choice(0.5)
+    assert lam == 7.105 and "measured at t = 0.5" in source
+    assert prof.lam_at(1.0) == 4.085 and prof.lam_at(0) == math.inf
+    assert _profile(lam1=3.883).lam_at(0.5) == pytest.approx(7.766)  # law holds: λ₁/t
 
 
 @pytest.mark.parametrize("content,needle", [

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -205,7 +206,7 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
     page = paths["html"].read_text()
     body = page[page.index("<body>") :]
     assert "ψ_λ" not in body and "`" not in body and "ψ<sub>λ</sub>" in body
-    for term in ("separated", "fit p-value", "95% interval", "bias b"):
+    for term in ("separated", "link test p", "deviance p", "95% interval", "bias b"):
         assert f"<dt>{term}</dt>" in body
     assert "one-sided" in body and "not a test of λ itself" in body
     for value in (
@@ -246,7 +247,7 @@ def test_rejected_law_says_what_to_use_and_the_one_in_twenty(tmp_path):
         meta=META,
     )
     text = paths["html"].read_text()
-    assert "<b>Rejected</b>" in text and "one honest run in twenty" in text
+    assert "<b>Rejected</b>" in text and "about 1 calibration in 20" in text
     assert "λ measured at each temperature" in text and "profile.json" in text
     ok = JointFit(3.2, 0.1, (3.0, 3.4), -0.1, 0.3, 1, 0.58, (0.5, 1.0), True)
     text = write_report(
@@ -258,7 +259,51 @@ def test_rejected_law_says_what_to_use_and_the_one_in_twenty(tmp_path):
         recommendation=None,
         mode="sample",
     )["html"].read_text()
-    assert "<b>Not rejected</b>" in text and "one honest run in twenty" not in text
+    assert "<b>Not rejected</b>" in text and "1 calibration in 20" not in text
+
+
+def test_a_rejection_near_005_advises_more_answers_never_another_seed(tmp_path):
+    """Issue 21: the README's demo rejected λ₁/t at p = 0.035 on a simulator built to satisfy it
+    and the report advised another `--seed`, which only redrew the bootstrap. The report now
+    says what a rejection near 0.05 means (about 1 in 20 under the law), advises more samples
+    or questions, never another seed, and says how the p-value was computed."""
+    fits = _fits()
+    joint = JointFit(3.883, 0.1, (3.7, 4.1), None, 4.4, 1, 0.035, (0.5, 1.0), False,
+                     bias_form="per-t", biases=(-0.6, -0.55), boot_seed=12345, gof_reps=999)
+    md = write_report(tmp_path, model="m", fits=fits, joint=joint, panels=_panels(fits),
+                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    law = md[md.index("## λ across temperatures"):md.index("## Recommendation")]
+    assert "about 1 calibration in 20" in law and "p = 0.035 alone is weak evidence" in law
+    assert "more `--samples`" in law and "Do not rerun with another `--seed`" in law
+    assert "rerun with another `--seed` or" not in law  # the old advice
+    assert "parametric bootstrap, 999 draws, seed 12345" in law
+    assert "each temperature with its own bias" in law
+    strong = JointFit(3.883, 0.1, (3.7, 4.1), None, 14.0, 1, 0.001, (0.5, 1.0), False,
+                      gof_reps=999, boot_seed=1)
+    md = write_report(tmp_path, model="m", fits=fits, joint=strong, panels=_panels(fits),
+                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    assert "fewer than 1 calibration in 100" in md and "weak evidence" not in md
+
+
+def test_the_p_value_columns_say_which_test_they_show(tmp_path):
+    """Issue 21: the "fit p-value" column showed the link test while its explanation said
+    "(deviance test)", and the deviance p-value was not shown. Each now has its column and an
+    explanation naming its own test."""
+    a, b = _fits()
+    fits = [a, dataclasses.replace(b, gof_pvalue=0.31, deviance_pvalue=0.0123)]
+    md = write_report(tmp_path, model="m", fits=fits, joint=None, panels=_panels(fits),
+                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    lines = md.splitlines()
+    head = next(x for x in lines if x.startswith("| t |"))
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    row = next(x for x in lines if x.startswith("| 1 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[cols.index("link test p")] == "0.31"
+    assert cells[cols.index("deviance p")] == "0.012"
+    assert "fit p-value" not in md
+    gloss = {x.split("**")[1]: x for x in lines if x.startswith("- **")}
+    assert "(link test)" in gloss["link test p"] and "deviance" not in gloss["link test p"]
+    assert "(deviance test)" in gloss["deviance p"]
 
 
 def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):

@@ -6,7 +6,9 @@ rules that weigh members (`lam-weighted`, `robust` with groups) need each member
 ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, which comes from, in this order:
 
 1. `Member(lam=...)`: typed in;
-2. `Member(calibration=PATH)`: that profile's λ₁ / t at the member's temperature;
+2. `Member(calibration=PATH)`: that profile's λ at the member's temperature
+   (`CalibrationProfile.lam_choice`): λ₁ / t, or, when that calibration rejected λ₁/t, the λ
+   it measured at this temperature (λ₁ / t with a warning at a temperature it did not measure);
 3. `calibration=PATH or [PATHS]` given to the ensemble: the profile whose (model, api_base)
    match the member's; no match is an error that names what the profiles hold;
 4. none: λ unknown (`None`), fine for plurality and majority.
@@ -116,8 +118,8 @@ def load_profiles(calibration: PathLike | Sequence[PathLike] | None) -> list[Any
 
 
 def _lam_from(profile: Any, member: Member, path: str) -> Member:
-    lam = profile.lam_at(member.temperature)
-    return member.with_lam(lam, f"{path}: λ₁ = {profile.lam1:.4g} / t = {member.temperature:g}")
+    lam, source = profile.lam_choice(member.temperature)
+    return member.with_lam(lam, f"{path}: {source}")
 
 
 def resolve_members(members: Sequence[Member],

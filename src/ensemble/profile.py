@@ -7,7 +7,8 @@ each measured temperature, the bias if one was fitted, the task, the sample coun
 the version of `ensemble` that wrote it.
 
     prof = CalibrationProfile.load("runs/calibrate-openai-gpt-4o-mini/profile.json")
-    prof.lam_at(0.5)        # λ₁ / 0.5 (ψ_λ units); ∞ at t = 0
+    prof.lam_at(0.5)        # λ₁ / 0.5 (ψ_λ units); ∞ at t = 0; the measured λ at 0.5 if
+                            # this calibration rejected λ₁/t (lam_choice says which)
     prof.fit_at(0.5)        # the fit measured at t = 0.5, or None
 
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units. On disk ±∞ are written as `ensemble.jsonio` writes
@@ -85,25 +86,42 @@ class CalibrationProfile(BaseModel):
 
     # -- use ---------------------------------------------------------------------------------
     def lam_at(self, t: float) -> float:
-        """λ at temperature t from λ₁/t (ψ_λ units); ∞ at t = 0 (greedy decoding).
+        """λ at temperature t (ψ_λ units): `lam_choice(t)`'s λ, without where it came from."""
+        return self.lam_choice(t)[0]
 
-        Warns when this calibration rejected λ₁/t: then the fit measured at t (`fit_at`) is the
-        number to use, and temperatures not measured need a calibration of their own.
+    def lam_choice(self, t: float) -> tuple[float, str]:
+        """(λ at temperature t in ψ_λ units, where it comes from).
+
+        - t = 0: ∞ (greedy decoding).
+        - λ₁/t not rejected (or not tested): λ₁ / t.
+        - λ₁/t rejected by this calibration, t measured: the λ measured at t (`fit_at(t)`),
+          the number the report recommends; no warning.
+        - λ₁/t rejected, t not measured: λ₁ / t with a `UserWarning`: nothing better is known
+          there, but the data contradict the law that carries λ₁ to t; calibrate at t.
         """
         from .qr import _validate_temperature
 
         t = _validate_temperature(t)
         if t == 0:
-            return math.inf
+            return math.inf, "t = 0 (greedy decoding): λ = ∞"
+        rejected = self.law_holds is False
+        fit = self.fit_at(t)
+        if rejected and fit is not None:
+            return fit.lam, (f"measured at t = {t:g} (λ₁/t rejected, p = "
+                             f"{self.lrt_pvalue:.3g}, so not λ₁/t)")
         if self.lam1 is None:
             measured = ", ".join(f"{f.t:g}" for f in self.fits) or "none"
             raise InputError(f"profile of {self.model} has no λ₁ (it needs a finite λ at a "
                              f"temperature > 0; measured t: {measured}); calibrate at t = 1")
-        if self.law_holds is False:
+        if rejected:
+            measured = ", ".join(f"{f.t:g}" for f in self.fits)
             warnings.warn(f"the calibration of {self.model} rejected λ(t) = λ₁/t (LRT p = "
-                          f"{self.lrt_pvalue:.3g}); prefer fit_at(t) at a measured temperature",
-                          UserWarning, stacklevel=2)
-        return self.lam1 / t
+                          f"{self.lrt_pvalue:.3g}) and did not measure t = {t:g} (measured: "
+                          f"{measured}): using λ₁/t = {self.lam1 / t:.4g}, an extrapolation the "
+                          f"data contradict; calibrate at t = {t:g}", UserWarning, stacklevel=3)
+            return self.lam1 / t, (f"λ₁ = {self.lam1:.4g} / t = {t:g} (λ₁/t rejected and t "
+                                   "not measured: an extrapolation)")
+        return self.lam1 / t, f"λ₁ = {self.lam1:.4g} / t = {t:g}"
 
     def fit_at(self, t: float) -> TemperatureFit | None:
         """The fit measured at temperature t (within 1e-9), or None."""

@@ -49,10 +49,17 @@ GLOSSARY: dict[str, str] = {
     "questions": "how many calibration questions were asked at this temperature.",
     "valid answers": "answers that could be read as L or R (the others were unparseable and "
                      "left out of the fit).",
-    "fit p-value": "goodness of fit: the chance of a misfit at least this large if the "
-                   "quantal-response curve were the truth (deviance test). Small values "
-                   "(below 0.01) mean the curve misses structure in the answers: λ still "
-                   "summarises them, but read it with care. It is not a test of λ itself.",
+    "link test p": "goodness of fit of the curve's shape (link test): the chance, if the "
+                   "quantal-response (logistic) curve were the truth, of answers whose curve "
+                   "departs at least this much from it in the tails. Small values (below "
+                   "0.01) mean the answers follow another curve: λ still summarises the slope "
+                   "near p = 1/2, but read it with care. It is not a test of λ itself.",
+    "deviance p": "goodness of fit between questions (deviance test): the chance, if the "
+                  "fitted curve were the truth, of questions spread at least this far from it. "
+                  "Small values (below 0.01) mean some questions are answered otherwise than "
+                  "their posterior predicts (a prompt read differently, say). Both p-values "
+                  "come from a parametric bootstrap (answers redrawn from the fit); – when not "
+                  "computed (a separated row).",
 }
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -224,6 +231,8 @@ def _meta_rows(model: str, mode: str, meta: dict[str, Any] | None) -> list[tuple
     rows.append(("mode", mode + (f"; bias term {bias}" if bias else "")))
     if m.get("seed") is not None:
         rows.append(("seed", str(m["seed"])))
+    if m.get("bootstrap"):
+        rows.append(("bootstrap", m["bootstrap"]))
     if m.get("created"):
         rows.append(("date", m["created"]))
     if m.get("version"):
@@ -235,20 +244,43 @@ def _meta_rows(model: str, mode: str, meta: dict[str, Any] | None) -> list[tuple
     return rows
 
 
+def _test_how(joint: Any) -> str:
+    """How the λ₁/t test's p-value was computed, with what repeats it."""
+    form = {"per-t": "each temperature with its own bias b, in both models",
+            "fixed": "one bias b at every temperature", "scaled": "a bias b₁/t",
+            "none": "no bias"}.get(getattr(joint, "bias_form", ""), "")
+    reps = getattr(joint, "gof_reps", 0)
+    seed = getattr(joint, "boot_seed", None)
+    if reps > 0:
+        how = f"parametric bootstrap, {reps} draws" + (f", seed {seed}" if seed is not None
+                                                         else "")
+    else:
+        how = "χ² reference"
+    return f"({how}; {form})" if form else f"({how})"
+
+
 def _law_lines(joint: Any) -> list[str]:
     """The λ₁/t paragraph(s): the test's result, and what to do about it."""
     if joint is None:
         return ["λ(t) = λ₁/t could not be tested: that needs two temperatures > 0 whose answers "
                 "are not separated. Use the λ measured at each temperature."]
+    p = joint.lrt_pvalue
     head = (f"Joint fit λ(t) = λ₁/t: λ₁ = {joint.lam1:.4g} (95% interval {joint.ci[0]:.4g} – "
             f"{joint.ci[1]:.4g}), λ₁ being λ at t = 1. Likelihood-ratio test against a free λ "
             f"at each temperature: χ² = {joint.lrt_stat:.2f} on {joint.lrt_df} df, "
-            f"p = {joint.lrt_pvalue:.3g}.")
+            f"p = {p:.3g} {_test_how(joint)}.")
     if joint.holds:
         return [head + " **Not rejected** at the 5% level: the λ measured at the different "
                 "temperatures are consistent with λ₁/t, so λ at another temperature in the "
                 "measured range is λ₁/t. (Not rejecting is not proof: with few samples the test "
                 "has little power.)"]
+    if p >= 0.01:
+        chance = (f"What one rejection near 0.05 means: at the 5% level about 1 calibration in "
+                  f"20 of a model that follows λ₁/t exactly rejects it by chance, so p = {p:.2g} "
+                  "alone is weak evidence against the law.")
+    else:
+        chance = (f"p = {p:.2g} is far below 0.05: a model that follows λ₁/t gives a p this "
+                  "small in fewer than 1 calibration in 100.")
     return [head + " **Rejected** at the 5% level (p < 0.05).",
             "What this means: the λ measured at the different temperatures are not in the "
             "ratio 1/t that sampling from fixed logits at temperature t predicts (for instance "
@@ -256,10 +288,12 @@ def _law_lines(joint: Any) -> list[str]:
             "fixed scores). What to use instead: the λ measured at each temperature (the table "
             "above; `fits` in profile.json), and for a temperature you have not measured, a "
             "calibration at that temperature. The recommendation below already uses the "
-            "measured λ.",
-            "A reminder: at the 5% level one honest run in twenty rejects by chance even when "
-            "λ₁/t holds exactly. If p is not far below 0.05, rerun with another `--seed` or "
-            "more `--samples` before concluding."]
+            "measured λ, and so does a `Member` or `Ensemble` built from profile.json at a "
+            "measured temperature (at one not measured it falls back to λ₁/t, with a warning).",
+            chance + " To tell chance from a real departure, calibrate again with more "
+            "`--samples` per question (or more questions): new answers decide it. Do not rerun "
+            "with another `--seed`: on the same answers that changes nothing the test "
+            "measures (its bootstrap is seeded from the answers)."]
 
 
 def _recommendation_lines(rec: dict[str, Any] | None) -> tuple[list[str], list[str]]:
@@ -305,7 +339,7 @@ def write_report(out: Path, *, model: str, fits: Sequence[Any], joint: Any,
               f"≤ {_fmt(f.ci[1])} (one-sided)" if f.separated else
               f"[{_fmt(f.ci[0])}, {_fmt(f.ci[1])}]"),
              _fmt(f.bias), "yes" if f.separated else "no", str(f.n_questions), str(f.n_valid),
-             _fmt_p(f.gof_pvalue)) for f in fits]
+             _fmt_p(f.gof_pvalue), _fmt_p(getattr(f, "deviance_pvalue", None))) for f in fits]
     head = tuple(GLOSSARY)
     meta_rows = _meta_rows(model, mode, meta)
     law = _law_lines(joint)

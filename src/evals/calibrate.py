@@ -23,6 +23,8 @@ from tasks import Question, Task, get_task
 __all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
            "run_calibration"]
 
+# bootstrap draws behind each p-value (the fits' default; seeded from the answers, not by --seed)
+GOF_REPS = 999
 LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
                        "Left Box or R for the Right Box.")
 
@@ -179,6 +181,8 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     rows, qs = without_failed(result.rows, qs, len(cfg.temperatures), failed)
     _write_records(out, task, qs, cfg.temperatures, rows)
     post = np.array([q.posterior for q in qs], dtype=float)
+    _say(cfg, f"fitting λ at t = {', '.join(f'{t:g}' for t in cfg.temperatures)} and testing "
+              f"λ₁/t ({GOF_REPS} bootstrap draws per test)...")
     fits: list[LambdaFit] = []
     panels = []
     groups = []
@@ -199,14 +203,15 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             if valid.sum() == 0:
                 raise InputError(f"no valid answers at t = {t:g}: the model's replies could not "
                                  "be parsed (see `ensemble sample` to inspect them)")
-            fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t,
-                             rng=cfg.seed)
+            fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t)
             groups.append((t, post, ones, valid))
             with np.errstate(invalid="ignore", divide="ignore"):
                 props = np.where(valid > 0, ones / np.maximum(valid, 1), np.nan)
         fits.append(fit)
         panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
-    joint = fit_joint(groups, bias=cfg.bias, rng=cfg.seed) if groups else None
+    joint = fit_joint(groups, bias=cfg.bias) if groups else None
+    _say(cfg, "choosing the rule for each temperature (worst-case regret) and writing the "
+              "report...")
     rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir, joint=joint, model=cfg.model,
                     api_base=cfg.provider.api_base, choices=qs[0].choices,
                     target_accuracy=cfg.target_accuracy)
@@ -222,7 +227,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
             "seed": cfg.seed, "limit": cfg.limit, "created": now_iso(), "version": __version__,
             "requests": stats.requests, "cost_usd": stats.cost_usd, "invalid": invalid,
-            "run_dir": str(out)}
+            "run_dir": str(out),
+            "bootstrap": None if joint is None or not joint.gof_reps else
+            f"{joint.gof_reps} draws per test, seed {joint.boot_seed} (from the answers)"}
     profile = _profile(meta, fits, joint)
     profile.save(out / PROFILE_FILE)
     paths = write_report(out, model=cfg.model, fits=fits, joint=joint, panels=panels,
@@ -236,11 +243,9 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "fits": [{"t": f.t, "lam": f.lam, "se": f.se, "ci": list(f.ci), "bias": f.bias,
                   "bias_se": f.bias_se, "separated": f.separated, "n_questions": f.n_questions,
                   "n_valid": f.n_valid, "deviance": f.deviance, "gof_pvalue": f.gof_pvalue,
-                  "deviance_pvalue": f.deviance_pvalue, "notes": list(f.notes)} for f in fits],
-        "joint": None if joint is None else {
-            "lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci),
-            "lrt_pvalue": joint.lrt_pvalue, "holds": joint.holds, "gof_pvalue": joint.gof_pvalue,
-            "deviance_pvalue": joint.deviance_pvalue},
+                  "deviance_pvalue": f.deviance_pvalue, "gof_reps": f.gof_reps,
+                  "boot_seed": f.boot_seed, "notes": list(f.notes)} for f in fits],
+        "joint": _joint_doc(joint),
         "recommendation": rec,
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
         "rate_limited": stats.rate_limited, "failed": failed.to_dict(),
@@ -251,6 +256,23 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
 
     (out / "calibration.json").write_text(dumps(doc, indent=2) + "\n")
     return doc
+
+
+def _say(cfg: CalibrationConfig, line: str) -> None:
+    """A status line after the progress bar (the fits and the report take a few seconds)."""
+    if cfg.progress and cfg.on_status is not None:
+        cfg.on_status(line)
+
+
+def _joint_doc(joint: Any) -> dict[str, Any] | None:
+    """The `joint` section of calibration.json (with the bootstrap's draws and seed)."""
+    if joint is None:
+        return None
+    return {"lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci),
+            "lrt_pvalue": joint.lrt_pvalue, "holds": joint.holds, "gof_pvalue": joint.gof_pvalue,
+            "deviance_pvalue": joint.deviance_pvalue, "bias_form": joint.bias_form,
+            "biases": None if joint.biases is None else list(joint.biases),
+            "gof_reps": joint.gof_reps, "boot_seed": joint.boot_seed}
 
 
 def _p_first(sample: Any, choices: tuple[str, ...]) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from ensemble.errors import InputError
 from ensemble.testing import (
     INDEX_HEADER,
     FaultPlan,
@@ -69,6 +70,28 @@ def test_box_answers_follow_planted_psi_with_bias(box_questions):
     # and the bias moved it: without bias the rate would be sigmoid(2λ(2p−1))
     assert binomtest(got.count("L"), k, sigmoid(2 * (lam1 / t) * (2 * q.posterior - 1))
                      ).pvalue < 1e-3
+
+
+def test_a_scaled_bias_is_divided_by_the_temperature(box_questions):
+    """bias_form="scaled": P(L) = σ((2λ₁(2p − 1) + b)/t), as sampling at temperature t does to a
+    preference that is part of the model's scores; "fixed" keeps σ(2(λ₁/t)(2p − 1) + b)."""
+    q = next(q for q in box_questions if 0.6 < q.posterior < 0.7)
+    lam1, t, bias, k = 1.0, 0.5, -0.9, 800
+    with SimulatedServer(lam1=lam1, bias=bias, bias_form="scaled", seed=3) as srv:
+        got = []
+        for start in range(0, k, 100):
+            got += letters(chat(srv.base_url, q.prompt, t=t, n=100, index=start))
+        # greedy: the argmax of 2λ₁(2p − 1) + b, so a bias larger than the evidence wins
+        weak = next(x for x in box_questions
+                    if 0.5 < x.posterior and 2 * lam1 * (2 * x.posterior - 1) < -bias)
+        greedy = letters(chat(srv.base_url, weak.prompt, t=0, n=5))
+    scaled = sigmoid((2 * lam1 * (2 * q.posterior - 1) + bias) / t)
+    fixed = sigmoid(2 * (lam1 / t) * (2 * q.posterior - 1) + bias)
+    assert binomtest(got.count("L"), k, scaled).pvalue > 1e-3
+    assert binomtest(got.count("L"), k, fixed).pvalue < 1e-3
+    assert greedy == ["R"] * 5
+    with pytest.raises(InputError, match="bias_form"):
+        SimulatedServer(bias_form="per-t")
 
 
 def test_greedy_is_argmax_and_a_fair_coin_at_one_half(box_questions):

@@ -19,6 +19,10 @@ def register(subparsers: Any) -> None:
     s.add_argument("--lam", type=lam_value, default=10.0, help="λ₁, rationality at t = 1")
     s.add_argument("--port", type=nonneg_int, default=0, help="port (default: a free one)")
     s.add_argument("--bias", type=float, default=0.0, help="logit bias towards 'L'")
+    s.add_argument("--bias-form", choices=("fixed", "scaled"), default="fixed",
+                   help="fixed: the same bias at every t (added after the temperature); "
+                        "scaled: bias/t, divided by t with the rest of the logit, as sampling "
+                        "does to a preference that is part of the model's scores")
     s.add_argument("--latency", type=nonneg_float, default=0.0, help="seconds per request")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--fault-rate", type=probability, default=0.0)
@@ -156,7 +160,8 @@ def run_serve(args: argparse.Namespace) -> int:
                        slow=args.slow, seed=args.seed)
     if args.port > 65535:
         raise InputError(f"--port {args.port} is not a port number (0 to 65535; 0: a free one)")
-    server = SimulatedServer(lam1=args.lam, bias=args.bias, link=args.link, answer_key=key,
+    server = SimulatedServer(lam1=args.lam, bias=args.bias, bias_form=args.bias_form,
+                             link=args.link, answer_key=key,
                              latency=args.latency, faults=faults, seed=args.seed, port=args.port,
                              reject_n=args.reject_n, invalid_rate=args.invalid_rate,
                              rate_limit=args.rate_limit,

@@ -6,10 +6,14 @@ through either.
 
 Box-and-ball prompts (the paper's format, `ensemble.boxball`): the expert answers "L" with
 probability F(2λ(2p − 1) + bias), with λ = λ₁ / t, p the exact posterior the prompt implies
-and F the link: the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias
-0 case is ψ_λ(p)) or the probit with the logistic's slope at p = 1/2 (`link="probit"`:
+and F the link; `bias_form="scaled"` divides the bias by t too, F((2λ₁(2p − 1) + bias)/t), as
+sampling at temperature t does to a preference that is part of the model's scores (the default
+"fixed" adds the same bias at every t, like a preference added after the temperature); F is
+the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias 0 case is
+ψ_λ(p)) or the probit with the logistic's slope at p = 1/2 (`link="probit"`:
 F(z) = Φ(√(π/8)·z), an expert that is *not* quantal-response, for goodness-of-fit checks).
-At t = 0 it answers the argmax (a fair coin at p = 1/2 without bias). With `logprobs`, the
+At t = 0 it answers the argmax (a fair coin at p = 1/2 without bias; with a scaled bias the
+argmax of 2λ₁(2p − 1) + bias, so the bias moves the threshold). With `logprobs`, the
 first answer token carries log P(L) and log P(R) in its top_logprobs.
 
 Multiple-choice prompts (the paper's MathQA prompt: "### Question:" ... "### Options:" with
@@ -51,10 +55,12 @@ from ..boxball import posterior_from_prompt
 from ..errors import InputError
 from .openexpert import OpenAnswers, StructuredPlan
 
-__all__ = ["LINKS", "MCModel", "Reply", "SimulatedExpert", "answer_key_from_questions",
-           "listed_choices", "prompt_hash", "prompt_key", "question_text"]
+__all__ = ["BIAS_FORMS", "LINKS", "MCModel", "Reply", "SimulatedExpert",
+           "answer_key_from_questions", "listed_choices", "prompt_hash", "prompt_key",
+           "question_text"]
 
 LINKS = ("logit", "probit")
+BIAS_FORMS = ("fixed", "scaled")
 _QUESTION = re.compile(r"### Question:\s*(.*?)\s*### Options:\s*(.*?)(?:\n\s*\n|###|$)", re.DOTALL)
 _OPTION = re.compile(r"^\s*\(?([A-Z])\)", re.MULTILINE)
 _PROBIT_SCALE = math.sqrt(math.pi / 8.0)  # Φ(s·z) has the logistic's slope 1/4 at z = 0
@@ -152,8 +158,10 @@ def _schema_of(response_format: Any) -> Mapping[str, Any] | None:
 
 class SimulatedExpert:
     """A planted expert. `lam1` is λ₁, the rationality at t = 1 in ψ_λ units (λ = λ₁ / t,
-    greedy at t = 0); `bias` is added on the logit scale of P("L"); `link` "logit" (quantal
-    response) or "probit"; `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
+    greedy at t = 0); `bias` is added on the logit scale of P("L"), the same at every t
+    (`bias_form="fixed"`) or divided by t with the rest of the logit (`"scaled"`); `link`
+    "logit" (quantal response) or "probit";
+    `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
     share of replies without an answer; `posterior_of` reads a binary prompt's posterior (default:
     the paper's box-and-ball format)."""
 
@@ -161,11 +169,14 @@ class SimulatedExpert:
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
                  invalid_rate: float = 0.0, seed: int = 0,
                  posterior_of: Any = None, open_answers: OpenAnswers | None = None,
-                 structured: StructuredPlan | None = None) -> None:
+                 structured: StructuredPlan | None = None, bias_form: str = "fixed") -> None:
         if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
             raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
         if link not in LINKS:
             raise InputError(f"link must be one of {', '.join(LINKS)}, got {link!r}")
+        if bias_form not in BIAS_FORMS:
+            raise InputError(f"bias_form must be one of {', '.join(BIAS_FORMS)}, got "
+                             f"{bias_form!r}")
         mc = mc_model or MCModel()
         if not (mc.a > 0 and mc.b > 0):
             raise InputError(f"the Beta(a, b) reading accuracy needs a, b > 0, got {mc.a}, {mc.b}")
@@ -173,6 +184,7 @@ class SimulatedExpert:
             raise InputError(f"invalid_rate must lie in [0, 1], got {invalid_rate}")
         self.lam1 = float(lam1)
         self.bias = float(bias)
+        self.bias_form = bias_form
         self.link = link
         self.answer_key = {_norm(k): v.upper() for k, v in (answer_key or {}).items()}
         self.mc = mc
@@ -191,10 +203,15 @@ class SimulatedExpert:
         lam = self.lam(temperature)
         if abs(p - 0.5) < 1e-9:
             p = 0.5  # the prompt's fractions give 0.5 only up to rounding: a tie is a tie
+        scaled = self.bias_form == "scaled"
         if math.isinf(lam):
-            z = (2 * p - 1) * 1e9 + self.bias
+            # greedy: the sign of the logit; a scaled bias is part of it, a fixed one only
+            # breaks the tie at p = 1/2
+            z = (2 * self.lam1 * (2 * p - 1) + self.bias if scaled and math.isfinite(self.lam1)
+                 else (2 * p - 1) * 1e9 + self.bias)
             return 1.0 if z > 0 else (0.0 if z < 0 else 0.5)
-        z = 2 * lam * (2 * p - 1) + self.bias  # the logit of ψ_λ(p), shifted by the bias
+        # the logit of ψ_λ(p), shifted by the bias (b/t when scaled, as the temperature acts)
+        z = 2 * lam * (2 * p - 1) + (self.bias / temperature if scaled else self.bias)
         if self.link == "probit":
             return 0.5 * math.erfc(-_PROBIT_SCALE * z / math.sqrt(2.0))
         from scipy.special import expit

@@ -60,7 +60,10 @@ class FakeExpertProvider:
                                      f"link={e.link}:seed={e.seed}:invalid={e.invalid_rate!r}"
                                      + (f":open={e.open_answers!r}" if e.open_answers else "")
                                      + (f":structured={e.structured!r}" if e.structured
-                                        else ""))
+                                        else "")
+                                     # a scaled bias answers otherwise (fixed keeps old keys)
+                                     + ("" if e.bias_form == "fixed"
+                                        else f":bias_form={e.bias_form}"))
         self.requests = 0
         self.served: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()

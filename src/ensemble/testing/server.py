@@ -113,9 +113,10 @@ class SimulatedServer:
 
     Use as a context manager (sync or async); `base_url` is "http://127.0.0.1:PORT/v1".
     Expert options (see `SimulatedExpert`): `lam1` (λ₁, rationality at t = 1 in ψ_λ units),
-    `bias`, `link` ("logit" or "probit"), `answer_key`, `mc_model` (or `mc_a`, `mc_b`),
-    `invalid_rate`, `seed`, `open_answers` (numbers written in varied equivalent forms) and
-    `structured` (JSON replies for a `response_format` schema), see
+    `bias` with `bias_form` ("fixed": the same at every t, or "scaled": divided by t with the
+    rest of the logit), `link` ("logit" or "probit"), `answer_key`, `mc_model` (or `mc_a`,
+    `mc_b`), `invalid_rate`, `seed`, `open_answers` (numbers written in varied equivalent forms)
+    and `structured` (JSON replies for a `response_format` schema), see
     `ensemble.testing.openexpert`; or pass a ready `expert`. Provider behaviour: `latency`
     (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`,
     `refuse_rate`, `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's
@@ -138,13 +139,13 @@ class SimulatedServer:
                  expert: SimulatedExpert | None = None, batch: BatchPlan | None = None,
                  echo_key: bool = False, usage: tuple[int, int] | None = None,
                  keep_replies: bool = False, open_answers: OpenAnswers | None = None,
-                 structured: StructuredPlan | None = None) -> None:
+                 structured: StructuredPlan | None = None, bias_form: str = "fixed") -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
             lam1=lam1, bias=bias, link=link, answer_key=answer_key,
             mc_model=mc_model or MCModel(mc_a, mc_b), invalid_rate=invalid_rate, seed=seed,
-            open_answers=open_answers, structured=structured)
+            open_answers=open_answers, structured=structured, bias_form=bias_form)
         if rate_limit is not None and (int(rate_limit[0]) < 1 or not float(rate_limit[1]) > 0):
             raise InputError(f"rate_limit must be (requests >= 1, window seconds > 0), got "
                              f"{rate_limit!r}")

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         con.print(f"[bold]{rec['summary']}[/]")
         if rec.get("target"):
             con.print(rec["target"]["text"])
-        con.print(rec["ensemble"], markup=False, highlight=False)
+        # code to paste: printed whole (soft-wrapped by the terminal, never broken by us)
+        con.print(rec["ensemble"], markup=False, highlight=False, soft_wrap=True)
     con.print(f"report: {doc['report']['html']} · profile: {doc['profile']}")
     return 0
