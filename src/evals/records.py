@@ -38,6 +38,7 @@ __all__ = [
     "VOTES_FILE",
     "JsonlWriter",
     "default_run_dir",
+    "endpoint_slug",
     "now_iso",
     "run_slug",
     "QuestionRecord",
@@ -363,20 +364,22 @@ def make_run_dir(out: str | os.PathLike[str]) -> Path:
 
 
 def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | None = None,
-                    kind: str = "eval", api_base: str | None = None) -> Path:
+                    kind: str = "eval", short: bool = False, api_base: str | None = None
+                    ) -> Path:
     """The folder a run writes to without --out: `runs/[calibrate-]TASK[-DATA]-MODEL[@HOST]`.
 
-    A pure function of what the command says (task, model, the data file's name for a user
-    task, and the endpoint), never of the date: rerunning the same command finds the same
-    folder, and resumes from its store. The date of each run is in its summary.json /
-    profile.json instead. Box-ball calibrations keep the short `runs/calibrate-MODEL`. With an
-    api_base the endpoint is part of the name (`@127.0.0.1-8000-v1`): two servers that share a
-    model name are two runs, never one folder.
+    A pure function of what the command says (task, model, the data file's name for a task
+    that reads one: give `data` only then, and the endpoint), never of the date: rerunning the
+    same command finds the same folder, and resumes from its store. The date of each run is in
+    its summary.json / profile.json instead. `short` leaves the task out (the command's default
+    task: box-ball calibrations keep the short `runs/calibrate-MODEL`). With an api_base the
+    endpoint is part of the name (`@127.0.0.1-8000-v1`): two servers that share a model name
+    are two runs, never one folder.
     """
     parts = [] if kind == "eval" else [kind]
-    if not (kind == "calibrate" and task == "boxball"):
+    if not short:
         parts.append(task)
-    if task == "jsonl" and data is not None:
+    if data is not None:
         parts.append(run_slug(Path(data).stem))
     parts.append(run_slug(model))
     name = "-".join(parts)
