@@ -197,13 +197,12 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     summary = analyse_mixed(cfg, drawn.questions, drawn.answers, members=members,
                             labels=labels, samples=ks, aggregators=names,
                             population=task.population())
-    from .records import write_run_log
+    from .records import VoteMember, write_run_log
 
-    lams = [m.lam for m in members]
-    write_run_log(out, drawn.questions, [m.temperature for m in members], drawn.rows,
-                  drawn.answers, ns=[m.n for m in members], rule=names[0],
-                  members=[(lb, m.model) for lb, m in zip(labels, members, strict=True)],
-                  ensemble=ensemble_vote(names, lams))
+    voters = [VoteMember(float(m.temperature), (m.n,), label=lb, model=m.model)
+              for lb, m in zip(labels, members, strict=True)]
+    write_run_log(out, drawn.questions, voters, drawn.rows, drawn.answers, rule=names[0],
+                  ensemble=ensemble_vote(names, [m.lam for m in members]))
     summary.update(run_facts(drawn, drawn.stats, out=out, t1=t1))
     summary.update({"data": {}, "notes": [n for s in drawn.stats for n in s.notes],
                     "provider": {lb: d.options.public()

@@ -207,9 +207,9 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     questions = drawn.questions
     answers = np.stack(drawn.answers)
     t1 = time.perf_counter()
-    from .records import write_run_log
+    from .records import model_members, write_run_log
 
-    write_run_log(out, questions, cfg.temperatures, drawn.rows, answers, ns=cfg.ns,
+    write_run_log(out, questions, model_members(cfg.temperatures, cfg.ns), drawn.rows, answers,
                   rule=task.layout.vote_rule)
     summary = analyse(cfg, questions, answers, population=task.population())
     if cfg.aggregators:
