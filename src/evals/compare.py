@@ -52,7 +52,8 @@ class RunData:
 
     `answers` maps (t, question id) -> the answers by sample index for a single model, and
     (member label, question id) for a mixed ensemble (`members` its members, `rules` the rules
-    it scored). `created` identifies the run (a copy of a folder is the same run)."""
+    it scored). `created` identifies the run: when it was written and into which folder (a
+    copy of a folder is the same run; two runs written in one second are not)."""
 
     path: Path
     task: str
@@ -109,7 +110,9 @@ def load_run(path: str | Path) -> RunData:
     rules = tuple((ens or {}).get("aggregators", []))
     return RunData(p, run.task, run.model, temps, ns, k,
                    (doc.get("population") or {}).get("total"), run.questions, answers,
-                   members, rules, doc.get("created"), run.layout)
+                   members, rules,
+                   f"{doc['created']} {doc.get('run_dir')}" if doc.get("created") else None,
+                   run.layout)
 
 
 def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
