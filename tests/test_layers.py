@@ -59,3 +59,100 @@ def test_eval_commands_come_through_the_entry_point_group():
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert {"eval", "calibrate", "compare", "view", "theory", "sample"} <= set(sub.choices)
+
+
+# -- the evals keep the house rules (shared/DESIGN.md section 3) -------------------------------
+TASK_NAMES = ("boxball", "mathqa", "jsonl")
+
+
+def _module(path: Path, top: Path) -> str:
+    parts = list(path.relative_to(top).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports_under(path: Path, top: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import in a file under `top`, relative ones resolved."""
+    package = _module(path, top).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, node.module] if node.module else base)
+            out.append((node.lineno, mod, [a.name for a in node.names]))
+    return out
+
+
+def _evals_breaks(root: Path) -> list[str]:
+    """What the package at `root` breaks: task names compared as strings, import cycles
+    between its modules (imports inside functions count), leading-underscore names imported
+    from another of its modules, modules over 700 lines, functions over 100."""
+    top = root.parent
+    files = {_module(p, top): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    out: list[str] = []
+    for mod, path in files.items():
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(top)
+        if text.count("\n") + 1 > 700:
+            out.append(f"{where}: module over 700 lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > 100:
+                    out.append(f"{where}:{node.lineno} {node.name}: function over 100 lines")
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value in TASK_NAMES
+                    for c in [node.left, *node.comparators]):
+                out.append(f"{where}:{node.lineno}: task name compared as a string")
+        for line, target, names in _imports_under(path, top):
+            for name in names:
+                full = f"{target}.{name}"
+                dest = full if full in files else target
+                if dest in files and dest != mod:
+                    graph[mod].add(dest)
+                if (name.startswith("_") and not name.startswith("__") and dest != mod
+                        and (target in files or target.split(".")[0] in ("ensemble", "tasks"))):
+                    out.append(f"{where}:{line}: imports private {name} from {target}")
+            if not names and target in files and target != mod:
+                graph[mod].add(target)
+
+    def reach(start: str) -> set[str]:
+        todo, got = [start], set()
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in got:
+                    got.add(nxt)
+                    todo.append(nxt)
+        return got
+
+    seen: set[str] = set()
+    for mod in sorted(files):
+        if mod in seen or mod not in reach(mod):
+            continue
+        cycle = sorted(m for m in reach(mod) if mod in reach(m))
+        seen.update(cycle)
+        out.append("import cycle: " + " <-> ".join(cycle))
+    return out
+
+
+def test_evals_keep_the_house_rules():
+    breaks = _evals_breaks(SRC / "evals")
+    assert not breaks, breaks
+
+
+def test_the_evals_rules_check_sees_what_it_names(tmp_path):
+    # the check fails on each thing it names, in a planted package
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import _hidden\n\n\ndef f(task):\n"
+                              "    return task == 'boxball'\n")
+    (pkg / "b.py").write_text("def _hidden():\n    from . import a\n    return a\n\n\n"
+                              "def g():\n" + "    x = 1\n" * 100 + "    return x\n" + "\n" * 600)
+    found = "\n".join(_evals_breaks(pkg))
+    for needle in ("task name compared", "imports private _hidden", "import cycle",
+                   "function over 100 lines", "module over 700 lines"):
+        assert needle in found, (needle, found)

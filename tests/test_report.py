@@ -392,7 +392,7 @@ def test_lambda_plot_starts_at_zero_and_clips_intervals():
 def test_accuracy_plot_spans_the_metric_with_a_chance_line():
     import matplotlib.pyplot as plt
 
-    from evals.runner import accuracy_figure
+    from evals.outputs import accuracy_figure
 
     rows = [
         {

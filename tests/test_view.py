@@ -29,7 +29,13 @@ from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import Sample
 from ensemble.testing import SimulatedServer
 from evals.calibrate import CalibrationConfig, run_calibration
-from evals.records import read_samples, write_questions, write_samples, write_votes
+from evals.records import (
+    model_members,
+    read_samples,
+    write_questions,
+    write_samples,
+    write_votes,
+)
 from evals.runner import EvalConfig, run_eval
 from evals.view import build_view, embed_json
 from tasks import Question
@@ -173,7 +179,7 @@ def _hostile_run(out: Path, port: int) -> None:
     out.mkdir()
     write_questions(out, qs)
     write_samples(out, qs, (1.0,), rows, answers)
-    write_votes(out, qs, (1.0,), answers, ns=(1, 3), rule="plurality")
+    write_votes(out, qs, model_members((1.0,), (1, 3)), answers, rule="plurality")
     (out / "summary.json").write_text(json.dumps({"task": "jsonl", "model": "m<i>",
                                                   "results": []}))
 
@@ -459,3 +465,40 @@ def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path):
     assert r.stdout.strip() == str(runs / "a" / "view.html")
     uri = (runs / "a" / "view.html").resolve().as_uri()
     assert "no web browser found" in r.stderr and uri in r.stderr
+
+
+# -- issue 21: the two-run page's paired table, the calibration page's words, the plot's scale --
+def test_two_run_page_has_the_paired_table_compare_computes(runs):
+    from evals.compare import compare_runs, load_run as compare_run
+
+    page = build_view([runs / "a", runs / "b"]).path.read_text(encoding="utf-8")
+    assert "Paired differences, B − A" in page
+    doc = compare_runs(compare_run(runs / "a"), compare_run(runs / "b"))
+    for r in doc["results"]:  # every cell, with the same difference and interval
+        ci = r["utility_ci"]
+        assert f"{r['utility_diff']:+.4f}" in page and f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" in page
+
+
+def test_calibration_page_speaks_of_the_fit_not_of_votes(runs):
+    page = build_view([runs / "cal"]).path.read_text(encoding="utf-8")
+    help_text = re.search(r'<p class="help">(.*?)</p>', page, re.S).group(1)
+    assert "posterior" in help_text and "vote" not in help_text
+    assert "aggregator" not in help_text
+    eval_page = build_view([runs / "a"]).path.read_text(encoding="utf-8")
+    assert "aggregator" in re.search(r'<p class="help">(.*?)</p>', eval_page, re.S).group(1)
+
+
+def test_box_ball_plot_is_scaled_to_its_intervals():
+    # utilities of 0.38-0.46 (accuracy 0.69-0.73) on a −1..1 axis looked flat
+    import matplotlib.pyplot as plt
+
+    from evals.outputs import accuracy_figure
+
+    rows = [{"t": 1.0, "n": n, "aggregator": "majority", "accuracy": (1 + u) / 2, "sem": 0.01,
+             "ci": [0, 1], "utility": u, "utility_sem": 0.01,
+             "utility_ci": [u - 0.02, u + 0.02], "items": 216}
+            for n, u in ((1, 0.38), (3, 0.42), (5, 0.46))]
+    fig = accuracy_figure({"task": "boxball", "model": "m", "results": rows}, chance=0.0)
+    lo, hi = fig.axes[0].get_ylim()
+    assert 0.3 <= lo < 0.36 and 0.48 < hi <= 0.55
+    plt.close(fig)

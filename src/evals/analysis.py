@@ -39,7 +39,6 @@ replicate votes and `ItemValues.jackknife` is False.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb, factorial
 from typing import Any
@@ -52,17 +51,18 @@ from ensemble.errors import InputError
 __all__ = [
     "BOX_RULES",
     "VOTE_RULES",
+    "Cell",
     "ItemValues",
     "box_counts_estimate",
-    "box_group_exact",
-    "box_group_values",
     "box_utility",
     "box_values",
-    "group_rule",
+    "check_box",
+    "choose_table",
     "plurality_counts_estimate",
     "plurality_exact",
+    "power_table",
+    "state_weights",
     "vote_accuracy_loop",
-    "vote_group_values",
     "vote_values",
 ]
 
@@ -123,7 +123,7 @@ class ItemValues:
 
 
 # -- coefficient tables ------------------------------------------------------------------------
-def _choose_table(counts: NDArray[np.integer], n: int) -> NDArray[np.float64]:
+def choose_table(counts: NDArray[np.integer], n: int) -> NDArray[np.float64]:
     """C(c, y) for y = 0..n along a new last axis (0 for y > c), exact in float for c < 2**53."""
     c = np.asarray(counts, dtype=float)
     out = np.empty((*c.shape, n + 1))
@@ -133,7 +133,7 @@ def _choose_table(counts: NDArray[np.integer], n: int) -> NDArray[np.float64]:
     return out
 
 
-def _power_table(probs: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+def power_table(probs: NDArray[np.float64], n: int) -> NDArray[np.float64]:
     """π^y / y! for y = 0..n along a new last axis (the multinomial's coefficients)."""
     p = np.asarray(probs, dtype=float)
     out = np.empty((*p.shape, n + 1))
@@ -203,8 +203,8 @@ def plurality_counts_estimate(counts: NDArray[np.integer], right: NDArray[np.int
         raise InputError(f"n = {n} needs at least {n} answers per question; some have "
                          f"{int(k.min())} (draw more with --samples)")
     c0, cw, ci = _split_counts(c, np.asarray(right))
-    s = _plurality_sum(_choose_table(c0, n), _choose_table(cw, n), _choose_table(ci, n), n)
-    return s / _choose_table(k, n)[:, n]
+    s = _plurality_sum(choose_table(c0, n), choose_table(cw, n), choose_table(ci, n), n)
+    return s / choose_table(k, n)[:, n]
 
 
 def plurality_exact(probs: NDArray[np.float64], right: NDArray[np.integer], n: int
@@ -216,8 +216,8 @@ def plurality_exact(probs: NDArray[np.float64], right: NDArray[np.integer], n: i
     r = np.asarray(right)
     wrong = p[:, :-1].copy()
     wrong[rows, r] = 0.0
-    s = _plurality_sum(_power_table(p[rows, r], n), _power_table(wrong, n),
-                       _power_table(p[:, -1], n), n)
+    s = _plurality_sum(power_table(p[rows, r], n), power_table(wrong, n),
+                       power_table(p[:, -1], n), n)
     return s * factorial(n)
 
 
@@ -300,7 +300,7 @@ def vote_accuracy_loop(codes: NDArray[np.integer], correct: NDArray[np.integer],
 
 
 # -- box-and-ball: utility ---------------------------------------------------------------------
-def _state_weights(joint: NDArray[np.float64]
+def state_weights(joint: NDArray[np.float64]
                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """μ (S,) and P(c | ω = 0), P(c | ω = 1) (S, 2) from joint[s, c, ω] = P(c, ω)."""
     mu = joint[:, :, 1].sum(axis=1)
@@ -341,7 +341,7 @@ def _box_majority(h: NDArray[np.float64], z: NDArray[np.float64], joint: NDArray
     # G[m] = Σ_d red[m, d] sgn[n − m, −d]: the expected sign of the total difference
     g = np.einsum("...md,...md->...m", red, sgn[..., n - m, ::-1])
     none = z[..., 0, : n + 1] * z[..., 1, n - m]  # no valid answer at all
-    mu, w0, w1 = _state_weights(joint)
+    mu, w0, w1 = state_weights(joint)
     coef = np.array([comb(n, i) for i in m], dtype=float)
 
     def mix(w: NDArray[np.float64], v: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -353,13 +353,13 @@ def _box_majority(h: NDArray[np.float64], z: NDArray[np.float64], joint: NDArray
 
 def _box_follow(frac: NDArray[np.float64], joint: NDArray[np.float64]) -> NDArray[np.float64]:
     """Random-follow utility from per-colour shares frac[..., S, 2, (L, R, invalid)]."""
-    mu, w0, w1 = _state_weights(joint)
+    mu, w0, w1 = state_weights(joint)
     right1 = frac[..., 0] - frac[..., 1] - frac[..., 2]  # ω = 1: L right, R and invalid wrong
     right0 = frac[..., 1] - frac[..., 0] - frac[..., 2]
     return mu * (w1 * right1).sum(axis=-1) + (1 - mu) * (w0 * right0).sum(axis=-1)
 
 
-def _check_box(counts: NDArray[np.int64], joint: NDArray[np.float64], n: int) -> None:
+def check_box(counts: NDArray[np.int64], joint: NDArray[np.float64], n: int) -> None:
     k = counts.sum(axis=-1)
     shown = joint.sum(axis=-1) > 0  # colours the scenario can show
     short = shown & (k < n)
@@ -378,11 +378,11 @@ def box_counts_estimate(counts: NDArray[np.integer], joint: NDArray[np.float64],
     """
     c = np.asarray(counts, dtype=np.int64)
     j = np.asarray(joint, dtype=float)
-    _check_box(c, j, n)
+    check_box(c, j, n)
     k = c.sum(axis=-1)
-    norm = _choose_table(k, n)  # C(K, m)
+    norm = choose_table(k, n)  # C(K, m)
     safe = np.where(norm > 0, norm, 1.0)
-    tab = [_choose_table(c[..., i], n) for i in range(3)]
+    tab = [choose_table(c[..., i], n) for i in range(3)]
     h = _diff_tables(tab[0], tab[1], tab[2], n) / safe[..., None]
     z = tab[2] / safe
     return _box_majority(h, z, j, n)
@@ -414,11 +414,11 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
     stacked = np.concatenate([c[None], var])  # (7, S, 2, 3)
     out: dict[Cell, ItemValues] = {}
     big = max(ns)
-    _check_box(c, j, big)
+    check_box(c, j, big)
     kk = stacked.sum(axis=-1)
-    norm = _choose_table(kk, big)
+    norm = choose_table(kk, big)
     safe = np.where(norm > 0, norm, 1.0)
-    tab = [_choose_table(stacked[..., i], big) for i in range(3)]
+    tab = [choose_table(stacked[..., i], big) for i in range(3)]
     h = _diff_tables(tab[0], tab[1], tab[2], big) / safe[..., None]
     z = tab[2] / safe
     for n in sorted(set(ns)):
@@ -452,324 +452,8 @@ def box_utility(r: NDArray[np.float64], joint: NDArray[np.float64], n: int, *,
         return _box_follow(np.stack([rl, rr, ri], axis=-1), j)
     if rule != "majority":
         raise ValueError(f"rule must be one of {BOX_RULES}, got {rule!r}")
-    tab = [_power_table(x, n) for x in (rl, rr, ri)]
+    tab = [power_table(x, n) for x in (rl, rr, ri)]
     fact = np.array([factorial(m) for m in range(n + 1)], dtype=float)
     h = _diff_tables(tab[0], tab[1], tab[2], n) * fact[:, None]
     z = tab[2] * fact
     return _box_majority(h, z, j, n)
-
-
-# -- mixed ensembles: groups of members --------------------------------------------------------
-GroupRule = Any  # Callable[[tuple[int, ...], tuple[int, ...]], NDArray]: (present, sizes) -> f
-
-
-def group_rule(name: str, lams: Any) -> GroupRule:
-    """The rule `name` for groups as `(present groups, their valid sizes) -> f` over the present
-    groups' counts of the first choice (`ensemble.aggregators.group_aggregator_f`; cached).
-    `lams`: λ per group (ψ_λ units); majority ignores it (None entries allowed)."""
-    from ensemble.aggregators import group_aggregator_f
-
-    cache: dict[tuple[tuple[int, ...], tuple[int, ...]], NDArray[np.float64]] = {}
-    lam = [1.0 if x is None else float(x) for x in lams]
-
-    def f(present: tuple[int, ...], sizes: tuple[int, ...]) -> NDArray[np.float64]:
-        key = (present, sizes)
-        if key not in cache:
-            cache[key] = group_aggregator_f(name, list(sizes), [lam[g] for g in present])
-        return cache[key]
-
-    return f
-
-
-def _hyper_lr(c: NDArray[np.int64], n: int) -> NDArray[np.float64]:
-    """(..., n+1, n+1, n+1) P(l "L", r "R" among m answers drawn without replacement) as
-    [..., m, l, r] from counts c[..., (L, R, invalid)]: the unbiased estimate of the
-    multinomial probabilities of m fresh answers."""
-    k = c.sum(axis=-1)
-    norm = _choose_table(k, n)
-    safe = np.where(norm > 0, norm, 1.0)
-    tab = [_choose_table(c[..., i], n) for i in range(3)]
-    out = np.zeros((*c.shape[:-1], n + 1, n + 1, n + 1))
-    for m in range(n + 1):
-        for x in range(m + 1):
-            for y in range(m - x + 1):
-                out[..., m, x, y] = tab[0][..., x] * tab[1][..., y] * tab[2][..., m - x - y]
-        out[..., m, :, :] /= safe[..., m, None, None]
-    return out
-
-
-def _group_table(c: NDArray[np.int64], w: NDArray[np.float64], n: int) -> NDArray[np.float64]:
-    """Unbiased P(l "L", r "R" among a group's n experts | ω), each drawing its own ball.
-
-    c: (..., S, 2, 3) the group's counts per scenario and colour; w: (S, 2) P(colour | ω).
-    Returns (..., S, n+1, n+1) as [l, r]: Σ_m C(n, m) w_red^m w_blue^(n−m) × the convolution
-    of m red answers' and n − m blue answers' (l, r) laws."""
-    h = _hyper_lr(c, n)  # (..., S, 2, n+1, n+1, n+1)
-    red, blue = h[..., 0, :, :, :], h[..., 1, :, :, :]
-    out = np.zeros((*c.shape[:-2], n + 1, n + 1))
-    for m in range(n + 1):
-        pr = comb(n, m) * w[:, 0] ** m * w[:, 1] ** (n - m)  # (S,)
-        if not pr.any():
-            continue
-        a, b = red[..., m, :, :], blue[..., n - m, :, :]
-        conv = np.zeros_like(out)
-        for x in range(m + 1):
-            for y in range(m - x + 1):
-                conv[..., x:, y:] += a[..., x, y, None, None] * b[..., : n + 1 - x, : n + 1 - y]
-        out += pr[..., :, None, None] * conv
-    return out
-
-
-def _decision_table(rule: GroupRule, ns: list[int], reach: list[NDArray[np.bool_]]
-                    ) -> NDArray[np.float64]:
-    """F[l_1, r_1, ..., l_G, r_G] = P(decide the first choice); NaN where no vote is valid.
-    Only valid sizes in `reach` (per group, possible somewhere) are computed."""
-    shape = [d for n in ns for d in (n + 1, n + 1)]
-    out = np.full(shape, 0.5)
-    sizes_iter = np.ndindex(*(n + 1 for n in ns))
-    for v in sizes_iter:
-        if not all(reach[g][v[g]] for g in range(len(ns))):
-            continue
-        present = tuple(g for g in range(len(ns)) if v[g] > 0)
-        if not present:
-            out[tuple(0 for _ in shape)] = np.nan
-            continue
-        f = rule(present, tuple(v[g] for g in present))
-        for x in np.ndindex(*(v[g] + 1 for g in present)):
-            idx: list[int] = []
-            xi = dict(zip(present, x, strict=True))
-            for g in range(len(ns)):
-                lg = xi.get(g, 0)
-                idx += [lg, v[g] - lg]
-            out[tuple(idx)] = f[x]
-    return out
-
-
-def box_group_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list[int],
-                     rules: dict[str, GroupRule]) -> dict[str, ItemValues]:
-    """Per-scenario unbiased utility (±1 units) of rules over a mixed ensemble on box-ball.
-
-    counts: (G, S, 2, 3) answers "L", "R", invalid of member g per scenario and colour (K_g
-    samples per question); ns: the members' group sizes n_g (n_g ≤ K_g); rules: name ->
-    `group_rule(...)`. Each of the Σ n_g experts draws its own ball; member g's experts answer
-    a colour as member g's samples of it do. The exact utility is a polynomial in the members'
-    per-colour answer probabilities (degree n_g in member g's); drawing each member's answers
-    to each colour without replacement from its samples makes every monomial, and so the
-    utility, unbiased (the members' samples are independent, so the products factor). Invalid
-    answers drop out of the vote (the rule is the one for the valid sizes); no valid answer at
-    all counts −1, as in `box_values`.
-
-    Jackknife variants: one answer of (member g, colour c, category i) deleted, in that order
-    (6 per member; for one member the layout of `box_values`).
-    """
-    c = np.asarray(counts, dtype=np.int64)
-    j = np.asarray(joint, dtype=float)
-    groups, s = c.shape[0], c.shape[1]
-    if len(ns) != groups:
-        raise ValueError(f"{groups} members' counts but {len(ns)} group sizes")
-    for g in range(groups):
-        _check_box(c[g], j, ns[g])
-    mu, w0, w1 = _state_weights(j)
-    k = c.sum(axis=-1)  # (G, S, 2)
-    # per member: full counts and its 6 delete-one variants
-    tabs: list[NDArray[np.float64]] = []  # (7, 2 states, S, n+1, n+1)
-    mult = np.zeros((s, 6 * groups))
-    for g in range(groups):
-        var = np.repeat(c[g][None], 7, axis=0)
-        for v in range(6):
-            col, cat = divmod(v, 3)
-            var[v + 1, :, col, cat] = np.maximum(var[v + 1, :, col, cat] - 1, 0)
-            kc = k[g, :, col]
-            mult[:, 6 * g + v] = c[g, :, col, cat] * np.where(kc > 1, (kc - 1) / np.maximum(kc, 1),
-                                                              0.0)
-        tabs.append(np.stack([_group_table(var, w, ns[g]) for w in (w0, w1)], axis=1))
-    reach = []
-    for g in range(groups):
-        t = tabs[g]
-        lr = np.add.outer(np.arange(ns[g] + 1), np.arange(ns[g] + 1))
-        reach.append(np.array([(np.abs(t[..., lr == vv]) > 0).any() for vv in range(ns[g] + 1)]))
-    ok = all(int(np.where(j.sum(axis=-1) > 0, k[g], 10**9).min()) - 1 >= ns[g]
-             for g in range(groups))
-    identical = np.ones(s, dtype=bool)
-    for g in range(groups):
-        identical &= ((c[g] == k[g][..., None]).any(axis=-1) | (k[g] == 0)).all(axis=-1)
-
-    def expect(d: tuple[NDArray[Any], NDArray[Any]], pick: list[int]) -> NDArray[np.float64]:
-        """Σ over count vectors of Π_g table_g[pick_g][ω] × d[ω], per scenario; (S,)."""
-        tot = np.zeros(s)
-        for om, weight in ((0, 1 - mu), (1, mu)):
-            acc = d[om][None]  # (1, A_1, ..., A_G) with A = (n+1, n+1)
-            acc = np.broadcast_to(acc, (s, *acc.shape[1:]))
-            for g in range(groups):
-                t = tabs[g][pick[g], om]  # (S, n+1, n+1)
-                acc = np.einsum("sab...,sab->s...", acc, t)
-            tot += weight * acc
-        return tot
-
-    out: dict[str, ItemValues] = {}
-    for name, rule in rules.items():
-        f = _decision_table(rule, ns, reach)
-        none = np.isnan(f)
-        d1 = np.where(none, -1.0, 2 * np.nan_to_num(f) - 1)
-        d0 = np.where(none, -1.0, 1 - 2 * np.nan_to_num(f))
-        d = (d0, d1)
-        base = expect(d, [0] * groups)
-        jack = np.zeros((s, 6 * groups))
-        if ok:
-            for g in range(groups):
-                for v in range(6):
-                    pick = [0] * groups
-                    pick[g] = v + 1
-                    jack[:, 6 * g + v] = expect(d, pick) - base
-        out[name] = ItemValues(base, jack, mult, ok, identical)
-    return out
-
-
-def box_group_exact(probs: NDArray[np.float64], joint: NDArray[np.float64], ns: list[int],
-                    rule: GroupRule) -> NDArray[np.float64]:
-    """Exact utility (±1 units) per scenario of a group rule from the members' true answer
-    probabilities probs (G, S, 2, 3) [member, scenario, colour, (L, R, invalid)]: the target
-    `box_group_values` estimates (same computation, multinomial instead of hypergeometric)."""
-    p = np.asarray(probs, dtype=float)
-    j = np.asarray(joint, dtype=float)
-    mu, w0, w1 = _state_weights(j)
-    groups, s = p.shape[0], p.shape[1]
-    tabs = []
-    for g in range(groups):
-        n = ns[g]
-        # multinomial law of (l, r) among m answers: m! Π π^y / y!
-        pw = [_power_table(p[g, ..., i], n) for i in range(3)]
-        h = np.zeros((s, 2, n + 1, n + 1, n + 1))
-        for m in range(n + 1):
-            for x in range(m + 1):
-                for y in range(m - x + 1):
-                    h[..., m, x, y] = factorial(m) * pw[0][..., x] * pw[1][..., y] * \
-                        pw[2][..., m - x - y]
-        tab = []
-        for w in (w0, w1):
-            out = np.zeros((s, n + 1, n + 1))
-            for m in range(n + 1):
-                pr = comb(n, m) * w[:, 0] ** m * w[:, 1] ** (n - m)
-                a, b = h[:, 0, m], h[:, 1, n - m]
-                for x in range(m + 1):
-                    for y in range(m - x + 1):
-                        out[:, x:, y:] += (pr[:, None, None] * a[:, x, y, None, None]
-                                           * b[:, : n + 1 - x, : n + 1 - y])
-            tab.append(out)
-        tabs.append(tab)
-    reach = [np.ones(n + 1, dtype=bool) for n in ns]
-    f = _decision_table(rule, ns, reach)
-    none = np.isnan(f)
-    d = (np.where(none, -1.0, 1 - 2 * np.nan_to_num(f)),
-         np.where(none, -1.0, 2 * np.nan_to_num(f) - 1))
-    tot = np.zeros(s)
-    for om, weight in ((0, 1 - mu), (1, mu)):
-        acc = np.broadcast_to(d[om][None], (s, *d[om].shape))
-        for g in range(groups):
-            acc = np.einsum("sab...,sab->s...", acc, tabs[g][om])
-        tot += weight * acc
-    return tot
-
-
-def _subsets(counts: NDArray[np.int64], n: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Every count vector y of an n-subset drawn without replacement from answers with
-    category counts `counts`, with its hypergeometric probability Π C(c, y) / C(K, n)."""
-    cats = [i for i in range(counts.shape[0]) if counts[i] > 0]
-    rows: list[list[int]] = []
-
-    def walk(i: int, left: int, acc: list[int]) -> None:
-        if i == len(cats) - 1:
-            if left <= counts[cats[i]]:
-                rows.append([*acc, left])
-            return
-        for y in range(min(left, int(counts[cats[i]])) + 1):
-            walk(i + 1, left - y, [*acc, y])
-
-    if cats:
-        walk(0, n, [])
-    ys = np.zeros((len(rows), counts.shape[0]), dtype=np.int64)
-    if rows:
-        ys[:, cats] = np.array(rows, dtype=np.int64)
-    pr = np.array([np.prod([comb(int(c), int(y)) for c, y in zip(counts, row, strict=True)])
-                   for row in ys], dtype=float) / comb(int(counts.sum()), n)
-    return ys, pr
-
-
-def _vote_group_one(counts: list[NDArray[np.int64]], right: int, ns: list[int],
-                    rules: dict[str, Any]) -> dict[str, float]:
-    from ensemble.aggregators import lam_weighted_credit, plurality_credit
-
-    y = np.zeros((1, 0, counts[0].shape[0] - 1), dtype=np.int64)
-    pr = np.ones(1)
-    for c, n in zip(counts, ns, strict=True):
-        yg, pg = _subsets(c, n)
-        y = np.concatenate([np.repeat(y, len(yg), axis=0),
-                            np.tile(yg[:, None, :-1], (len(y), 1, 1))], axis=1)
-        pr = np.outer(pr, pg).ravel()
-    corr = np.full(len(y), right)
-    out = {}
-    for name, lams in rules.items():
-        if name == "plurality":
-            credit = plurality_credit(y.sum(axis=1), corr)
-        else:
-            credit = lam_weighted_credit(y, corr, lams)
-        out[name] = float(pr @ credit)
-    return out
-
-
-def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.integer],
-                      ns: list[int], rules: dict[str, Any], *, n_options: int
-                      ) -> dict[str, ItemValues]:
-    """Per-question unbiased accuracy of rules over a mixed ensemble (multiple choice).
-
-    codes: per member g, (Q, K_g) answer indices (−1 invalid); ns: its group size n_g ≤ K_g;
-    rules: "plurality" (all votes pooled) -> None, or "lam-weighted" -> [λ per member]. The
-    estimate is the rule's average credit over all choices of an n_g-subset of each member's
-    K_g answers (unbiased for fresh answers: the members' samples are independent), computed
-    by enumerating each member's subset counts with their hypergeometric probabilities.
-    Credit as in `vote_values` (fractional ties, no valid vote = 0).
-
-    Jackknife variants: one answer of (member g, category o) deleted, category o in 0 ..
-    n_options (the last: invalid); for one member the layout of `vote_values`.
-    """
-    cats = n_options + 1
-    groups = len(codes)
-    q = len(correct)
-    cnt = []
-    for c in codes:
-        a = np.asarray(c)
-        m = np.zeros((q, cats), dtype=np.int64)
-        for o in range(n_options):
-            m[:, o] = (a == o).sum(axis=1)
-        m[:, -1] = (a < 0).sum(axis=1)
-        cnt.append(m)
-    ks = [int(np.asarray(c).shape[1]) for c in codes]
-    for k, n in zip(ks, ns, strict=True):
-        if k < n:
-            raise InputError(f"n = {n} needs at least {n} answers per question; a member has "
-                             f"{k} (draw more with --samples)")
-    ok = all(k - 1 >= n for k, n in zip(ks, ns, strict=True))
-    weight = np.concatenate([m * ((k - 1) / k) for m, k in zip(cnt, ks, strict=True)], axis=1)
-    identical = np.ones(q, dtype=bool)
-    for c in codes:
-        a = np.asarray(c)
-        identical &= (a == a[:, :1]).all(axis=1)
-    vals = {r: np.zeros(q) for r in rules}
-    jack = {r: np.zeros((q, groups * cats)) for r in rules}
-    for i in range(q):
-        base = [m[i] for m in cnt]
-        full = _vote_group_one(base, int(correct[i]), ns, rules)
-        for r in rules:
-            vals[r][i] = full[r]
-        if not ok:
-            continue
-        for g in range(groups):
-            for o in range(cats):
-                if base[g][o] == 0:
-                    continue
-                var = [b.copy() for b in base]
-                var[g][o] -= 1
-                got = _vote_group_one(var, int(correct[i]), ns, rules)
-                for r in rules:
-                    jack[r][i, g * cats + o] = got[r] - full[r]
-    return {r: ItemValues(vals[r], jack[r], weight, ok, identical) for r in rules}

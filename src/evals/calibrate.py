@@ -18,13 +18,14 @@ from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, p
 from ensemble.sampling.batch import BatchOptions
 from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
-from tasks import Question, Task, get_task
+from tasks import Question, Task, get_task, layout_of
 
 __all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
            "run_calibration"]
 
 # bootstrap draws behind each p-value (the fits' default; seeded from the answers, not by --seed)
 GOF_REPS = 999
+DEFAULT_TASK = "boxball"  # what `ensemble calibrate` fits on without --task
 LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
                        "Left Box or R for the Right Box.")
 
@@ -34,7 +35,7 @@ class CalibrationConfig:
     model: str
     temperatures: tuple[float, ...]
     samples: int = 20
-    task: str = "boxball"
+    task: str = DEFAULT_TASK
     data: str | None = None
     limit: int | None = None
     seed: int = 0
@@ -56,15 +57,19 @@ class CalibrationConfig:
     router: str | None = None  # a litellm Router config: online over several deployments
 
 
-def _questions(cfg: CalibrationConfig) -> list[Question]:
-    if cfg.task == "boxball":
-        qs = list(get_task("boxball").questions())
-    elif cfg.task == "jsonl":
-        qs = list(get_task("jsonl", data=cfg.data).questions())
-        if any(q.posterior is None for q in qs):
-            raise InputError("calibration questions need a `posterior` field (P(first choice))")
-    else:
-        raise InputError(f"calibration runs on boxball or jsonl, not {cfg.task!r}")
+def _task(cfg: CalibrationConfig) -> Task:
+    layout = layout_of(cfg.task)
+    if not layout.calibrates:
+        raise InputError(f"calibration needs questions with a posterior (P(first choice)); "
+                         f"task {cfg.task!r} has none: use boxball, or jsonl with a posterior "
+                         "field")
+    return get_task(cfg.task, **({"data": cfg.data} if layout.takes_data else {}))
+
+
+def _questions(cfg: CalibrationConfig, task: Task) -> list[Question]:
+    qs = list(task.questions())
+    if any(q.posterior is None for q in qs):
+        raise InputError("calibration questions need a `posterior` field (P(first choice))")
     if cfg.limit is not None and cfg.limit < len(qs):
         idx = sorted(random.Random(cfg.seed).sample(range(len(qs)), cfg.limit))
         qs = [qs[i] for i in idx]
@@ -76,27 +81,19 @@ def calibration_dir(cfg: CalibrationConfig) -> Path:
     command finds the same folder, so a rerun resumes from its store."""
     from .records import default_run_dir
 
-    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=cfg.data,
+    layout = layout_of(cfg.task)
+    data = cfg.data if layout.takes_data else None
+    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=data,
                                                          kind="calibrate",
+                                                         short=cfg.task == DEFAULT_TASK,
                                                          api_base=cfg.provider.api_base)
 
 
-def _write_records(out: Path, task: Task, qs: list[Question], temperatures: tuple[float, ...],
-                   rows: list[Any]) -> None:
+def _write_records(out: Path, qs: list[Question], temperatures: tuple[float, ...],
+                   rows: list[Any], answers: list[np.ndarray]) -> None:
     """questions.jsonl and samples.jsonl, in the eval's schema; no votes.jsonl (no vote here)."""
     from .records import VOTES_FILE, write_questions, write_samples
 
-    parse_for = getattr(task, "parse_for", None)
-    k = max((len(r) for r in rows if r), default=0)
-    answers = np.full((len(temperatures), len(qs), k), None, dtype=object)
-    for i, row in enumerate(rows):
-        ti, qi = divmod(i, len(qs))
-        q = qs[qi]
-        for j, smp in enumerate(row or ()):
-            if smp is None:
-                continue
-            a = parse_for(q, smp.text) if parse_for is not None else smp.answer
-            answers[ti, qi, j] = a if a in q.choices else None
     write_questions(out, qs)
     write_samples(out, qs, temperatures, rows, answers)
     # a votes.jsonl left by an eval written into the same folder would describe other samples
@@ -136,60 +133,90 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
         version=meta["version"], data=meta["data"])
 
 
-async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
-    from ensemble.sampling.router import sampler_mode
-    from ensemble.sampling.sampler import Sampler
-
+def _check(cfg: CalibrationConfig) -> dict[tuple[float, int], dict[str, Any]]:
+    """Everything a calibration checks before its first request (one InputError line); returns
+    the cells of `--eval-dir` (read now, so a wrong folder costs nothing)."""
     if not cfg.temperatures or any(t < 0 for t in cfg.temperatures):
         raise InputError("give temperatures >= 0 with --t")
+    twice = sorted({t for t in cfg.temperatures if cfg.temperatures.count(t) > 1})
+    if twice:
+        raise InputError(f"--t {twice[0]:g} is given twice: each temperature is fitted once "
+                         "(and λ(t) = λ₁/t is tested across distinct ones); give each once")
     if cfg.mode not in ("sample", "logprob"):
         raise InputError(f"--mode must be sample or logprob, got {cfg.mode!r}")
-    qs = _questions(cfg)
-    task = get_task(cfg.task, **({"data": cfg.data} if cfg.task == "jsonl" else {}))
-    one = qs[0].choices[0]
+    if cfg.seed < 0:
+        raise InputError(f"--seed must be an integer >= 0, got {cfg.seed}")
+    if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy < 1:
+        raise InputError(f"--target-accuracy must lie in (0, 1), got {cfg.target_accuracy}")
+    if cfg.target_accuracy is not None and not cfg.eval_dir:
+        raise InputError("--target-accuracy needs --eval-dir: the accuracy of a vote depends on "
+                         "your task, so give an `ensemble eval` run of it at these temperatures")
+    return _eval_cells(cfg.eval_dir) if cfg.eval_dir else {}
+
+
+def _build(cfg: CalibrationConfig, task: Task) -> Any:
+    """The requests of a calibration: k samples per question and t, or (logprob mode) one
+    one-token reply with its top logprobs."""
+    max_tokens = cfg.max_tokens or task.max_tokens
+
+    def build(q: Question, t: float, k: int) -> SampleRequest:
+        if cfg.mode == "logprob":
+            return SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
+                                    max_tokens=1, logprobs=True, top_logprobs=5)
+        return SampleRequest.of(q.prompt, temperature=t, k=k, max_tokens=max_tokens)
+
+    return build
+
+
+async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
+    """Draw the calibration's samples, fit λ per temperature and jointly, recommend, and write
+    the profile, the report and calibration.json."""
+    from .draw import DrawMember, DrawPolicy, draw, estimate
+
+    cells = _check(cfg)
+    task = _task(cfg)
+    qs = _questions(cfg, task)
     out = calibration_dir(cfg)
-    if cfg.mode == "logprob":
-        reqs = [SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
-                                 max_tokens=1, logprobs=True, top_logprobs=5)
-                for t in cfg.temperatures for q in qs]
-    else:
-        max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
-        reqs = [SampleRequest.of(q.prompt, temperature=t, k=cfg.samples, max_tokens=max_tokens)
-                for t in cfg.temperatures for q in qs]
+    k = 1 if cfg.mode == "logprob" else cfg.samples
+    members = [DrawMember(cfg.model, t, k, cfg.provider) for t in cfg.temperatures]
     if cfg.dry_run:
-        from .runner import dry_run
+        (doc,) = estimate(task, qs, members, out=out, build=_build(cfg, task))
+        return {"task": cfg.task, "questions": len(qs), "temperatures": cfg.temperatures, **doc}
+    from .rundir import claim_run_dir
 
-        return dry_run(cfg.model, cfg.provider, out, reqs, task=cfg.task, questions=len(qs),
-                       temperatures=cfg.temperatures)
-    from .records import make_run_dir
-
-    make_run_dir(out)
-    async with Sampler(cfg.model, options=cfg.provider, store=out / "samples.sqlite",
-                       progress=cfg.progress, max_cost=cfg.max_cost, on_status=cfg.on_status,
-                       **sampler_mode(model=cfg.model, options=cfg.provider, batch=cfg.batch,
-                                      router=cfg.router)) as sampler:
-        result = await sampler.run(reqs, parser=task.parse)
-        stats = sampler.stats
-        endpoint = sampler.provider.identity
-    from .failures import apply_failure_policy, without_failed
-
-    failed = apply_failure_policy(result, question_ids=[q.id for q in qs],
-                                  temperatures=cfg.temperatures, out=out,
-                                  fail_on_error=cfg.fail_on_error,
-                                  samples_total=stats.samples_total)
+    claim_run_dir(out, kind="calibration", task=cfg.task, model=cfg.model)
+    policy = DrawPolicy(fail_on_error=cfg.fail_on_error, max_cost=cfg.max_cost,
+                        progress=cfg.progress, on_status=cfg.on_status, batch=cfg.batch,
+                        router=cfg.router)
     # the failed questions are left out of every fit
-    rows, qs = without_failed(result.rows, qs, len(cfg.temperatures), failed)
-    _write_records(out, task, qs, cfg.temperatures, rows)
-    post = np.array([q.posterior for q in qs], dtype=float)
+    drawn = await draw(task, qs, members, out=out, policy=policy, build=_build(cfg, task))
+    qs = drawn.questions
+    _write_records(out, qs, cfg.temperatures, drawn.rows, drawn.answers)
     _say(cfg, f"fitting λ at t = {', '.join(f'{t:g}' for t in cfg.temperatures)} and testing "
               f"λ₁/t ({GOF_REPS} bootstrap draws per test)...")
+    fits, panels, groups, invalid = _fits(cfg, qs, drawn)
+    joint = fit_joint(groups, bias=cfg.bias) if groups else None
+    _say(cfg, "choosing the rule for each temperature (worst-case regret) and writing the "
+              "report...")
+    rec = recommend(fits, cfg.n_budget, cells=cells, joint=joint, model=cfg.model,
+                    api_base=cfg.provider.api_base, choices=qs[0].choices,
+                    target_accuracy=cfg.target_accuracy)
+    (stats,) = drawn.stats
+    return _write(cfg, out, qs, fits, joint, rec, panels, invalid, stats, drawn)
+
+
+def _fits(cfg: CalibrationConfig, qs: list[Question], drawn: Any
+          ) -> tuple[list[LambdaFit], list[dict[str, Any]], list[Any], int]:
+    """λ per temperature (binomial GLM on the answers, or the logprobs' probabilities), the
+    report's panels, the joint fit's groups and the invalid replies."""
+    post = np.array([q.posterior for q in qs], dtype=float)
     fits: list[LambdaFit] = []
-    panels = []
-    groups = []
+    panels, groups = [], []
     invalid = 0
+    nq = len(qs)
     for ti, t in enumerate(cfg.temperatures):
-        block = rows[ti * len(qs):(ti + 1) * len(qs)]
         if cfg.mode == "logprob":
+            block = drawn.rows[ti * nq:(ti + 1) * nq]
             probs = np.array([_p_first(r[0], qs[0].choices) for r in block], dtype=float)
             if np.isnan(probs).any():
                 raise InputError("the provider returned no usable top logprobs for the answer "
@@ -197,9 +224,11 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
             fit = fit_probabilities(post, probs, bias=cfg.bias, t=t)
             props = probs
         else:
-            ones = np.array([sum(s.answer == one for s in r) for r in block])
-            valid = np.array([sum(s.answer is not None for s in r) for r in block])
-            invalid += int(sum(len(r) for r in block) - valid.sum())
+            ans = drawn.answers[ti]
+            ones = np.array([sum(a == q.choices[0] for a in row) for q, row in zip(qs, ans,
+                                                                                  strict=True)])
+            valid = np.array([sum(a is not None for a in row) for row in ans])
+            invalid += int(ans.size - valid.sum())
             if valid.sum() == 0:
                 raise InputError(f"no valid answers at t = {t:g}: the model's replies could not "
                                  "be parsed (see `ensemble sample` to inspect them)")
@@ -209,19 +238,20 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                 props = np.where(valid > 0, ones / np.maximum(valid, 1), np.nan)
         fits.append(fit)
         panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
-    joint = fit_joint(groups, bias=cfg.bias) if groups else None
-    _say(cfg, "choosing the rule for each temperature (worst-case regret) and writing the "
-              "report...")
-    rec = recommend(fits, cfg.n_budget, eval_dir=cfg.eval_dir, joint=joint, model=cfg.model,
-                    api_base=cfg.provider.api_base, choices=qs[0].choices,
-                    target_accuracy=cfg.target_accuracy)
+    return fits, panels, groups, invalid
+
+
+def _write(cfg: CalibrationConfig, out: Path, qs: list[Question], fits: list[LambdaFit],
+           joint: Any, rec: Any, panels: list[dict[str, Any]], invalid: int, stats: Any,
+           drawn: Any) -> dict[str, Any]:
+    """profile.json, the report and calibration.json; returns calibration.json's document."""
     from ensemble import __version__
     from ensemble.report import write_report
 
     from .records import now_iso
 
     meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.api_base),
-            "endpoint": endpoint,
+            "endpoint": drawn.endpoints[0],
             "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
             "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,
             "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
@@ -236,7 +266,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
                          recommendation=rec, mode=cfg.mode, meta=meta)
     doc = {
         "model": cfg.model,
-        "endpoint": endpoint,
+        "endpoint": drawn.endpoints[0],
         "meta": meta,
         "units": "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; bias on the logit scale",
         "mode": cfg.mode,
@@ -248,7 +278,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
         "joint": _joint_doc(joint),
         "recommendation": rec,
         "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
-        "rate_limited": stats.rate_limited, "failed": failed.to_dict(),
+        "rate_limited": stats.rate_limited, "failed": drawn.failed.to_dict(),
         "report": {k: str(v) for k, v in paths.items()},
         "profile": str(out / PROFILE_FILE),
     }
@@ -292,7 +322,8 @@ def _p_first(sample: Any, choices: tuple[str, ...]) -> float:
 
 def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
               joint: Any = None, model: str | None = None, api_base: str | None = None,
-              choices: tuple[str, ...] | None = None, target_accuracy: float | None = None
+              choices: tuple[str, ...] | None = None, target_accuracy: float | None = None,
+              cells: dict[tuple[float, int], dict[str, Any]] | None = None
               ) -> dict[str, Any] | None:
     """Temperature and aggregator for a budget of n samples, and (with an eval run) the
     cheapest (t, n) that reaches a target accuracy; each with an `Ensemble(...)` line to paste.
@@ -310,11 +341,12 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
         return None
     if target_accuracy is not None and not 0 < target_accuracy < 1:
         raise InputError(f"--target-accuracy must lie in (0, 1), got {target_accuracy}")
-    if target_accuracy is not None and not eval_dir:
+    if target_accuracy is not None and not eval_dir and cells is None:
         raise InputError("--target-accuracy needs --eval-dir: the accuracy of a vote depends on "
                          "your task, so give an `ensemble eval` run of it at these temperatures")
     g = threshold(n)
-    cells = _eval_cells(eval_dir) if eval_dir else {}
+    if cells is None:
+        cells = _eval_cells(eval_dir) if eval_dir else {}
     opts: list[dict[str, Any]] = []
     for f in fits:
         lam = f.lam
@@ -419,17 +451,12 @@ def _target(cells: dict[tuple[float, int], dict[str, Any]], target: float, model
 
 def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
     """(t, n) -> accuracy, sem, 95% interval and rule of an eval run's main vote."""
-    from ensemble.jsonio import loads
+    from .rundir import eval_summary
 
-    path = Path(eval_dir) / "summary.json"
-    try:
-        doc = loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read eval summary {path}: {exc}; give the folder of an "
-                         "`ensemble eval` run with --eval-dir") from None
+    doc = eval_summary(Path(eval_dir), flag="--eval-dir")
     out = {}
     for r in doc.get("results", []):
-        if r.get("aggregator") in ("plurality", "majority"):
+        if r.get("aggregator") in ("plurality", "majority") and r.get("t") is not None:
             acc, sem = float(r["accuracy"]), float(r["sem"])
             ci = r.get("ci") or [acc - 1.96 * sem, acc + 1.96 * sem]
             out[(float(r["t"]), int(r["n"]))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),

@@ -1,10 +1,12 @@
 """Compare two eval runs on the questions they share: each run's number and the difference.
 
-`ensemble compare RUN_A RUN_B` reads each run folder's `summary.json` (task, group sizes,
-samples per question, the task's size), `questions.jsonl` and `samples.jsonl`, and for every
-(t, n, aggregator) cell both runs have, computes on the shared questions (box-ball: scenarios)
-the same per-item estimates as `ensemble eval` (`evals.runner.item_cells`), so on identical
-question sets `a` and `b` are the runs' own numbers and `diff = b − a` their difference.
+`ensemble compare RUN_A RUN_B` reads both run folders (`evals.rundir.read_run`: summary.json,
+questions.jsonl, samples.jsonl) and, for every cell both runs have, computes on the shared
+items (questions; box-ball: scenarios) the same per-item estimates as `ensemble eval`
+(`evals.scoring`), so on identical question sets `a` and `b` are the runs' own numbers and
+`diff = b − a` their difference. Cells: a single model's (t, n, rule); a mixed ensemble's
+ensemble under each rule (`member` "ensemble") and each member alone at its n (matched by
+label). A single model and a mixed ensemble share no cell.
 
 Intervals follow `evals.intervals`, paired over the shared items: `ci` for the task (the
 runs' answers are independent, so their noise adds; a random subset of the task adds the
@@ -14,8 +16,8 @@ shared items only.
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,16 +25,35 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
+from tasks import TaskLayout, layout_of
 
+from .analysis import ItemValues
 from .intervals import bootstrap_counts, summarise
-from .records import QUESTIONS_FILE, SAMPLES_FILE, QuestionRecord, read_questions, read_samples
+from .records import QuestionRecord
 
-__all__ = ["RunData", "compare_runs", "load_run"]
+__all__ = ["MIN_BOOTSTRAP", "MemberCell", "RunData", "compare_runs", "load_run"]
+
+MIN_BOOTSTRAP = 100  # fewer resamples cannot place a 95% interval's 2.5% and 97.5% points
+
+
+@dataclass(frozen=True)
+class MemberCell:
+    """A member of a mixed ensemble's run: its label, temperature, votes n and λ (or None)."""
+
+    label: str
+    t: float
+    n: int
+    lam: float | None
 
 
 @dataclass(frozen=True)
 class RunData:
-    """One run folder, read back: its questions and the answers counted for them."""
+    """One eval run, read back: its questions and the answers counted for them.
+
+    `answers` maps (t, question id) -> the answers by sample index for a single model, and
+    (member label, question id) for a mixed ensemble (`members` its members, `rules` the rules
+    it scored). `created` identifies the run: when it was written and into which folder (a
+    copy of a folder is the same run; two runs written in one second are not)."""
 
     path: Path
     task: str
@@ -42,143 +63,203 @@ class RunData:
     samples: int
     population: int | None
     questions: tuple[QuestionRecord, ...]
-    answers: dict[tuple[float, str], list[str | None]]  # (t, question id) -> answers by index
+    answers: dict[tuple[Any, str], list[str | None]]
+    members: tuple[MemberCell, ...] = ()
+    rules: tuple[str, ...] = ()
+    created: str | None = None
+    layout: TaskLayout | None = None
+
+    @property
+    def mixed(self) -> bool:
+        return bool(self.members)
+
+    def task_layout(self) -> TaskLayout:
+        return self.layout if self.layout is not None else layout_of(self.task)
 
 
 def load_run(path: str | Path) -> RunData:
     """Read a run folder written by `ensemble eval` (InputError naming the problem if not)."""
-    p = Path(path)
-    if not p.is_dir():
-        raise InputError(f"{p} is not a folder: give two run folders written by `ensemble eval` "
-                         "(e.g. runs/boxball-MODEL)")
-    for name in ("summary.json", QUESTIONS_FILE, SAMPLES_FILE):
-        if not (p / name).is_file():
-            raise InputError(f"{p} is not an eval run folder (no {name}): give folders written "
-                             "by `ensemble eval` (rerun the eval to write them)")
-    try:
-        doc = json.loads((p / "summary.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {p / 'summary.json'}: {exc}") from None
-    if not isinstance(doc, dict) or "task" not in doc or "results" not in doc:
-        raise InputError(f"{p / 'summary.json'} is not an eval summary (a calibration run?); "
-                         "give folders written by `ensemble eval`")
-    if doc.get("ensemble"):
-        raise InputError(f"{p} is a mixed-ensemble run (--ensemble): `ensemble compare` pairs "
-                         "single-model runs by (t, n, aggregator); its own table already pairs "
-                         "the ensemble with each rule and its best member (summary.json "
-                         "contrasts)")
+    from .rundir import read_run
+
+    run = read_run(path, kinds=("eval",), votes=False)
+    doc, p = run.doc, run.path
+    if "task" not in doc or "results" not in doc:
+        raise InputError(f"{p / 'summary.json'} is not an eval summary; give folders written "
+                         "by `ensemble eval`")
+    ens = doc.get("ensemble") or None
+    members = tuple(MemberCell(str(m["label"]), float(m["temperature"]), int(m["n"]),
+                               None if m.get("lam") is None else float(m["lam"]))
+                    for m in (ens or {}).get("members", []))
+    if ens is not None and not members:
+        raise InputError(f"{p / 'summary.json'} is a mixed-ensemble run without members; "
+                         "rerun `ensemble eval --ensemble` on it")
     temps = tuple(float(t) for t in doc.get("temperatures")
-                  or sorted({r["t"] for r in doc["results"]}))
+                  or sorted({r["t"] for r in doc["results"] if r["t"] is not None}))
     ns = tuple(int(n) for n in doc.get("ns") or sorted({r["n"] for r in doc["results"]
                                                           if r["aggregator"] != "random-follow"}))
-    if not ns:
+    if not ns or not doc["results"]:
         raise InputError(f"{p / 'summary.json'} has no result rows to compare (was the run "
                          "stopped before any question finished?); rerun `ensemble eval` on it")
     k = int(doc.get("samples_per_question") or max(ns))
-    pop = doc.get("population", {}).get("total")
-    if pop is None and doc["task"] == "boxball":
-        pop = 216
-    questions = tuple(read_questions(p))
-    answers: dict[tuple[float, str], list[str | None]] = {}
-    for s in read_samples(p):
-        row = answers.setdefault((float(s.t), s.id), [None] * k)
+    answers: dict[tuple[Any, str], list[str | None]] = {}
+    for s in run.samples:
+        key = (s.member if members else float(s.t), s.id)
+        row = answers.setdefault(key, [None] * k)
         if 0 <= s.sample < k:
             row[s.sample] = s.answer if s.valid else None
-    return RunData(p, str(doc["task"]), str(doc.get("model", "?")), temps, ns, k, pop,
-                   questions, answers)
+    rules = tuple((ens or {}).get("aggregators", []))
+    return RunData(p, run.task, run.model, temps, ns, k,
+                   (doc.get("population") or {}).get("total"), run.questions, answers,
+                   members, rules,
+                   f"{doc['created']} {doc.get('run_dir')}" if doc.get("created") else None,
+                   run.layout)
 
 
-def _item_key(task: str, q: QuestionRecord) -> str:
-    return str(q.meta["scenario"]) if task == "boxball" else q.id
-
-
-def compare_runs(a: RunData, b: RunData, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Each shared (t, n, aggregator) cell: a, b, diff = b − a (accuracy; box-ball also in
-    utility, ±1 units) with paired intervals over the shared items."""
-    from .runner import VOTE_RULE, item_cells
-
-    if a.task != b.task:
-        raise InputError(f"the runs are of different tasks ({a.task} in {a.path}, {b.task} in "
-                         f"{b.path}): compare two runs of one task")
-    task = a.task
-    box = task == "boxball"
-    temps = [t for t in a.temperatures if t in set(b.temperatures)]
-    ns = sorted(set(a.ns) & set(b.ns))
-    if not temps or not ns:
-        raise InputError("the runs share no temperature and group size (A: t "
-                         f"{list(a.temperatures)}, n {list(a.ns)}; B: t {list(b.temperatures)}, "
-                         f"n {list(b.ns)}): compare runs with a common --t and --n")
-    ids_b = {q.id: q for q in b.questions}
-    shared = [q for q in a.questions if q.id in ids_b]
+def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
+            layout: TaskLayout) -> list[QuestionRecord]:
+    """The questions both runs answered for every compared member, whole items only."""
     from .openanswers import is_open, join_options
 
+    ids_b = {q.id: q for q in b.questions}
+    shared = [q for q in a.questions if q.id in ids_b]
     for q in shared:
         if q.correct != ids_b[q.id].correct or (q.choices != ids_b[q.id].choices
                                                  and not is_open(q)):
             raise InputError(f"question {q.id!r} differs between the runs (choices or answer): "
                              "compare runs of the same task data")
     shared = join_options(shared, ids_b)  # open questions: the answers either run gave
-    # only questions answered at every shared temperature in both runs
-    shared = [q for q in shared if all((t, q.id) in r.answers for r in (a, b) for t in temps)]
-    if box:  # items are whole scenarios
-        colours: dict[str, int] = {}
+    shared = [q for q in shared if all((m, q.id) in a.answers for m in keys_a)
+              and all((m, q.id) in b.answers for m in keys_b)]
+    if layout.group is not None:  # items are whole groups (box-ball: scenarios)
+        size: dict[str, int] = {}
+        for q in a.questions:
+            size[layout.item(q)] = size.get(layout.item(q), 0) + 1
+        have: dict[str, int] = {}
         for q in shared:
-            colours[_item_key(task, q)] = colours.get(_item_key(task, q), 0) + 1
-        full = {s for s, c in colours.items()
-                if c == sum(1 for q in a.questions if _item_key(task, q) == s)}
-        shared = [q for q in shared if _item_key(task, q) in full]
+            have[layout.item(q)] = have.get(layout.item(q), 0) + 1
+        shared = [q for q in shared if have[layout.item(q)] == size[layout.item(q)]]
     if not shared:
         raise InputError(f"the runs have no question in common ({a.path}: {len(a.questions)}, "
                          f"{b.path}: {len(b.questions)}): compare runs over the same questions "
                          "(same --limit and --seed, or no --limit)")
-    rule = VOTE_RULE[box]
+    return shared
+
+
+def _check(a: RunData, b: RunData, reps: int) -> None:
+    if reps < MIN_BOOTSTRAP:
+        raise InputError(f"--bootstrap {reps} is too few to place a 95% interval: give at "
+                         f"least {MIN_BOOTSTRAP} (default 1000)")
+    if a.path.resolve() == b.path.resolve() or (a.created is not None
+                                                and a.created == b.created
+                                                and a.model == b.model):
+        raise InputError(f"{a.path} and {b.path} are the same run: compare two different "
+                         "runs (a run against itself has no independent difference)")
+    if a.task != b.task:
+        raise InputError(f"the runs are of different tasks ({a.task} in {a.path}, {b.task} in "
+                         f"{b.path}): compare two runs of one task")
+    if a.mixed != b.mixed:
+        mixed, single = (a, b) if a.mixed else (b, a)
+        raise InputError(f"{mixed.path} is a mixed-ensemble run and {single.path} a single "
+                         "model's: they share no cell; compare two runs of one kind (a single "
+                         "model is a one-member ensemble: give it as an --ensemble spec)")
+
+
+Cells = dict[tuple[Any, ...], tuple[ItemValues, ItemValues, dict[str, Any]]]
+
+
+def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int]:
+    """(t, n, rule) cells of two single-model runs, on their shared items."""
+    from .scoring import item_cells
+
+    temps = [t for t in a.temperatures if t in set(b.temperatures)]
+    ns = sorted(set(a.ns) & set(b.ns))
+    if not temps or not ns:
+        raise InputError("the runs share no temperature and group size (A: t "
+                         f"{list(a.temperatures)}, n {list(a.ns)}; B: t {list(b.temperatures)}, "
+                         f"n {list(b.ns)}): compare runs with a common --t and --n")
+    shared = _shared(a, b, temps, temps, layout)
 
     def cells(r: RunData) -> list[Any]:
         ans = np.empty((len(temps), len(shared), r.samples), dtype=object)
         for ti, t in enumerate(temps):
             for qi, q in enumerate(shared):
                 ans[ti, qi] = r.answers[t, q.id]
-        return item_cells(task, shared, ans, ns)
+        return item_cells(layout, shared, ans, ns)
 
     ca, cb = cells(a), cells(b)
-    items = ca[0][rule, ns[0]].items
+    rule = layout.vote_rule
+    out: Cells = {}
+    for ti, t in enumerate(temps):
+        for key in [(rule, n) for n in ns] + [("random-follow", 1)]:
+            out[(t, key[0], key[1])] = (ca[ti][key], cb[ti][key], {"t": t, "n": key[1],
+                                                        "aggregator": key[0]})
+    return out, ca[0][rule, ns[0]].items
+
+
+def _ensemble_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int]:
+    """Two mixed ensembles' cells on their shared items: the ensemble under each rule both
+    scored, and each member (by label, at the same n) alone."""
+    from .scoring import ensemble_cells
+
+    rules = [r for r in a.rules if r in b.rules]
+    labels_b = {m.label: m for m in b.members}
+    alone = [m.label for m in a.members
+             if m.label in labels_b and labels_b[m.label].n == m.n]
+    if not rules and not alone:
+        raise InputError("the mixed ensembles share no rule and no member (A: rules "
+                         f"{list(a.rules)}; B: rules {list(b.rules)}): compare ensembles "
+                         "scored under a common rule")
+    shared = _shared(a, b, [m.label for m in a.members], [m.label for m in b.members], layout)
+
+    def score(r: RunData) -> tuple[dict[str, ItemValues], dict[str, ItemValues]]:
+        answers = []
+        for m in r.members:
+            arr = np.empty((len(shared), r.samples), dtype=object)
+            for qi, q in enumerate(shared):
+                arr[qi] = r.answers[m.label, q.id]
+            answers.append(arr)
+        got, each = ensemble_cells(layout, shared, answers, ns=[m.n for m in r.members],
+                                   lams=[m.lam for m in r.members], rules=list(r.rules))
+        return got, {m.label: v for m, v in zip(r.members, each, strict=True)}
+
+    (ea, ma), (eb, mb) = score(a), score(b)
+    na, nb = sum(m.n for m in a.members), sum(m.n for m in b.members)
+    out: Cells = {}
+    for r in rules:
+        head = {"member": "ensemble", "t": None, "n": na, "aggregator": r}
+        if nb != na:
+            head["n_b"] = nb
+        out["ensemble", r] = (ea[r], eb[r], head)
+    by_a = {m.label: m for m in a.members}
+    for lb in alone:
+        out[(lb,)] = (ma[lb], mb[lb], {"member": lb, "t": by_a[lb].t, "n": by_a[lb].n,
+                                    "aggregator": a.rules[0] if a.rules else
+                                    layout.vote_rule})
+    first = next(iter(out.values()))[0]
+    return out, first.items
+
+
+def compare_runs(a: RunData, b: RunData, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Each shared cell: a, b, diff = b − a (accuracy; box-ball also in utility, ±1 units)
+    with paired intervals over the shared items."""
+    _check(a, b, reps)
+    layout = a.task_layout()
+    box = layout.utility
+    cells, items = (_ensemble_cells if a.mixed else _model_cells)(a, b, layout)
     pops = [p for p in (a.population, b.population) if p is not None]
     # unknown task size: no finite-population correction (conservative)
-    total = max(pops) if pops else 10**12
-    total = max(total, items)
+    total = max(max(pops) if pops else 10**12, items)
     g = np.random.default_rng(seed)
     resamples = bootstrap_counts(items, reps, g)
-    unit = "scenarios" if box else "questions"
-    results = []
-    keys = [(rule, n) for n in ns] + [("random-follow", 1)]
-    for ti, t in enumerate(temps):
-        for key in keys:
-            va, vb = ca[ti][key], cb[ti][key]
-            d = vb.minus(va, same_answers=False)
-            span = 2.0 if box else 1.0
-            s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span))
-            half = 0.5 if box else 1.0  # box-ball: accuracy = (1 + utility) / 2
-            row: dict[str, Any] = {
-                "t": t, "n": key[1], "aggregator": key[0],
-                "a": float(half * va.values.mean() + (0.5 if box else 0.0)),
-                "b": float(half * vb.values.mean() + (0.5 if box else 0.0)),
-                "diff": half * s.value, "sem": half * s.sem, "ci": [half * c for c in s.ci],
-                "sem_questions": half * s.sem_questions,
-                "ci_questions": [half * c for c in s.ci_questions],
-                "items": items, "questions_exact": s.questions_exact,
-            }
-            if box:
-                row.update({"utility_a": float(va.values.mean()),
-                            "utility_b": float(vb.values.mean()),
-                            "utility_diff": s.value, "utility_sem": s.sem,
-                            "utility_ci": list(s.ci), "utility_ci_questions": list(s.ci_questions)})
-            results.append(row)
+    row = _row_maker(box, total, resamples, g)
+    results = [row(va, vb, head) for va, vb, head in cells.values()]
+    unit = layout.unit
     return {
-        "task": task, "a": {"run": str(a.path), "model": a.model},
+        "task": a.task, "a": {"run": str(a.path), "model": a.model},
         "b": {"run": str(b.path), "model": b.model},
         "metric": "accuracy (a, b, diff = b − a)" + ("; utility_* in ±1 units" if box else ""),
-        "shared": {"items": items, "unit": unit, "of_a": _count(a), "of_b": _count(b),
-                   "total": None if total == 10**12 else total},
+        "shared": {"items": items, "unit": unit, "of_a": _count(a, layout),
+                   "of_b": _count(b, layout), "total": None if total == 10**12 else total},
         "intervals": {
             "ci": "95% interval for the difference over the whole task"
                   + ("" if not math.isfinite(total) or items >= total else
@@ -188,12 +269,37 @@ def compare_runs(a: RunData, b: RunData, *, reps: int = 1000, seed: int = 0) -> 
             "ci_questions": f"95% interval for the difference on these {items} {unit} only: "
                             "both runs' answer noise (jackknife)",
         },
-        "bootstrap": reps, "seed": seed,
+        "bootstrap": reps, "seed": seed, "mixed": a.mixed,
         "results": results,
     }
 
 
-def _count(r: RunData) -> int:
-    if r.task == "boxball":
-        return len({_item_key(r.task, q) for q in r.questions})
-    return len(r.questions)
+def _row_maker(box: bool, total: int, resamples: Any, g: np.random.Generator
+               ) -> Callable[[ItemValues, ItemValues, dict[str, Any]], dict[str, Any]]:
+    half = 0.5 if box else 1.0  # box-ball: accuracy = (1 + utility) / 2
+    span = 2.0 if box else 1.0
+
+    def row(va: ItemValues, vb: ItemValues, head: dict[str, Any]) -> dict[str, Any]:
+        d = vb.minus(va, same_answers=False)
+        s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span))
+        out: dict[str, Any] = {
+            **head,
+            "a": float(half * va.values.mean() + (0.5 if box else 0.0)),
+            "b": float(half * vb.values.mean() + (0.5 if box else 0.0)),
+            "diff": half * s.value, "sem": half * s.sem, "ci": [half * c for c in s.ci],
+            "sem_questions": half * s.sem_questions,
+            "ci_questions": [half * c for c in s.ci_questions],
+            "items": va.items, "questions_exact": s.questions_exact,
+        }
+        if box:
+            out.update({"utility_a": float(va.values.mean()),
+                        "utility_b": float(vb.values.mean()),
+                        "utility_diff": s.value, "utility_sem": s.sem,
+                        "utility_ci": list(s.ci), "utility_ci_questions": list(s.ci_questions)})
+        return out
+
+    return row
+
+
+def _count(r: RunData, layout: TaskLayout) -> int:
+    return len({layout.item(q) for q in r.questions})

@@ -21,7 +21,7 @@ structure: exact for one model at several temperatures, an approximation across 
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -32,11 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensemble.errors import InputError
 from ensemble.sampling.options import ProviderOptions
+from tasks import layout_of
 
 from .openanswers import refuse_open
+from .scoring import check_aggregators, default_aggregators
 
-__all__ = ["EnsembleSpec", "MemberSpec", "default_aggregators", "load_spec", "run_mixed",
-           "spec_schema"]
+__all__ = ["EnsembleSpec", "MemberSpec", "analyse_mixed", "ensemble_vote", "load_spec",
+           "model_line", "run_mixed", "spec_schema"]
 
 UNITS = ("λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at each member's temperature; "
          "utility in ±1 units (accuracy = (1 + utility) / 2)")
@@ -137,85 +139,39 @@ def _members(spec: EnsembleSpec) -> tuple[Any, ...]:
     return resolve_members(ms, calibration=spec.calibration)
 
 
-def default_aggregators(lams: list[float | None], binary: bool) -> list[str]:
-    """majority (binary) or plurality; with every λ known also lam-weighted, and robust on
-    binary tasks."""
-    out = ["majority" if binary else "plurality"]
-    if all(x is not None for x in lams):
-        out.append("lam-weighted")
-        if binary:
-            out.append("robust")
-    return out
-
-
-def check_aggregators(names: list[str], *, binary: bool, n_options: int,
-                      lams: list[float | None], where: str) -> list[str]:
-    """The rules to score, refused (one line) before any request when they cannot apply."""
-    from ensemble.aggregators import aggregator_info, get_aggregator
-
-    base = "majority" if binary else "plurality"
-    out: list[str] = []
-    for name in names:
-        info = aggregator_info(name)
-        if name in ("weighted", "omniscient", "random-follow"):
-            raise InputError(f"{where}: {name} cannot be scored here (use majority, plurality, "
-                             "lam-weighted or robust)")
-        if name == "majority" and not binary:
-            name = "plurality"  # one rule for the main vote of a multiple-choice task
-        elif name == "plurality" and binary:
-            name = "majority"
-        if info.binary and not binary:
-            get_aggregator(name, n_options=n_options)  # raises: says why
-        if "lam" in info.needs and any(x is None for x in lams):
-            raise InputError(f"{where}: {name} needs every member's λ: give lam or "
-                             "calibration per member, or a calibration list (or drop it)")
-        if name not in out:
-            out.append(name)
-    if base in out:
-        out.remove(base)
-    return [base, *out]
-
-
 def _label(spec: Any, m: Any) -> str:
     return spec.label or f"{m.model}@t={m.temperature:g}"
 
 
 async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
-    """Sample every member, score the ensemble and each member alone; return the summary.
+    """Draw every member, score the ensemble and each member alone; return the summary.
     `cfg` is the eval's `EvalConfig` (task, samples, limit, seed, data, out, limits, policy);
-    its model, temperatures and ns are unused."""
-    from ensemble.sampling.sampler import Sampler
-    from ensemble.sampling.types import SampleRequest
-
-    from .failures import FailedQuestions, apply_failure_policy, without_failed
-    from .runner import dry_run, load_task, run_dir, select_questions
+    its model, temperatures and ns are unused (the spec names the members)."""
+    from .draw import DrawMember, draw, estimate
+    from .runner import (
+        check_scorable,
+        finish,
+        load_task,
+        policy_of,
+        run_dir,
+        run_facts,
+        select_questions,
+    )
 
     if cfg.batch is not None or cfg.router is not None:
         raise InputError("--ensemble samples each member online through its own endpoint: "
                          "drop --batch / --router")
     if cfg.adaptive:
         raise InputError("--adaptive scores one model; drop it with --ensemble")
+    cfg.validate_common()
     members = _members(spec)
     labels = [_label(s, m) for s, m in zip(spec.members, members, strict=True)]
     if len(set(labels)) < len(labels):
         raise InputError("--ensemble: two members have the same label; give each a 'label'")
     task = refuse_open(load_task(cfg))
     questions = select_questions(cfg, task)
-    box = cfg.task == "boxball"
-    if not box and any(q.correct is None for q in questions):
-        bad = next(q for q in questions if q.correct is None)
-        raise InputError(f"question {bad.id!r} has no answer: every question needs one to be "
-                         "scored (field 'answer')")
-    binary = all(len(q.choices) == 2 for q in questions)
-    n_options = max(len(q.choices) for q in questions)
-    lams = [m.lam for m in members]
-    names = check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
-                              binary=binary, n_options=n_options, lams=lams,
-                              where="--ensemble")
-    if "robust" in names and not box:
-        raise InputError("--ensemble: the group-robust rule is scored on box-ball only (its "
-                         "estimate there is exact over the per-group counts); use lam-weighted "
-                         "for another binary task")
+    check_scorable(task, questions)
+    names = _rules(spec, task, questions, [m.lam for m in members])
     ks = [s.samples or max(m.n, cfg.samples or m.n) for s, m in zip(spec.members, members,
                                                                      strict=True)]
     for g, (k, m) in enumerate(zip(ks, members, strict=True)):
@@ -223,96 +179,56 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
             raise InputError(f"--ensemble: members.{g}.samples {k} is smaller than its n "
                              f"({m.n}); draw at least n samples")
     out = run_dir(cfg)
-    max_tokens = cfg.max_tokens or getattr(task, "max_tokens", None)
-    extra = {} if max_tokens is None else {"max_tokens": max_tokens}
-    reqs = [[SampleRequest.of(q.prompt, temperature=m.temperature, k=k, tag=q.id, **extra)
-             for q in questions] for m, k in zip(members, ks, strict=True)]
-    opts = [_options(cfg.provider, m) for m in members]
+    draws = [DrawMember(m.model, m.temperature, k, _options(cfg.provider, m))
+             for m, k in zip(members, ks, strict=True)]
+    from .draw import requests_of
+
+    build = requests_of(task, max_tokens=cfg.max_tokens)
     if cfg.dry_run:
-        return {"task": cfg.task, "questions": len(questions), "members": [
-            dry_run(m.model, o, out, r, label=lb)
-            for m, o, r, lb in zip(members, opts, reqs, labels, strict=True)]}
-    from .records import make_run_dir
+        docs = estimate(task, questions, draws, out=out, build=build, separate=True)
+        return {"task": cfg.task, "questions": len(questions),
+                "members": [{"label": lb, **d} for lb, d in zip(labels, docs, strict=True)]}
+    from .rundir import claim_run_dir
 
-    make_run_dir(out)
-    t0 = time.perf_counter()
-    stats: list[Any] = []
-    results: list[Any] = []
-
-    async def one(g: int) -> None:
-        async with Sampler(members[g].model, options=opts[g], store=out / "samples.sqlite",
-                           progress=cfg.progress, max_cost=cfg.max_cost,
-                           on_status=cfg.on_status) as sampler:
-            results[g] = await sampler.run(reqs[g], parser=task.parse)
-            stats[g] = sampler.stats
-
-    stats[:] = results[:] = [None] * len(members)
-    await asyncio.gather(*(one(g) for g in range(len(members))))
-    wall = time.perf_counter() - t0
-    ids: list[str] = []
-    reasons: dict[str, int] = {}
-    for g, (res, st) in enumerate(zip(results, stats, strict=True)):
-        sub = out / f"member-{g}"
-        sub.mkdir(exist_ok=True)
-        f = apply_failure_policy(res, question_ids=[q.id for q in questions],
-                                 temperatures=(members[g].temperature,), out=sub,
-                                 fail_on_error=cfg.fail_on_error,
-                                 samples_total=st.samples_total)
-        ids += [i for i in f.ids if i not in ids]
-        for r, c in f.reasons.items():
-            reasons[r] = reasons.get(r, 0) + c
-    failed = FailedQuestions(ids=tuple(ids), reasons=reasons, total_questions=len(questions))
-    rows_all = [row for res in results for row in res.rows]
-    rows_all, questions = without_failed(rows_all, questions, len(members), failed,
-                                         whole="scenario" if box else None)
-    parse_for = getattr(task, "parse_for", None)
-    answers: list[np.ndarray] = []
-    nq = len(questions)
-    for g in range(len(members)):
-        a = np.empty((nq, ks[g]), dtype=object)
-        for qi, q in enumerate(questions):
-            row = rows_all[g * nq + qi]
-            got = [parse_for(q, s.text) if parse_for is not None else s.answer for s in row]
-            a[qi] = [x if x in q.choices else None for x in got]
-        answers.append(a)
+    claim_run_dir(out, kind="eval", task=cfg.task, model=model_line(members, labels))
+    drawn = await draw(task, questions, draws, out=out, policy=policy_of(cfg), build=build,
+                       separate=True, whole=task.layout.group)
     t1 = time.perf_counter()
-    summary = analyse_mixed(cfg, questions, answers, members=members, labels=labels,
-                            samples=ks, aggregators=names)
-    from ensemble import __version__
+    summary = analyse_mixed(cfg, drawn.questions, drawn.answers, members=members,
+                            labels=labels, samples=ks, aggregators=names,
+                            population=task.population())
+    from .records import VoteMember, write_run_log
 
-    from .records import now_iso, write_run_log
+    voters = [VoteMember(float(m.temperature), (m.n,), label=lb, model=m.model)
+              for lb, m in zip(labels, members, strict=True)]
+    write_run_log(out, drawn.questions, voters, drawn.rows, drawn.answers, rule=names[0],
+                  ensemble=ensemble_vote(names, [m.lam for m in members]))
+    summary.update(run_facts(drawn, drawn.stats, out=out, t1=t1))
+    summary.update({"data": {}, "notes": [n for s in drawn.stats for n in s.notes],
+                    "provider": {lb: d.options.public()
+                                 for lb, d in zip(labels, draws, strict=True)}})
+    return finish(out, summary)
 
-    write_run_log(out, questions, [m.temperature for m in members], rows_all, answers,
-                  ns=[m.n for m in members], rule=names[0],
-                  members=[(lb, m.model) for lb, m in zip(labels, members, strict=True)],
-                  ensemble=ensemble_vote(names, lams))
 
-    def total(attr: str) -> Any:
-        vals = [getattr(s, attr) for s in stats]
-        return None if any(v is None for v in vals) else sum(vals)
+def model_line(members: Any, labels: list[str]) -> str:
+    """The name of a mixed ensemble in tables: `2×a + 1×b`."""
+    return " + ".join(f"{m.n}×{lb}" for m, lb in zip(members, labels, strict=True))
 
-    summary.update({
-        "requests": total("requests"), "cost_usd": total("cost_usd"),
-        "cost": {"now_usd": total("cost_usd"), "stored_samples_usd": total("stored_cost_usd"),
-                 "note": "now: this run's requests; stored_samples: what the samples read "
-                         "from the store had cost when drawn (null: price unknown); all "
-                         "members"},
-        "tokens": {"prompt": total("prompt_tokens"), "completion": total("completion_tokens")},
-        "samples": {"total": total("samples_total"), "from_store": total("samples_cached")},
-        "retries": total("retries"), "errors": total("errors"),
-        "rate_limited": total("rate_limited"),
-        "wall_time_s": wall, "analysis_time_s": time.perf_counter() - t1, "run_dir": str(out),
-        "data": {}, "failed": failed.to_dict(),
-        "notes": [n for s in stats for n in s.notes],
-        "provider": {lb: o.public() for lb, o in zip(labels, opts, strict=True)},
-        "created": now_iso(), "version": __version__,
-    })
-    from .runner import _write_outputs
-    from .schemas import EvalSummary
 
-    summary = EvalSummary.model_validate(summary).model_dump(mode="python", exclude_unset=True)
-    _write_outputs(out, summary)
-    return summary
+def _rules(spec: EnsembleSpec, task: Any, questions: list[Any], lams: list[float | None]
+           ) -> list[str]:
+    """The rules to score, refused before any request when one cannot apply."""
+    binary = all(len(q.choices) == 2 for q in questions)
+    n_options = max(len(q.choices) for q in questions)
+    box = task.layout.utility
+    names = check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
+                              binary=binary, n_options=n_options, lams=lams,
+                              where="--ensemble")
+    if "robust" in names and not box:
+        raise InputError("--ensemble: the group-robust rule is scored on box-ball only (its "
+                         "estimate there is exact over the per-group counts); use lam-weighted "
+                         "for another binary task")
+    return names
 
 
 def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
@@ -325,7 +241,7 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     (votes weighted by 2λ_g)."""
     from ensemble.aggregators import lam_weighted_credit, plurality_credit
 
-    from .analysis import group_rule
+    from .groups import group_rule
 
     binary_rules = {r: group_rule(r, lams) for r in rules if r != "plurality"}
 
@@ -368,59 +284,6 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     return decide
 
 
-def mixed_figure(summary: dict[str, Any], *, chance: float | None) -> Any:
-    """accuracy.png of a mixed ensemble: the ensemble under each rule and each member alone,
-    with 95% intervals for the task, on the metric's whole range (the caller closes it)."""
-    import textwrap
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .runner import _interval
-
-    box = summary["task"] == "boxball"
-    key, lo_hi = ("utility", (-1.0, 1.0)) if box else ("accuracy", (0.0, 1.0))
-    rows = summary["results"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    y = np.array([r[key] for r in rows], dtype=float)
-    ci = np.array([_interval(r, box) for r in rows], dtype=float).clip(*lo_hi)
-    yerr = np.vstack([np.maximum(y - ci[:, 0], 0), np.maximum(ci[:, 1] - y, 0)])
-    x = np.arange(len(rows))
-    ens = np.array([r.get("member") == "ensemble" for r in rows])
-    for mask, colour, name in ((ens, "C0", "ensemble (n = total votes)"),
-                               (~ens, "C1", "member alone")):
-        if mask.any():
-            ax.errorbar(x[mask], y[mask], yerr=yerr[:, mask], fmt="o", capsize=4, color=colour,
-                        label=name)
-    if chance is not None:
-        ax.axhline(chance, color="0.4", ls="--", lw=1, label="chance")
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{r['aggregator']}" if r.get("member") == "ensemble"
-                        else f"{r.get('member')}\n(n = {r['n']})" for r in rows],
-                       rotation=20, ha="right", fontsize=8)
-    ax.set_ylim(lo_hi[0] - 0.02, lo_hi[1] + 0.02)
-    ax.set_ylabel("expected utility (±1 units)" if box else "accuracy")
-    title = f"{summary['task']}: {summary['model']}"
-    ax.set_title("\n".join(textwrap.wrap(title, 60)), fontsize=10)
-    ax.legend(fontsize=8, title="bars: 95% interval", title_fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def _widen(alone: Any, g: int, like: Any) -> Any:
-    """Member g's values alone in the jackknife layout of the ensemble `like` (its variants
-    are member g's block there; the other members' answers do not move it)."""
-    from .analysis import ItemValues
-
-    v = alone.jack.shape[1]
-    jack = np.zeros_like(like.jack)
-    jack[:, g * v:(g + 1) * v] = alone.jack
-    return ItemValues(alone.values, jack, like.weight, alone.jackknife, alone.identical)
-
-
 def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
     """The eval's limits and key, with the member's endpoint."""
     if m.api_base is None:
@@ -430,42 +293,25 @@ def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
 
 def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
                   members: Any, labels: list[str], samples: list[int],
-                  aggregators: list[str]) -> dict[str, Any]:
-    """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid)."""
-    from .analysis import (
-        box_group_values,
-        box_values,
-        group_rule,
-        vote_group_values,
-        vote_values,
-    )
+                  aggregators: list[str], population: int | None = None) -> dict[str, Any]:
+    """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
+    the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
+    minus the main vote, and the ensemble under each rule minus its best member alone."""
     from .intervals import bootstrap_counts
-    from .runner import _population, box_answer_counts, box_layout, option_codes, row_builder
+    from .runner import load_task
+    from .scoring import ensemble_cells, row_builder, widen
 
-    box = cfg.task == "boxball"
+    layout = layout_of(cfg.task)
+    box = layout.utility
     ns = [m.n for m in members]
-    lams = [m.lam for m in members]
     base = aggregators[0]
-    if box:
-        scen, joint, loc = box_layout(questions)
-        counts = np.stack([box_answer_counts(a, loc, len(scen)) for a in answers])
-        rules = {r: group_rule(r, lams) for r in aggregators}
-        cells = box_group_values(counts, joint, ns, rules)
-        alone = [box_values(counts[g], joint, [ns[g]])["majority", ns[g]]
-                 for g in range(len(members))]
-    else:
-        choices, idx, correct = option_codes(questions)
-        codes = [np.array([[idx.get(x, -1) if x is not None else -1 for x in row] for row in a],
-                          dtype=np.int64) for a in answers]
-        cells = vote_group_values(codes, correct, ns,
-                                  {r: (None if r in ("plurality", "majority") else lams)
-                                   for r in aggregators},
-                                  n_options=len(choices))
-        alone = [vote_values(codes[g], correct, [ns[g]], n_options=len(choices))[
-            "plurality", ns[g]] for g in range(len(members))]
+    cells, alone = ensemble_cells(layout, questions, answers, ns=ns,
+                                  lams=[m.lam for m in members], rules=aggregators)
     items = cells[base].items
-    total = max(_population(cfg, questions), items)
-    unit = "scenarios" if box else "questions"
+    if population is None:
+        population = load_task(cfg).population()
+    total = max(population, items)
+    unit = layout.unit
     g = np.random.default_rng(cfg.seed)
     resamples = bootstrap_counts(items, cfg.bootstrap, g)
     row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
@@ -481,21 +327,42 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
     # the ensemble under each rule minus its best member alone (the highest estimate here),
     # paired: the ensemble's estimate uses that member's samples too
     best = max(range(len(members)), key=lambda i: float(alone[i].values.mean()))
-    contrasts += [row(cells[r].minus(_widen(alone[best], best, cells[r]), same_answers=True),
+    contrasts += [row(cells[r].minus(widen(alone[best], best, cells[r]), same_answers=True),
                       diff=True, kind="vs-best-member", member="ensemble", t=None,
                       vs_t=members[best].temperature, n=big, vs_n=ns[best], aggregator=r,
                       vs_aggregator=base, vs_member=labels[best]) for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
+    return {**_mixed_head(cfg, layout, members, labels, samples, aggregators, items=items,
+                          total=total),
+            "results": results, "contrasts": contrasts, **_invalid(members, labels, inv)}
+
+
+def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any]:
     warnings = []
     high = [f"{lb}: {r:.0%}" for lb, r in zip(labels, inv, strict=True) if r > 0.2]
     if high:
         warnings.append("over 20% of the replies are invalid (" + "; ".join(high) + "): "
                         "check the prompt, the parser or --max-tokens")
-    from .runner import ESTIMATOR, METRIC
-
     return {
-        "task": cfg.task, "model": " + ".join(f"{n}×{lb}" for n, lb in zip(ns, labels,
-                                                                           strict=True)),
+        "invalid_rate": float(np.mean(inv)),
+        "invalid_rate_by_t": [{"t": float(m.temperature), "member": float(i),
+                               "invalid_rate": r}
+                              for i, (m, r) in enumerate(zip(members, inv, strict=True))],
+        "invalid_policy": "invalid answers drop out of the vote (the rule for the valid "
+                          "counts); no valid answer at all counts as wrong",
+        "warnings": warnings,
+    }
+
+
+def _mixed_head(cfg: Any, layout: Any, members: Any, labels: list[str], samples: list[int],
+                aggregators: list[str], *, items: int, total: int) -> dict[str, Any]:
+    """What a mixed ensemble's summary says about itself: metric, estimator, population,
+    intervals and its members."""
+    from .scoring import ESTIMATOR, METRIC
+
+    box, unit, base = layout.utility, layout.unit, aggregators[0]
+    return {
+        "task": cfg.task, "model": model_line(members, labels),
         "metric": METRIC[box].replace("of the vote", "of each rule's vote")
         if not box else METRIC[box],
         "estimator": ("exact and unbiased: per item, each member's n_g answers drawn without "
@@ -503,7 +370,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
                       "drawing its own ball), so the utility / accuracy polynomial in the "
                       "members' answer probabilities is estimated without bias; members alone: "
                       + ESTIMATOR[box]),
-        "temperatures": [float(m.temperature) for m in members], "ns": ns,
+        "temperatures": [float(m.temperature) for m in members], "ns": [m.n for m in members],
         "samples_per_question": max(samples), "bootstrap": cfg.bootstrap, "seed": cfg.seed,
         "population": {"items": items, "total": total, "unit": unit, "limit": cfg.limit,
                        "fraction": items / total},
@@ -518,15 +385,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
                          "questions and that member's same samples (kind vs-best-member; "
                          "choosing the best on these samples favours the member a little)",
         },
-        "results": results,
-        "contrasts": contrasts,
-        "invalid_rate": float(np.mean(inv)),
-        "invalid_rate_by_t": [{"t": float(m.temperature), "member": float(i),
-                               "invalid_rate": r}
-                              for i, (m, r) in enumerate(zip(members, inv, strict=True))],
-        "invalid_policy": "invalid answers drop out of the vote (the rule for the valid "
-                          "counts); no valid answer at all counts as wrong",
-        "warnings": warnings,
+        "layout": dataclasses.asdict(layout),
         "ensemble": {
             "members": [{"label": lb, "model": m.model, "api_base": m.api_base, "n": m.n,
                          "temperature": m.temperature,

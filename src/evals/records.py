@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,11 +39,14 @@ __all__ = [
     "VOTES_FILE",
     "JsonlWriter",
     "default_run_dir",
+    "endpoint_slug",
     "now_iso",
     "run_slug",
     "QuestionRecord",
     "SampleRecord",
+    "VoteMember",
     "VoteRecord",
+    "model_members",
     "read_questions",
     "read_samples",
     "read_votes",
@@ -204,27 +208,44 @@ def read_votes(run: str | os.PathLike[str]) -> Iterator[VoteRecord]:
     return _read(Path(run) / VOTES_FILE, VoteRecord)
 
 
-def write_run_log(out: str | os.PathLike[str], questions: Any, temperatures: Any, rows: Any,
-                  answers: Any, *, ns: Iterable[int], rule: str,
-                  members: Sequence[tuple[str, str]] | None = None,
+@dataclass(frozen=True)
+class VoteMember:
+    """A member of a run as votes.jsonl writes it: its temperature `t`, the group sizes `ns` of
+    its votes, and for a mixed ensemble its `label` and `model` (None for a single model, whose
+    members are its temperatures; those also get a random-follow vote, `follow`)."""
+
+    t: float
+    ns: tuple[int, ...]
+    label: str | None = None
+    model: str | None = None
+    follow: bool = False
+
+
+def model_members(temperatures: Iterable[float], ns: Iterable[int]) -> list[VoteMember]:
+    """A single model's members: one per temperature, voting at every n, plus random-follow."""
+    sizes = tuple(sorted(set(ns)))
+    return [VoteMember(float(t), sizes, follow=True) for t in temperatures]
+
+
+def write_run_log(out: str | os.PathLike[str], questions: Any, members: Sequence[VoteMember],
+                  rows: Any, answers: Any, *, rule: str,
                   ensemble: EnsembleVote | None = None) -> dict[str, int]:
     """Write questions.jsonl, samples.jsonl and votes.jsonl for an eval run.
 
-    `rows[ti * Q + qi]` holds the samples of question qi at temperature ti (the sampler's order);
-    `answers[ti, qi, k]` the answer each counts as (None: invalid or not one of the question's
-    choices). `rule` names the vote of votes.jsonl ("plurality" or "majority"); ties are left
-    open (decision None, `tie` true). Returns the number of lines written per file.
-
-    Mixed ensembles: index ti is member g (`temperatures[g]` its t), `members[g]` its (label,
-    model), `ns[g]` its n, `answers[g]` a (Q, K_g) array; `ensemble` decides the ensemble's
-    votes (see `write_votes`).
+    `rows[g * Q + qi]` holds the samples of question qi for member g (the draw's order);
+    `answers[g][qi][k]` the answer each counts as (None: invalid or not one of the question's
+    choices). `rule` names the members' vote in votes.jsonl ("plurality" or "majority"); ties
+    are left open (decision None, `tie` true). `ensemble` decides a mixed ensemble's votes (see
+    `write_votes`). Returns the number of lines written per file.
     """
     out = Path(out)
+    labels = None if members[0].label is None else [(m.label or "", m.model or "")
+                                                    for m in members]
     return {"questions": write_questions(out, questions),
-            "samples": write_samples(out, questions, temperatures, rows, answers,
-                                     members=members),
-            "votes": write_votes(out, questions, temperatures, answers, ns=ns, rule=rule,
-                                 members=members, ensemble=ensemble)}
+            "samples": write_samples(out, questions, [m.t for m in members], rows, answers,
+                                     members=labels),
+            "votes": write_votes(out, questions, members, answers, rule=rule,
+                                 ensemble=ensemble)}
 
 
 def write_questions(out: str | os.PathLike[str], questions: Any) -> int:
@@ -267,46 +288,37 @@ def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any
         return w.lines
 
 
-def write_votes(out: str | os.PathLike[str], questions: Any, temperatures: Any, answers: Any,
-                *, ns: Iterable[int], rule: str,
-                members: Sequence[tuple[str, str]] | None = None,
-                ensemble: EnsembleVote | None = None) -> int:
-    """Write votes.jsonl: the vote of the first n samples for each n, and random-follow.
-
-    Mixed ensembles (`members` given): per question, each member's own vote (its first
-    `ns[g]` samples under `rule`, with its `member` label) and then, when `ensemble` is given,
-    the ensemble's decision under each of its rules (`member` "ensemble", t null)."""
+def write_votes(out: str | os.PathLike[str], questions: Any, members: Sequence[VoteMember],
+                answers: Any, *, rule: str, ensemble: EnsembleVote | None = None) -> int:
+    """Write votes.jsonl: per question, each member's vote of its first n samples for each of
+    its n (with its `member` label in a mixed ensemble; random-follow for a single model's
+    members), then, when `ensemble` is given, the ensemble's decision under each of its rules
+    (`member` "ensemble", t null, n the total votes)."""
     with JsonlWriter(Path(out) / VOTES_FILE) as w:
-        if members is None:
-            sizes = sorted(set(ns))
-            for ti, t in enumerate(temperatures):
-                for qi, q in enumerate(questions):
-                    row = list(answers[ti][qi])
-                    for n in sizes:
-                        if n <= len(row):
-                            w.write(_vote(q, float(t), n, rule, row[:n]))
+        for qi, q in enumerate(questions):
+            rows = [list(answers[g][qi]) for g in range(len(members))]
+            for m, row in zip(members, rows, strict=True):
+                who = {} if m.label is None else {"member": m.label, "model": m.model}
+                for n in m.ns:
+                    if n <= len(row):
+                        w.write({**_vote(q, m.t, n, rule, row[:n]), **who})
+                if m.follow:
                     first = row[0] if row else None
-                    w.write({"id": q.id, "t": float(t), "n": 1, "aggregator": "random-follow",
+                    w.write({"id": q.id, "t": m.t, "n": 1, "aggregator": "random-follow",
                              "votes": row[:1],
                              "counts": {first: 1} if first is not None else {},
                              "decision": first, "tie": False,
                              "correct": None if q.correct is None else first == q.correct})
-            return w.lines
-        per = list(ns)
-        for qi, q in enumerate(questions):
-            firsts = [list(answers[g][qi])[:per[g]] for g in range(len(members))]
-            for g, (label, model) in enumerate(members):
-                w.write({**_vote(q, float(temperatures[g]), per[g], rule, firsts[g]),
-                         "member": label, "model": model})
             if ensemble is None:
                 continue
-            by_member = {lb: _counts(v) for (lb, _), v in zip(members, firsts, strict=True)}
+            firsts = [row[:m.ns[0]] for m, row in zip(members, rows, strict=True)]
+            by_member = {m.label or "": _counts(v) for m, v in zip(members, firsts, strict=True)}
             pooled = [a for v in firsts for a in v]
             for agg, decision, tie, p_first in ensemble(q, firsts):
-                w.write({"id": q.id, "t": None, "member": "ensemble", "n": sum(per),
-                         "aggregator": agg, "votes": pooled, "counts": _counts(pooled),
-                         "by_member": by_member, "decision": decision, "tie": tie,
-                         "p_first": p_first,
+                w.write({"id": q.id, "t": None, "member": "ensemble",
+                         "n": sum(m.ns[0] for m in members), "aggregator": agg,
+                         "votes": pooled, "counts": _counts(pooled), "by_member": by_member,
+                         "decision": decision, "tie": tie, "p_first": p_first,
                          "correct": None if q.correct is None or tie
                          else decision == q.correct})
         return w.lines
@@ -363,20 +375,22 @@ def make_run_dir(out: str | os.PathLike[str]) -> Path:
 
 
 def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | None = None,
-                    kind: str = "eval", api_base: str | None = None) -> Path:
+                    kind: str = "eval", short: bool = False, api_base: str | None = None
+                    ) -> Path:
     """The folder a run writes to without --out: `runs/[calibrate-]TASK[-DATA]-MODEL[@HOST]`.
 
-    A pure function of what the command says (task, model, the data file's name for a user
-    task, and the endpoint), never of the date: rerunning the same command finds the same
-    folder, and resumes from its store. The date of each run is in its summary.json /
-    profile.json instead. Box-ball calibrations keep the short `runs/calibrate-MODEL`. With an
-    api_base the endpoint is part of the name (`@127.0.0.1-8000-v1`): two servers that share a
-    model name are two runs, never one folder.
+    A pure function of what the command says (task, model, the data file's name for a task
+    that reads one: give `data` only then, and the endpoint), never of the date: rerunning the
+    same command finds the same folder, and resumes from its store. The date of each run is in
+    its summary.json / profile.json instead. `short` leaves the task out (the command's default
+    task: box-ball calibrations keep the short `runs/calibrate-MODEL`). With an api_base the
+    endpoint is part of the name (`@127.0.0.1-8000-v1`): two servers that share a model name
+    are two runs, never one folder.
     """
     parts = [] if kind == "eval" else [kind]
-    if not (kind == "calibrate" and task == "boxball"):
+    if not short:
         parts.append(task)
-    if task == "jsonl" and data is not None:
+    if data is not None:
         parts.append(run_slug(Path(data).stem))
     parts.append(run_slug(model))
     name = "-".join(parts)

@@ -178,6 +178,7 @@ class EvalSummary(BaseModel):
     adaptive: list[AdaptiveRow] = []
     ensemble: EnsembleInfo | None = None  # mixed ensembles (`--ensemble`): its members
     aggregators: list[str] = []  # the rules scored (single model: beside the main vote)
+    layout: dict[str, Any] | None = None  # the task's declared `TaskLayout` (how it is scored)
     requests: int
     cost_usd: float | None
     cost: CostSummary

@@ -41,15 +41,7 @@ from typing import Any
 from ensemble.errors import InputError
 from ensemble.report import inline_html
 
-from .records import (
-    QUESTIONS_FILE,
-    SAMPLES_FILE,
-    VOTES_FILE,
-    read_questions,
-    read_samples,
-    read_votes,
-    run_slug,
-)
+from .records import run_slug
 
 __all__ = ["RunRecords", "ViewResult", "build_view", "load_run", "view_path"]
 
@@ -90,42 +82,22 @@ def _t(t: float | None) -> float | None:
 
 
 def load_run(run: str | os.PathLike[str]) -> RunRecords:
-    """Read a run folder written by `ensemble eval` or `ensemble calibrate`; InputError (one
-    line naming the fix) for a folder that is not a run, or one from before the records."""
-    from ensemble.jsonio import loads
+    """Read a run folder written by `ensemble eval` or `ensemble calibrate` (through the one
+    run-folder reader, `evals.rundir`); InputError (one line naming the fix) for a folder that
+    is not a run, or one from before the records."""
+    from .rundir import read_run
 
-    path = Path(run)
-    if not path.is_dir():
-        raise InputError(f"{path} is not a folder: give the run folder written by "
-                         "`ensemble eval` or `ensemble calibrate` (its --out)")
-    if (path / "calibration.json").is_file():
-        kind, doc_file, cmd = "calibration", path / "calibration.json", "ensemble calibrate"
-    elif (path / "summary.json").is_file():
-        kind, doc_file, cmd = "eval", path / "summary.json", "ensemble eval"
-    else:
-        raise InputError(f"{path} is not a run folder (no summary.json or calibration.json): "
-                         "give the folder written by `ensemble eval` or `ensemble calibrate`")
-    need = [QUESTIONS_FILE, SAMPLES_FILE] + ([VOTES_FILE] if kind == "eval" else [])
-    missing = [f for f in need if not (path / f).is_file()]
-    if missing:
-        raise InputError(f"{path} has no {' or '.join(missing)} (written by an older version): "
-                         f"rerun the same `{cmd}` command; it recomputes the records from its "
-                         "store without new requests")
-    try:
-        doc = loads(doc_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {doc_file}: {exc}; rerun `{cmd}` to rewrite it") from None
-    questions = list(read_questions(path))
+    folder = read_run(run)
     samples: dict[Key, list[Any]] = {}
-    for s in read_samples(path):
+    for s in folder.samples:
         samples.setdefault((s.id, _t(s.t), s.member), []).append(s)
     for rows in samples.values():
         rows.sort(key=lambda s: s.sample)
     votes: dict[Key, list[Any]] = {}
-    if kind == "eval":
-        for v in read_votes(path):
-            votes.setdefault((v.id, _t(v.t), v.member), []).append(v)
-    return RunRecords(path, kind, doc, questions, samples, votes)
+    for v in folder.votes:
+        votes.setdefault((v.id, _t(v.t), v.member), []).append(v)
+    return RunRecords(folder.path, folder.kind, folder.doc, list(folder.questions), samples,
+                      votes)
 
 
 def view_path(runs: list[RunRecords], out: str | os.PathLike[str] | None = None) -> Path:
@@ -306,8 +278,10 @@ def _facts(items: list[tuple[str, Any]]) -> str:
 
 
 def _eval_header(r: RunRecords) -> str:
+    from .outputs import run_layout
+
     d = r.doc
-    box = d.get("task") == "boxball"
+    box = run_layout(d).utility
     mixed = any(x.get("member") for x in d.get("results", []))
     rows = []
     for x in d.get("results", []):
@@ -381,6 +355,52 @@ def _calibration_header(r: RunRecords) -> str:
     return "".join(parts)
 
 
+EVAL_HELP = ("Each question with every sample drawn: the reply with its parsed answer "
+             "<mark>highlighted</mark> (red: wrong, gray: invalid), and the vote of the first n "
+             "samples by index for each n and aggregator (the tables above average over many "
+             "random n-subsets instead). Filters keep a question when one of its rows shown "
+             "matches all the filters ticked.")
+CALIBRATION_HELP = ("Each calibration question with every sample drawn at each temperature: "
+                    "the reply with its parsed answer <mark>highlighted</mark> (gray: invalid), "
+                    "beside the question's exact posterior and the share of its answers that "
+                    "chose the first option, which the fit of λ compares with ψ_λ(posterior). "
+                    "Filters keep a question when one of its rows shown matches all the "
+                    "filters ticked.")
+
+
+def _paired(recs: list[RunRecords]) -> str:
+    """The paired table `ensemble compare` prints for two eval runs (B − A on their shared
+    questions), or why there is none."""
+    from .compare import compare_runs, load_run as compare_run
+
+    if any(r.kind != "eval" for r in recs):
+        return ""
+    try:
+        doc = compare_runs(compare_run(recs[0].path), compare_run(recs[1].path))
+    except InputError as exc:
+        return ("<section class=\"paired\"><h2>Paired differences</h2><p>No paired table: "
+                f"{html.escape(str(exc))}</p></section>")
+    box = "utility_diff" in doc["results"][0]
+    pre = "utility_" if box else ""
+    head = (["who"] if doc.get("mixed") else []) + [
+        "t", "n", "aggregator", "A", "B", "B − A", "SEM", "95% for the task",
+        f"95% for these {doc['shared']['items']}"]
+    rows = []
+    for r in doc["results"]:
+        ci, ciq = r[pre + "ci"], r[pre + "ci_questions"]
+        rows.append(([r.get("member", "")] if doc.get("mixed") else []) + [
+            "–" if r["t"] is None else f"{r['t']:g}", str(r["n"]), r["aggregator"],
+            _num(r[pre + "a"]), _num(r[pre + "b"]), f"{r[pre + 'diff']:+.4f}",
+            _num(r[pre + "sem"]), f"[{ci[0]:+.3f}, {ci[1]:+.3f}]",
+            f"[{ciq[0]:+.3f}, {ciq[1]:+.3f}]"])
+    sh = doc["shared"]
+    what = ("expected utility, ±1 units" if box else "accuracy")
+    return ("<section class=\"paired\"><h2>Paired differences, B − A</h2>"
+            f"<p class=\"metric\">On the {sh['items']} {sh['unit']} both runs share ({what}); "
+            "the same computation as <code>ensemble compare</code>: paired intervals for the "
+            "task and for the shared questions.</p>" + _table(head, rows) + "</section>")
+
+
 def render_page(recs: list[RunRecords], data: dict[str, Any]) -> str:
     """The HTML page (template, CSS, JS and data in one string)."""
     e = html.escape
@@ -394,5 +414,7 @@ def render_page(recs: list[RunRecords], data: dict[str, Any]) -> str:
              else f"{recs[0].kind} {recs[0].name}")
     parts = {"TITLE": e(f"ensemble view: {title}"), "CSS": _asset("view.css"),
              "JS": _asset("view.js"), "HEADER": "".join(heads),
+             "HELP": EVAL_HELP if any(r.kind == "eval" for r in recs) else CALIBRATION_HELP,
+             "PAIRED": _paired(recs) if len(recs) == 2 else "",
              "COLUMNS": "two" if len(recs) == 2 else "one", "DATA": embed_json(data)}
     return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: parts[m.group(1)], _asset("view.html"))

@@ -1,5 +1,15 @@
 """Task definitions: dataset loading, prompt, answer parser, scoring. Look tasks up by name."""
 
-from .base import Question, Task, get_task, register_task, task_names
+from .base import (
+    Question,
+    Task,
+    TaskBase,
+    TaskLayout,
+    get_task,
+    layout_of,
+    register_task,
+    task_names,
+)
 
-__all__ = ["Question", "Task", "get_task", "register_task", "task_names"]
+__all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
+           "task_names"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Question", "Task", "get_task", "register_task", "task_names"]
+__all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
+           "task_names"]
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,73 @@ class Question:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TaskLayout:
+    """How a task is scored, declared by the task (evals ask the layout, never the name).
+
+    `metric`: "accuracy" (a vote's accuracy over questions with a right answer) or "utility"
+    (the paper's box-and-ball: each expert draws its own signal, the vote's expected utility in
+    ±1 units is computed exactly from each signal's answer frequencies; answers are the
+    binary choices, the first one the report X = 1).
+    `group`: the `Question.meta` key whose questions are scored together as one item (box-ball:
+    "scenario", one question per ball colour); None: each question is an item.
+    `unit`: what an item is called in tables ("questions", "scenarios").
+    `takes_data`: the task reads --data (and --skip-invalid).
+    `chance`: the accuracy (utility) of a uniform guess when the task fixes it; None: the mean
+    of 1/len(choices) over the questions.
+    `per_question_choices`: questions offer different choices, so an answer is parsed against
+    the question's own (`Task.parse_for`) instead of the task-wide parser.
+    `calibrates`: its questions may carry the exact posterior P(first choice), so λ can be
+    fitted on it (`ensemble calibrate --task`).
+    """
+
+    metric: Literal["accuracy", "utility"] = "accuracy"
+    group: str | None = None
+    unit: str = "questions"
+    takes_data: bool = False
+    chance: float | None = None
+    per_question_choices: bool = False
+    calibrates: bool = False
+
+    @property
+    def utility(self) -> bool:
+        """Scored as the box-and-ball expected utility (±1 units), not a vote's accuracy."""
+        return self.metric == "utility"
+
+    @property
+    def vote_rule(self) -> str:
+        """The main vote: majority over two answers (box-ball), plurality otherwise."""
+        return "majority" if self.utility else "plurality"
+
+    def item(self, q: Any) -> str:
+        """The item a question (or its run record) belongs to."""
+        return str(q.meta[self.group]) if self.group else str(q.id)
+
+
 @runtime_checkable
 class Task(Protocol):
     """What every task provides.
 
-    A task may also set `max_tokens` (an int): the completion budget a reply needs, used when
-    the user gives no --max-tokens, so that a model that rambles (a small local model) cannot
-    run a single sample to thousands of tokens.
+    `layout` says how the task is scored (see `TaskLayout`); `max_tokens` the completion budget
+    a reply needs, used when the user gives no --max-tokens, so that a model that rambles (a
+    small local model) cannot run a single sample to thousands of tokens; `skipped` the data
+    rows left out as (row, reason) and `issues` the repairs made per kind (both empty for a
+    generated task).
     """
 
     name: str
+    layout: TaskLayout
+    max_tokens: int | None
+    skipped: list[tuple[int, str]]
+    issues: dict[str, list[int]]
+
+    def population(self) -> int:
+        """How many items (see `TaskLayout.group`) the whole task has, before any limit."""
+        ...
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
+        """The answer in a completion, one of `question.choices`, or None."""
+        ...
 
     def questions(self) -> Sequence[Question]:
         """All questions of the task, in a stable order."""
@@ -45,6 +103,32 @@ class Task(Protocol):
     def parse(self, text: str) -> str | None:
         """The normalised answer in a completion, or None when it is invalid."""
         ...
+
+
+class TaskBase:
+    """Defaults for a task of your own: multiple choice scored by accuracy, each question an
+    item, answers read by `parse` (override `parse_for` to read them per question), no
+    completion budget, nothing skipped. Subclass it and give `name`, `questions` and `parse`."""
+
+    name: str = ""
+    layout: TaskLayout = TaskLayout()
+    max_tokens: int | None = None
+
+    def __init__(self) -> None:
+        self.skipped: list[tuple[int, str]] = []
+        self.issues: dict[str, list[int]] = {}
+
+    def questions(self) -> Sequence[Question]:
+        raise NotImplementedError
+
+    def parse(self, text: str) -> str | None:
+        raise NotImplementedError
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
+        return None if text is None else self.parse(text)
+
+    def population(self) -> int:
+        return len({self.layout.item(q) for q in self.questions()})
 
 
 _REGISTRY: dict[str, Callable[..., Task]] = {}
@@ -70,7 +154,25 @@ def get_task(name: str, **options: Any) -> Task:
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
         raise InputError(f"unknown task {name!r}; known tasks: {known}") from None
-    return factory(**options)
+    task = factory(**options)
+    missing = [a for a in ("layout", "max_tokens", "skipped", "issues", "population",
+                           "parse_for", "questions", "parse") if not hasattr(task, a)]
+    if missing:
+        raise InputError(f"task {name!r} does not declare {', '.join(missing)}: subclass "
+                         "tasks.TaskBase (docs/tasks.md) or give them")
+    return task
+
+
+def layout_of(name: str) -> TaskLayout:
+    """The layout of the task called `name` (a run folder's task), without building it."""
+    from ensemble.errors import InputError
+
+    _load_builtin()
+    layout = getattr(_REGISTRY.get(name), "layout", None)
+    if not isinstance(layout, TaskLayout):
+        known = ", ".join(sorted(_REGISTRY))
+        raise InputError(f"unknown task {name!r}; known tasks: {known}")
+    return layout
 
 
 def task_names() -> list[str]:

@@ -17,7 +17,7 @@ from ensemble.boxball import PROMPT_TEMPLATE, parse_prompt, posterior_from_promp
 from ensemble.errors import InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, register_task
+from .base import Question, TaskLayout, register_task
 
 __all__ = ["PROMPT_TEMPLATE", "BoxBallTask", "Scenario", "parse_prompt", "posterior_from_prompt"]
 
@@ -59,10 +59,14 @@ class BoxBallTask:
     """The box-and-ball task on the grid {0, 1/N, ..., N/N} (N = `denominator`)."""
 
     name = "boxball"
-    max_tokens = 512  # room for a brief calculation and the answer; --max-tokens overrides
+    layout = TaskLayout(metric="utility", group="scenario", unit="scenarios", chance=0.0,
+                        calibrates=True)
+    max_tokens: int | None = 512  # room for a brief calculation and the answer
     choices = CHOICES
 
     def __init__(self, *, denominator: int = 5, balls: int = 100) -> None:
+        self.skipped: list[tuple[int, str]] = []
+        self.issues: dict[str, list[int]] = {}
         if not isinstance(denominator, int) or denominator < 1:
             raise InputError(f"denominator must be an integer >= 1, got {denominator!r}")
         if not isinstance(balls, int) or balls < 1 or balls % denominator:
@@ -84,6 +88,10 @@ class BoxBallTask:
                     continue
                 out.append(self._question(sc, colour))
         return out
+
+    def population(self) -> int:
+        """The number of scenarios (216 on the paper's grid): each is one scored item."""
+        return len(self.scenarios)
 
     def _question(self, sc: Scenario, colour: str) -> Question:
         left_red = int(sc.red_left * self.balls)
@@ -118,4 +126,7 @@ class BoxBallTask:
         )
 
     def parse(self, text: str) -> str | None:
+        return extract_answer(text, CHOICES)
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
         return extract_answer(text, CHOICES)

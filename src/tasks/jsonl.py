@@ -35,7 +35,7 @@ from ensemble.answers import resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, register_task
+from .base import Question, TaskLayout, register_task
 
 __all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
@@ -57,7 +57,8 @@ class JsonlTask:
     """
 
     name = "jsonl"
-    max_tokens = 1024  # room for a reasoned answer; --max-tokens overrides
+    layout = TaskLayout(takes_data=True, per_question_choices=True, calibrates=True)
+    max_tokens: int | None = 1024  # room for a reasoned answer; --max-tokens overrides
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
                  seed: int = 0, skip_invalid: bool = False, answer: str | None = None) -> None:
@@ -74,6 +75,8 @@ class JsonlTask:
         self.open_kind: Any = resolve_answer(answer or "text")
         self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
         self.skipped: list[tuple[int, str]] = []
+        self.issues: dict[str, list[int]] = {}
+        self._total = 0
         self._qs: list[Question] | None = None
         self._all_choices: tuple[str, ...] | None = None
 
@@ -163,6 +166,7 @@ class JsonlTask:
                 self.skipped.append((row, str(exc)))
         if not out:
             raise DataError("no questions in the file", path=str(self.path))
+        self._total = len(out)
         if self.limit is not None and self.limit < len(out):
             idx = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
             out = [out[i] for i in idx]
@@ -227,6 +231,11 @@ class JsonlTask:
         extra = {k: v for k, v in rec.items() if k not in FIELDS}
         return Question(id=qid, prompt=text + OPEN_SUFFIX, choices=(), correct=correct,
                         meta={"row": row, "extra": extra, "answer": str(ans)})
+
+    def population(self) -> int:
+        """The usable questions of the file, before `limit`."""
+        self.questions()
+        return self._total
 
     # -- answers -----------------------------------------------------------------------------
     def parse(self, text: str) -> str | None:

@@ -32,7 +32,7 @@ from ensemble.answers import Choice, Number, number_key
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, register_task
+from .base import Question, TaskLayout, register_task
 
 __all__ = ["HUB_DATASET", "ISSUE_KINDS", "OPEN_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "MathQATask",
            "parse_options", "plain_number"]
@@ -152,7 +152,8 @@ class MathQATask:
     """
 
     name = "mathqa"
-    max_tokens = 1024  # room for a worked solution and the answer; --max-tokens overrides
+    layout = TaskLayout(takes_data=True, chance=0.2)
+    max_tokens: int | None = 1024  # room for a worked solution and the answer
     choices = LETTERS
 
     def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
@@ -171,6 +172,7 @@ class MathQATask:
         self.skipped: list[tuple[int, str]] = []
         self.issues: dict[str, list[int]] = {k: [] for k in ISSUE_KINDS}
         self._questions: list[Question] | None = None
+        self._total = 0
 
     @property
     def source(self) -> str:
@@ -229,6 +231,7 @@ class MathQATask:
                 self.skipped.append((row, str(exc)))
         if not out:
             raise DataError("no usable MathQA records", path=self.source)
+        self._total = len(out)
         if self.limit is not None and self.limit < len(out):
             picked = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
             out = [out[i] for i in picked]
@@ -280,6 +283,14 @@ class MathQATask:
         if self.open_answers:
             return self.answer_kind.parse(text)
         return extract_answer(text, LETTERS)
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
+        return None if text is None else self.parse(text)
+
+    def population(self) -> int:
+        """The usable questions of the data, before `limit`."""
+        self.questions()
+        return self._total
 
 
 def _load_from_hub(split: str) -> list[Any]:

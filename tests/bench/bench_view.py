@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ensemble.sampling.types import Sample
-from evals.records import write_questions, write_samples, write_votes
+from evals.records import model_members, write_questions, write_samples, write_votes
 from evals.runner import EvalConfig, _write_outputs, analyse
 from evals.view import build_view
 from tasks import Question
@@ -95,7 +95,7 @@ def synthetic_run(out: Path, qs: list[Question], *, seed: int = 0) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_questions(out, qs)
     n = write_samples(out, qs, TEMPS, rows, answers)
-    write_votes(out, qs, TEMPS, answers, ns=NS, rule="plurality")
+    write_votes(out, qs, model_members(TEMPS, NS), answers, rule="plurality")
     cfg = EvalConfig(task="mathqa", model="openai/synthetic", temperatures=TEMPS, ns=NS,
                      samples=K, bootstrap=200)
     summary = analyse(cfg, qs, answers)

@@ -50,7 +50,8 @@ from ensemble.sampling.options import ProviderOptions  # noqa: E402
 from evals.analysis import box_utility, plurality_exact  # noqa: E402
 from evals.compare import RunData, compare_runs  # noqa: E402
 from evals.records import QuestionRecord  # noqa: E402
-from evals.runner import EvalConfig, analyse, box_layout, select_questions  # noqa: E402
+from evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
+from evals.scoring import box_layout  # noqa: E402
 from tasks import Question, get_task  # noqa: E402
 
 PROBIT_C = math.sqrt(2 * math.pi) / 4
@@ -429,7 +430,7 @@ def truth_box_group(experts: Sequence[PlantedExpert], questions: Sequence[Questi
                     ns: Sequence[int], rule: Any) -> float:
     """The exact mean utility (±1 units) over the scenarios of `questions` of a mixed ensemble:
     member g is `experts[g]` with `ns[g]` votes, `rule` a group rule of `evals.analysis`."""
-    from evals.analysis import box_group_exact
+    from evals.groups import box_group_exact
 
     scen, joint, loc = box_layout(list(questions))
     probs = np.zeros((len(experts), len(scen), 2, 3))
@@ -448,7 +449,7 @@ def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
     """`ensemble eval boxball --ensemble`: each rule's utility and each rule − majority, for
     planted members λ₁ = lams with ns votes each; both intervals and the bias."""
     from ensemble.members import Member
-    from evals.analysis import group_rule
+    from evals.groups import group_rule
     from evals.mixed import analyse_mixed
 
     experts = [PlantedExpert(lam1=lam) for lam in lams]

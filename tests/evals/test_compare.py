@@ -3,6 +3,8 @@ evals against the simulated server; bad input in one line."""
 
 import asyncio
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,19 +104,85 @@ def test_bad_input_is_one_line(runs, tmp_path):
     assert "no question in common" in _one_line(tmp / "a", renamed)
 
 
-def test_a_mixed_run_is_refused_in_one_line(tmp_path):
-
+def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path):
+    # issue 22: compare pairs two mixed ensembles (below); a mixed ensemble against a single
+    # model's run, or a run against itself, is still refused in one line
     for name in ("m", "s"):
         p = tmp_path / name
         p.mkdir()
         for f in ("questions.jsonl", "samples.jsonl"):
             (p / f).write_text("")
-        doc = {"task": "boxball", "results": [], "ns": [1], "temperatures": [1.0]}
+        doc = {"task": "boxball", "results": [{"t": 1.0, "n": 1, "aggregator": "majority"}],
+               "ns": [1], "temperatures": [1.0], "created": name}
         if name == "m":
-            doc["ensemble"] = {"members": []}
+            doc["ensemble"] = {"members": [{"label": "x", "temperature": 1.0, "n": 1}],
+                               "aggregators": ["majority"]}
         (p / "summary.json").write_text(json.dumps(doc))
-    for a, b in (("m", "s"), ("s", "m"), ("m", "m")):
+    for a, b, needle in (("m", "s", "mixed-ensemble run"), ("s", "m", "mixed-ensemble run"),
+                         ("m", "m", "same run")):
         r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp_path / a),
                             str(tmp_path / b)], capture_output=True, text=True)
         lines = r.stderr.strip().splitlines()
-        assert r.returncode == 1 and len(lines) == 1 and "mixed-ensemble run" in lines[0]
+        assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+@pytest.fixture(scope="module")
+def mixed_runs(tmp_path_factory):
+    """Two mixed ensembles of the same members' labels, through real HTTP: A's strong member
+    at λ₁ = 2, B's at λ₁ = 8 (the weak one the same), three rules each."""
+    from evals.mixed import load_spec, run_mixed
+
+    base = tmp_path_factory.mktemp("mixed-cmp")
+    with SimulatedServer(lam1=1.0, seed=1) as weak, SimulatedServer(lam1=2.0, seed=2) as s2, \
+            SimulatedServer(lam1=8.0, seed=3) as s8:
+        for name, strong in (("a", s2), ("b", s8)):
+            (base / f"{name}.json").write_text(json.dumps({"members": [
+                {"model": "openai/sim-weak", "api_base": weak.base_url, "n": 2,
+                 "temperature": 1.0, "lam": 1.0, "label": "weak"},
+                {"model": "openai/sim-strong", "api_base": strong.base_url, "n": 1,
+                 "temperature": 0.5, "lam": 4.0, "label": "strong"}],
+                "aggregators": ["majority", "lam-weighted", "robust"]}))
+            cfg = EvalConfig(task="boxball", samples=4, limit=12, seed=0,
+                             out=str(base / name), bootstrap=200)
+            asyncio.run(run_mixed(load_spec(str(base / f"{name}.json")), cfg))
+    return base
+
+
+def test_two_mixed_ensembles_pair_every_shared_cell(mixed_runs):
+    base = mixed_runs
+    sa = json.loads((base / "a" / "summary.json").read_text())
+    sb = json.loads((base / "b" / "summary.json").read_text())
+    r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(base / "a"),
+                        str(base / "b"), "--json", "--bootstrap", "200"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    cells = {(x["member"], x["aggregator"]): x for x in doc["results"]}
+    # the ensemble under each rule, and each member alone
+    assert set(cells) == {("ensemble", "majority"), ("ensemble", "lam-weighted"),
+                          ("ensemble", "robust"), ("weak", "majority"),
+                          ("strong", "majority")}
+    for x in doc["results"]:
+        ra = next(y for y in sa["results"] if y.get("member") == x["member"]
+                  and y["aggregator"] == x["aggregator"])
+        rb = next(y for y in sb["results"] if y.get("member") == x["member"]
+                  and y["aggregator"] == x["aggregator"])
+        # on the same questions a and b are the runs' own numbers, diff their difference
+        assert x["utility_a"] == pytest.approx(ra["utility"], abs=1e-12)
+        assert x["utility_b"] == pytest.approx(rb["utility"], abs=1e-12)
+        assert x["utility_diff"] == pytest.approx(rb["utility"] - ra["utility"], abs=1e-12)
+        assert x["utility_ci"][0] <= x["utility_diff"] <= x["utility_ci"][1]
+        assert x["ci_questions"][0] <= x["diff"] <= x["ci_questions"][1]
+        assert x["items"] == 12
+    # the weak member is the same server in both: its difference is answer noise only
+    assert cells["weak", "majority"]["ci_questions"][0] <= 0 <= cells["weak", "majority"][
+        "ci_questions"][1]
+    # the table shows every cell with its whole interval, at 80 columns too
+    t = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(base / "a"),
+                        str(base / "b"), "--bootstrap", "200"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert t.returncode == 0, t.stderr
+    for who in ("ensemble", "weak", "strong"):
+        assert who in t.stdout
+    assert t.stdout.count("lam-weighted") == 1 and "…" not in t.stdout
+    assert len(re.findall(r"\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]", t.stdout)) == 5

@@ -12,14 +12,15 @@ import pytest
 from ensemble.errors import InputError
 from ensemble.sampling.options import ProviderOptions
 from ensemble.testing import SimulatedServer
-from evals.analysis import (
+from evals.groups import (
     box_group_exact,
     box_group_values,
     group_rule,
     vote_group_values,
 )
 from evals.mixed import load_spec, run_mixed
-from evals.runner import EvalConfig, box_layout, run_eval
+from evals.runner import EvalConfig, run_eval
+from evals.scoring import box_layout
 from tasks import get_task
 
 
@@ -52,9 +53,9 @@ def test_box_group_estimate_is_unbiased_against_planted_probabilities(box):
         assert abs(d.mean() - exact[r]) < 4 * d.std(ddof=1) / np.sqrt(len(d)), r
     # the exact target is the aggregators module's group utility (independent code)
     from ensemble.aggregators import group_utility_with_invalid
-    from evals.analysis import _state_weights
+    from evals.analysis import state_weights
 
-    mu, w0, w1 = _state_weights(joint)
+    mu, w0, w1 = state_weights(joint)
     q = [np.einsum("sc,gsc->sg", w, probs[..., i]) for w in (w0, w1) for i in (0, 1)]
     ref = group_utility_with_invalid("robust", ns, lams, mu, *q)
     assert np.allclose(box_group_exact(probs, joint, ns, rules["robust"]), ref, atol=1e-12)
@@ -185,7 +186,7 @@ def test_widened_member_has_the_ensembles_layout():
     # member g alone, in the ensemble's jackknife layout: its weights are the ensemble's
     # block for g, so the paired difference's variance counts its samples once
     from evals.analysis import vote_values
-    from evals.mixed import _widen
+    from evals.scoring import widen as _widen
 
     rng = np.random.default_rng(0)
     codes = [rng.integers(-1, 3, size=(20, 4)), rng.integers(-1, 3, size=(20, 3))]

@@ -11,15 +11,16 @@ from ensemble.cliargs import emit_json, positive_int
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compare", help="compare two eval runs (is B better than A?)",
-        description="For each (t, n, aggregator) cell two `ensemble eval` runs share: each "
-                    "run's accuracy (box-ball: utility, ±1 units) on their shared questions and "
-                    "the difference B − A, with paired 95% intervals for the task and for the "
-                    "shared questions. Runs are read from their folders (summary.json, "
-                    "questions.jsonl, samples.jsonl); nothing is sampled.")
+        description="For each cell two `ensemble eval` runs share (one model: each (t, n, "
+                    "rule); two mixed ensembles: the ensemble under each rule and each member "
+                    "alone): each run's accuracy (box-ball: utility, ±1 units) on their shared "
+                    "questions and the difference B − A, with paired 95% intervals for the "
+                    "task and for the shared questions. Runs are read from their folders "
+                    "(summary.json, questions.jsonl, samples.jsonl); nothing is sampled.")
     p.add_argument("run_a", metavar="RUN_A", help="run folder of `ensemble eval` (baseline)")
     p.add_argument("run_b", metavar="RUN_B", help="run folder to compare against it")
     p.add_argument("--bootstrap", type=positive_int, default=1000,
-                   help="bootstrap resamples of the shared questions (default 1000)")
+                   help="bootstrap resamples of the shared questions (default 1000, at least 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run, _parser=p)
@@ -33,48 +34,65 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
         return 0
-    from rich.console import Console
+    from .tables import console
 
-    con = Console()
-    for item in table_lines(doc):
+    con = console()
+    for item in table_lines(doc, width=con.width):
         con.print(item)
     return 0
 
 
-def table_lines(doc: dict[str, Any]) -> list[Any]:
-    """The comparison as a rich table and its notes."""
-    from rich.table import Table
+def _cells(doc: dict[str, Any], r: dict[str, Any], *, last: Any) -> list[str]:
+    """The row's head: a mixed ensemble's member (or "ensemble"), else t; n; the rule."""
+    if doc.get("mixed"):
+        who = r["member"]
+        n = str(r["n"]) + (f"/{r['n_b']}" if r.get("n_b") is not None else "")
+        return [who, "" if r["t"] is None else f"{r['t']:g}", n, r["aggregator"]]
+    return [f"{r['t']:g}" if r["t"] != last else "", str(r["n"]), r["aggregator"]]
 
-    box = doc["task"] == "boxball"
+
+def table_lines(doc: dict[str, Any], *, width: int = 80) -> list[Any]:
+    """The comparison as a table no wider than `width` (no number cut) and its notes."""
+    from .tables import Column, dropped_note, fit_table
+
+    box = "utility_diff" in doc["results"][0]
     sh = doc["shared"]
     items, unit, total = sh["items"], sh["unit"], sh["total"]
     subset = total is None or items < total
     pre = "utility_" if box else ""
     metric = "utility" if box else "accuracy"
-    table = Table(title=f"{doc['task']}: B − A on {items} shared {unit} "
-                        f"(A {sh['of_a']}, B {sh['of_b']}"
-                        + (f", task {total})" if total else ")"),
-                  caption=f"A = {doc['a']['model']} ({doc['a']['run']}) · "
-                          f"B = {doc['b']['model']} ({doc['b']['run']}) · "
-                          + ("expected utility, ±1 units" if box else "accuracy"))
-    for col in ("t", "n", "aggregator", f"A {metric}", f"B {metric}", "B − A", "SEM",
-                "95% for the task" if subset else f"95% interval ({items} {unit})"):
-        table.add_column(col, justify="right")
+    head = ([Column("who", justify="left")] if doc.get("mixed") else []) + [
+        Column("t"), Column("n"), Column("rule")]
+    cols = [*head, Column(f"A {metric}", drop=3), Column(f"B {metric}", drop=4),
+            Column("B − A"), Column("SEM", drop=2),
+            Column("95% for the task" if subset else f"95% ({items} {unit})")]
     if subset:
-        table.add_column(f"95% for these {items}", justify="right")
+        cols.append(Column(f"95% for these {items}", drop=1))
+    rows, sections = [], []
     last = None
     for r in doc["results"]:
         a, b, d = (r[pre + "a"], r[pre + "b"], r[pre + "diff"])
         sem, ci, ciq = r[pre + "sem"], r[pre + "ci"], r[pre + "ci_questions"]
-        row = [f"{r['t']:g}" if r["t"] != last else "", str(r["n"]), r["aggregator"],
-               f"{a:.4f}", f"{b:.4f}", f"{d:+.4f}", f"{sem:.4f}",
-               f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"]
+        row = [*_cells(doc, r, last=last), f"{a:.4f}", f"{b:.4f}", f"{d:+.4f}",
+               "∞" if sem == float("inf") else f"{sem:.4f}", f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"]
         if subset:
             row.append(f"[{ciq[0]:+.3f}, {ciq[1]:+.3f}]"
                        + ("" if r.get("questions_exact", True) else " ‡"))
-        table.add_row(*row, end_section=r["aggregator"] == "random-follow")
+        rows.append(row)
+        sections.append(r["aggregator"] == "random-follow" or bool(
+            doc.get("mixed") and r.get("member") == "ensemble"
+            and r is [x for x in doc["results"] if x.get("member") == "ensemble"][-1]))
         last = r["t"]
+    title = (f"{doc['task']}: B − A on {items} shared {unit} (A {sh['of_a']}, B {sh['of_b']}"
+             + (f", task {total})" if total else ")"))
+    caption = (f"A = {doc['a']['model']} ({doc['a']['run']}) · B = {doc['b']['model']} "
+               f"({doc['b']['run']}) · " + ("expected utility, ±1 units" if box else "accuracy"))
+    table, dropped = fit_table(cols, rows, width=width, title=title, caption=caption,
+                               sections=sections)
     out: list[Any] = [table]
+    note = dropped_note(dropped, width)
+    if note:
+        out.append(note)
     if subset:
         out.append(f"[dim]“for the task” treats the {items} shared {unit} as a random subset of "
                    f"the task and includes the variation between them; “for these {items}” "
@@ -82,6 +100,9 @@ def table_lines(doc: dict[str, Any]) -> list[Any]:
     if any(not r.get("questions_exact", True) for r in doc["results"]):
         out.append("[dim]‡ as many samples as the group size: the answers' noise cannot be "
                    "separated from the questions'; the wider interval for the task is shown.[/]")
+    if doc.get("mixed"):
+        out.append("[dim]who: the ensemble under each rule, and each member alone at its n "
+                   "(members matched by label; n/m: the two ensembles' total votes).[/]")
     out.append("[dim]A difference whose interval excludes 0 is significant at the 5% level; "
                "many cells make some of them so by chance.[/]")
     return out

@@ -111,17 +111,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"give {', '.join(missing)} (or --ensemble SPEC.json)")
         if args.lam is not None and args.calibration:
             raise InputError("give --lam or --calibration, not both")
-    lam1 = args.lam
-    if args.calibration:
-        from ensemble.profile import CalibrationProfile
-
-        prof = CalibrationProfile.load(args.calibration)
-        if prof.lam1 is None:
-            raise InputError(f"{args.calibration}: the profile has no fitted λ₁")
-        lam1 = prof.lam1
-    cfg = EvalConfig(task=args.task, model=args.model or "ensemble",
-                     temperatures=tuple(args.t or (1.0,)),
-                     ns=tuple(args.n or (1,)), samples=args.samples, limit=args.limit,
+    lam1 = _profile_lam1(args.calibration, args.model) if args.calibration else args.lam
+    # a mixed ensemble's spec names its members: no model, t or n here
+    cfg = EvalConfig(task=args.task, model=args.model or "", temperatures=tuple(args.t or ()),
+                     ns=tuple(args.n or ()), samples=args.samples, limit=args.limit,
                      seed=args.seed,
                      data=args.data, out=args.out, provider=provider_options(args),
                      bootstrap=args.bootstrap, max_tokens=args.max_tokens,
@@ -148,11 +141,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(summary: dict[str, Any]) -> None:
-    from rich.console import Console
+def _profile_lam1(path: str, model: str | None) -> float:
+    """λ₁ of a calibration profile for --aggregator, checked before any request: fitted,
+    finite and >= 0, and of the model being evaluated."""
+    import math
 
-    con = Console()
-    lines = mixed_table_lines(summary) if summary.get("ensemble") else table_lines(summary)
+    from ensemble.errors import InputError
+    from ensemble.profile import CalibrationProfile
+
+    prof = CalibrationProfile.load(path)
+    if prof.lam1 is None:
+        raise InputError(f"--calibration {path}: the profile has no fitted λ₁; give --lam or "
+                         "another profile")
+    if not math.isfinite(prof.lam1) or prof.lam1 < 0:
+        raise InputError(f"--calibration {path}: λ₁ = {prof.lam1:g} is not a rationality "
+                         "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
+    if model and prof.model != model:
+        raise InputError(f"--calibration {path} is a profile of {prof.model}, not of {model}: "
+                         "give the profile of the model evaluated (or --lam)")
+    return float(prof.lam1)
+
+
+def _table(summary: dict[str, Any]) -> None:
+    from .tables import console
+
+    con = console()
+    lines = (mixed_table_lines(summary, width=con.width) if summary.get("ensemble")
+             else table_lines(summary, width=con.width))
     for line in lines:
         con.print(line)
     cost = _cost_text(summary.get("cost", {}), summary["requests"],
@@ -183,99 +198,141 @@ def _sem(x: float) -> str:
     return "∞" if x == float("inf") else f"{x:.4f}"
 
 
-def table_lines(summary: dict[str, Any]) -> list[Any]:
-    """The eval's tables and notes as rich renderables: the results, the paired differences,
-    and what the numbers rest on (questions, intervals, invalid replies)."""
-    from rich.table import Table
+def table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
+    """The eval's tables and notes as rich renderables, no wider than `width` (no number
+    cut): the results, the paired differences, adaptive sampling, and what the numbers rest on
+    (questions, intervals, invalid replies)."""
+    marks: set[str] = set()
+    results, dropped = _results_table(summary, width, marks)
+    out: list[Any] = [results]
+    diffs = _diffs_table(summary, width, dropped)
+    if diffs is not None:
+        out.append(diffs)
+    adaptive = _adaptive_table(summary, width, dropped)
+    if adaptive is not None:
+        out.append(adaptive)
+    from .tables import dropped_note
 
-    box = summary["task"] == "boxball"
+    note = dropped_note(sorted(set(dropped)), width)
+    notes = ([note] if note else []) + _notes(summary, marks)
+    out.extend(notes)
+    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
+    return out
+
+
+def _scale(summary: dict[str, Any]) -> tuple[bool, int | None, int | None, str, bool]:
+    """(utility metric, items, task's items, unit, a random subset)."""
+    from evals.outputs import run_layout
+
     pop = summary.get("population", {})
     items, total = pop.get("items"), pop.get("total")
-    unit = pop.get("unit", "questions")
     subset = items is not None and total is not None and items < total
+    return run_layout(summary).utility, items, total, pop.get("unit", "questions"), subset
+
+
+def _results_table(summary: dict[str, Any], width: int, marks: set[str]
+                   ) -> tuple[Any, list[str]]:
+    from .tables import Column, fit_table
+
+    box, items, total, unit, subset = _scale(summary)
     key = "utility" if box else "accuracy"
     prefix = "utility_" if box else ""
     by_t = {r["t"]: r["invalid_rate"] for r in summary.get("invalid_rate_by_t", [])}
-    out: list[Any] = []
-    table = Table(title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
-                  caption=summary["metric"])
-    for col in ("t", "n", "aggregator", key, "SEM",
-                "95% for the task" if subset else f"95% interval ({total} {unit})"):
-        table.add_column(col, justify="right")
+    cols = [Column("t"), Column("n"), Column("aggregator"), Column(key), Column("SEM", drop=2),
+            Column("95% for the task" if subset else f"95% interval ({total} {unit})")]
     if subset:
-        table.add_column(f"95% for these {items}", justify="right")
-    table.add_column("invalid", justify="right")
-    marks: set[str] = set()
+        cols.append(Column(f"95% for these {items}", drop=1))
+    cols.append(Column("invalid", drop=3))
+    rows, sections = [], []
     last_t = None
     for r in summary["results"]:
-        same = r.get("identical", False)
         exact_q = r.get("questions_exact", True)
-        v = r[key]
-        sem = r[prefix + "sem"] if box else r["sem"]
-        ci = r[prefix + "ci"] if box else r["ci"]
-        ciq = r[prefix + "ci_questions"] if box else r["ci_questions"]
+        sem, ci, ciq = r[prefix + "sem"], r[prefix + "ci"], r[prefix + "ci_questions"]
         none_valid = by_t.get(r["t"]) == 1.0
-        same = same and not none_valid  # identical because all invalid: said below instead
+        same = r.get("identical", False) and not none_valid  # all invalid: said below
         if same:
             marks.add("same")
         cells = [f"{r['t']:g}" if r["t"] != last_t else "", str(r["n"]), r["aggregator"],
-                 f"{v:.4f}" if not none_valid else f"{v:.4f} (no valid reply)",
+                 f"{r[key]:.4f}" if not none_valid else f"{r[key]:.4f} (no valid reply)",
                  "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
-        if subset:
-            if same:
-                cells.append("exact (†)")
-            elif not exact_q:
-                marks.add("k=n")
-                cells.append(_iv(ciq) + " ‡")
-            else:
-                cells.append(_iv(ciq))
-        elif not exact_q:
+        if not exact_q and not same:
             marks.add("k=n")
+        if subset:
+            cells.append("exact (†)" if same else _iv(ciq) + ("" if exact_q else " ‡"))
+        elif not exact_q:
             cells[-1] += " ‡"
         inv = by_t.get(r["t"])
         cells.append("" if r["t"] == last_t or inv is None else f"{inv:.1%}")
-        table.add_row(*cells, end_section=r["aggregator"] == "random-follow")
+        rows.append(cells)
+        sections.append(r["aggregator"] == "random-follow")
         last_t = r["t"]
-    out.append(table)
+    return fit_table(cols, rows, width=width, sections=sections,
+                     title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+                     caption=summary["metric"])
+
+
+def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
+    from .tables import Column, fit_table
+
     diffs = summary.get("contrasts", [])
-    if diffs:
-        d = Table(title="Paired differences (the same " + unit + "; "
-                  + ("utility, ±1 units" if box else "accuracy") + ")")
-        for col in ("difference", "aggregator", "estimate", "SEM",
-                    "95% for the task" if subset else "95% interval"):
-            d.add_column(col, justify="right")
+    if not diffs:
+        return None
+    box, items, _, unit, subset = _scale(summary)
+    prefix = "utility_" if box else ""
+    cols = [Column("difference"), Column("aggregator"), Column("estimate"),
+            Column("SEM", drop=2), Column("95% for the task" if subset else "95% interval")]
+    if subset:
+        cols.append(Column(f"95% for these {items}", drop=1))
+    rows = []
+    for c in diffs:
+        if c.get("kind") == "ensemble":
+            what = f"n = {c['n']} − n = 1 at t = {c['t']:g}"
+        elif c.get("kind") == "aggregator":
+            what = f"{c['aggregator']} − {c.get('vs_aggregator')} at t = {c['t']:g}, n = {c['n']}"
+        else:
+            what = f"t = {c['t']:g} − t = {c['vs_t']:g} at n = {c['n']}"
+        val = c["utility_difference"] if box else c["difference"]
+        row = [what, c["aggregator"], f"{val:+.4f}", _sem(c[prefix + "sem"]),
+               _iv(c[prefix + "ci"])]
         if subset:
-            d.add_column(f"95% for these {items}", justify="right")
-        for c in diffs:
-            if c.get("kind") == "ensemble":
-                what = f"n = {c['n']} − n = 1 at t = {c['t']:g}"
-            else:
-                what = f"t = {c['t']:g} − t = {c['vs_t']:g} at n = {c['n']}"
-            val = c["utility_difference"] if box else c["difference"]
-            sem = c[prefix + "sem"] if box else c["sem"]
-            ci = c[prefix + "ci"] if box else c["ci"]
-            row = [what, c["aggregator"], f"{val:+.4f}", _sem(sem), _iv(ci)]
-            if subset:
-                ciq = c[prefix + "ci_questions"] if box else c["ci_questions"]
-                row.append(_iv(ciq) + ("" if c.get("questions_exact", True) else " ‡"))
-            d.add_row(*row)
-        out.append(d)
+            row.append(_iv(c[prefix + "ci_questions"])
+                       + ("" if c.get("questions_exact", True) else " ‡"))
+        rows.append(row)
+    table, gone = fit_table(cols, rows, width=width,
+                            title="Paired differences (the same " + unit + "; "
+                            + ("utility, ±1 units" if box else "accuracy") + ")")
+    dropped.extend(gone)
+    return table
+
+
+def _adaptive_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
+    from .tables import Column, fit_table
+
     adaptive = summary.get("adaptive", [])
-    if adaptive:
-        a = Table(title="Adaptive sampling, replayed on the drawn samples (the same random "
-                        "orders of each question's samples for every row)",
-                  caption=adaptive[0]["scored"])
-        for col in ("t", "rule", "samples / question", "accuracy", "95% interval",
-                    f"fixed n = {adaptive[0]['n']}", "difference (95%)", "saving"):
-            a.add_column(col, justify="right")
-        for r in adaptive:
-            vs = r["vs_fixed"]
-            a.add_row(f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
-                      f"{r['mean_samples']:.2f} {_iv(r['mean_samples_ci'], 2)}",
-                      f"{r['accuracy']:.4f}", _iv(r["ci"]), f"{vs['accuracy']:.4f}",
-                      f"{vs['difference']:+.4f} {_iv(vs['difference_ci'])}",
-                      f"{r['saving']:.0%}")
-        out.append(a)
+    if not adaptive:
+        return None
+    cols = [Column("t"), Column("rule"), Column("samples / question"), Column("accuracy"),
+            Column("95% interval", drop=1), Column(f"fixed n = {adaptive[0]['n']}", drop=2),
+            Column("difference (95%)", drop=3), Column("saving")]
+    rows = []
+    for r in adaptive:
+        vs = r["vs_fixed"]
+        rows.append([f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
+                     f"{r['mean_samples']:.2f} {_iv(r['mean_samples_ci'], 2)}",
+                     f"{r['accuracy']:.4f}", _iv(r["ci"]), f"{vs['accuracy']:.4f}",
+                     f"{vs['difference']:+.4f} {_iv(vs['difference_ci'])}",
+                     f"{r['saving']:.0%}"])
+    table, gone = fit_table(cols, rows, width=width, caption=adaptive[0]["scored"],
+                            title="Adaptive sampling, replayed on the drawn samples (the same "
+                                  "random orders of each question's samples for every row)")
+    dropped.extend(gone)
+    return table
+
+
+def _notes(summary: dict[str, Any], marks: set[str]) -> list[str]:
+    _, items, total, unit, subset = _scale(summary)
+    pop = summary.get("population", {})
+    by_t = {r["t"]: r["invalid_rate"] for r in summary.get("invalid_rate_by_t", [])}
     notes = []
     if subset:
         notes.append(f"{items} of the task's {total} {unit}, drawn at random (--limit "
@@ -299,53 +356,56 @@ def table_lines(summary: dict[str, Any]) -> list[Any]:
                      + summary.get("invalid_policy", ""))
     notes.append("random-follow (follow one expert) does not depend on n: one row per t.")
     notes.extend(summary.get("notes", []))  # what the sampler noticed (e.g. n not supported)
-    out.extend(f"[dim]{n}[/]" for n in notes)
-    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
-    return out
+    return [f"[dim]{n}[/]" for n in notes]
 
 
-def mixed_table_lines(summary: dict[str, Any]) -> list[Any]:
-    """A mixed ensemble's tables: the ensemble under each rule, each member alone, each rule
-    minus majority / plurality on the same samples, and the ensemble under each rule minus
-    its best member alone."""
-    from rich.table import Table
+def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
+    """A mixed ensemble's tables: its members, the ensemble under each rule and each member
+    alone, each rule minus majority / plurality on the same samples, and the ensemble under
+    each rule minus its best member alone (no wider than `width`, no number cut)."""
+    from .tables import Column, dropped_note, fit_table
 
-    box = summary["task"] == "boxball"
+    box = _scale(summary)[0]
     key = "utility" if box else "accuracy"
     pre = "utility_" if box else ""
     ens = summary["ensemble"]
-    members = Table(title=f"members ({ens['units']})")
-    for col in ("member", "model", "api_base", "t", "n", "λ", "λ from", "samples"):
-        members.add_column(col)
-    for m in ens["members"]:
-        lam = "unknown" if m["lam"] is None else fmt_lam(m["lam"])
-        members.add_row(m["label"], m["model"], m["api_base"] or "", f"{m['temperature']:g}",
-                        str(m["n"]), lam, m["lam_source"] or "", str(m["samples"]))
-    res = Table(title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
-                caption=summary["metric"])
-    for col in ("who", "t", "n", "aggregator", key, "SEM", "95% for the task",
-                "95% for these"):
-        res.add_column(col, justify="right")
-    for r in summary["results"]:
-        res.add_row(r.get("member") or "", "" if r["t"] is None else f"{r['t']:g}", str(r["n"]),
-                    r["aggregator"], f"{r[key]:.4f}", _sem(r[pre + "sem"]), _iv(r[pre + "ci"]),
-                    _iv(r[pre + "ci_questions"]),
-                    end_section=r.get("member") == "ensemble"
-                    and r is [x for x in summary["results"] if x.get("member") == "ensemble"][-1])
+    members, gone = fit_table(
+        [Column("member", justify="left"), Column("model", justify="left"),
+         Column("api_base", drop=1, justify="left"), Column("t"), Column("n"), Column("λ"),
+         Column("λ from", drop=2, justify="left"), Column("samples", drop=3)],
+        [[m["label"], m["model"], m["api_base"] or "", f"{m['temperature']:g}", str(m["n"]),
+          "unknown" if m["lam"] is None else fmt_lam(m["lam"]), m["lam_source"] or "",
+          str(m["samples"])] for m in ens["members"]],
+        width=width, title=f"members ({ens['units']})")
+    ens_rows = [r for r in summary["results"] if r.get("member") == "ensemble"]
+    res, gone2 = fit_table(
+        [Column("who", justify="left"), Column("t"), Column("n"), Column("aggregator"),
+         Column(key), Column("SEM", drop=2), Column("95% for the task"),
+         Column("95% for these", drop=1)],
+        [[r.get("member") or "", "" if r["t"] is None else f"{r['t']:g}", str(r["n"]),
+          r["aggregator"], f"{r[key]:.4f}", _sem(r[pre + "sem"]), _iv(r[pre + "ci"]),
+          _iv(r[pre + "ci_questions"])] for r in summary["results"]],
+        width=width, sections=[bool(ens_rows) and r is ens_rows[-1] for r in summary["results"]],
+        title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+        caption=summary["metric"])
     out: list[Any] = [members, res]
+    gone += gone2
     if summary.get("contrasts"):
-        d = Table(title="Paired differences (the ensemble's same samples; "
-                  + ("utility, ±1 units" if box else "accuracy") + ")")
-        for col in ("difference", "estimate", "SEM", "95% for the task", "95% for these"):
-            d.add_column(col, justify="right")
-        for c in summary["contrasts"]:
-            what = (f"ensemble {c['aggregator']} − {c['vs_member']} alone"
-                    if c.get("kind") == "vs-best-member"
-                    else f"{c['aggregator']} − {c['vs_aggregator']}")
-            d.add_row(what,
-                      f"{c[pre + 'difference' if box else 'difference']:+.4f}",
-                      _sem(c[pre + "sem"]), _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"]))
+        d, gone3 = fit_table(
+            [Column("difference", justify="left"), Column("estimate"), Column("SEM", drop=2),
+             Column("95% for the task"), Column("95% for these", drop=1)],
+            [[f"ensemble {c['aggregator']} − {c['vs_member']} alone"
+              if c.get("kind") == "vs-best-member"
+              else f"{c['aggregator']} − {c['vs_aggregator']}",
+              f"{c[pre + 'difference' if box else 'difference']:+.4f}", _sem(c[pre + "sem"]),
+              _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"])] for c in summary["contrasts"]],
+            width=width, title="Paired differences (the ensemble's same samples; "
+            + ("utility, ±1 units" if box else "accuracy") + ")")
         out.append(d)
+        gone += gone3
+    note = dropped_note(sorted(set(gone)), width)
+    if note:
+        out.append(note)
     out.append(f"[dim]{ens['assumption']}[/]")
     out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
     return out

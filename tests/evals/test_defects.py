@@ -1,0 +1,154 @@
+"""The evals-side defects of issue 21, each through the real CLI against the simulated server
+(real HTTP on 127.0.0.1): bad input is one line on stderr, a non-zero exit and no traceback,
+checked before the first request, and nothing already stored is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from ensemble.sampling.options import ProviderOptions
+from ensemble.testing import SimulatedServer, answer_key_from_questions
+from evals.runner import EvalConfig, run_eval
+from tasks import get_task
+
+
+def _cli(*args, columns: int | None = None):
+    env = {**os.environ}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run([sys.executable, "-m", "ensemble", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _one_line(r) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with SimulatedServer(lam1=3.0, seed=5) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def run(server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("defects") / "run"
+    cfg = EvalConfig(task="boxball", model="openai/sim-expert",
+                     provider=ProviderOptions(api_base=server.base_url), temperatures=(0.5, 1.0),
+                     ns=(1, 3), samples=4, limit=4, seed=0, out=str(out), bootstrap=200)
+    asyncio.run(run_eval(cfg))
+    return out
+
+
+def _requests(server) -> int:
+    return server.stats.requests
+
+
+def _eval(server, *args):
+    return _cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base", server.base_url,
+                "--limit", "2", "--samples", "3", *args)
+
+
+def test_bad_options_are_refused_before_any_request(server, run, tmp_path):
+    before = _requests(server)
+    assert "--seed must be an integer >= 0" in _one_line(
+        _eval(server, "--t", "1", "--n", "1", "--seed", "-1", "--out", tmp_path / "s"))
+    assert "--t 0.5 is given twice" in _one_line(
+        _eval(server, "--t", "0.5", "0.5", "--n", "1", "--out", tmp_path / "d"))
+    line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
+                          server.base_url, "--t", "0.5", "1", "--samples", "2", "--limit", "3",
+                          "--eval-dir", tmp_path / "nonexistent", "--out", tmp_path / "c"))
+    assert "--eval-dir" in line and "not an eval run folder" in line
+    assert "is given twice" in _one_line(_cli(
+        "calibrate", "--model", "openai/sim-expert", "--api-base", server.base_url, "--t", "1",
+        "1", "--samples", "2", "--limit", "3", "--out", tmp_path / "c2"))
+    assert _requests(server) == before  # nothing was asked of the provider
+    assert not (tmp_path / "s").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_calibration_profile_is_checked_before_paying(server, tmp_path):
+    prof = {"model": "openai/sim-expert", "lam1": -3.0, "fits": [], "questions": 1,
+            "samples_per_question": 1, "valid_answers": 1, "seed": 0, "created": "x",
+            "version": "x", "task": "boxball", "mode": "sample"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(prof))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**prof, "lam1": 2.0, "model": "openai/another-model"}))
+    before = _requests(server)
+    args = ("--t", "1", "--n", "1", "3", "--aggregator", "robust", "--out", tmp_path / "r")
+    line = _one_line(_eval(server, *args, "--calibration", bad))
+    assert str(bad) in line and "λ₁ = -3" in line
+    line = _one_line(_eval(server, *args, "--calibration", other))
+    assert str(other) in line and "openai/another-model" in line
+    assert _requests(server) == before
+
+
+def test_robust_rules_on_your_own_two_choice_data(tmp_path):
+    # was: KeyError ('majority', 3) after paying for the samples
+    data = tmp_path / "yn.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Is {i} even?", "choices": ["yes", "no"],
+             "answer": "yes" if i % 2 == 0 else "no"} for i in range(8)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    key = answer_key_from_questions(get_task("jsonl", data=str(data)).questions())
+    with SimulatedServer(lam1=2.0, seed=3, answer_key=key) as srv:
+        r = _cli("eval", "jsonl", "--data", data, "--model", "openai/sim-expert", "--api-base",
+                 srv.base_url, "--t", "1", "--n", "1", "3", "--samples", "4", "--aggregator",
+                 "robust", "lam-weighted", "--lam", "2", "--bootstrap", "200", "--out",
+                 tmp_path / "run", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    aggs = {(x["aggregator"], x["n"]) for x in doc["results"]}
+    assert {("plurality", 3), ("robust", 3), ("lam-weighted", 3)} <= aggs
+    diffs = [c for c in doc["contrasts"] if c["kind"] == "aggregator"]
+    assert {c["vs_aggregator"] for c in diffs} == {"plurality"} and len(diffs) == 4
+
+
+def test_an_out_folder_holds_one_run(server, run, tmp_path):
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    asked = _requests(server)
+    line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
+                          server.base_url, "--t", "1", "--samples", "2", "--limit", "3",
+                          "--out", run))
+    assert str(run) in line and "ensemble eval of boxball with openai/sim-expert" in line
+    line = _one_line(_eval(server, "--t", "1", "--n", "1", "--out", run, "--model",
+                           "openai/other"))
+    assert "holds another run" in line
+    assert _requests(server) == asked
+    after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert after == before  # nothing stored is lost or changed
+    # a run against itself (or its copy) has no independent difference
+    assert "same run" in _one_line(_cli("compare", run, run))
+    assert "at least 100" in _one_line(_cli("compare", run, run, "--bootstrap", "1"))
+
+
+def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path):
+    asyncio.run(run_eval(EvalConfig(
+        task="boxball", model="openai/sim-expert", provider=ProviderOptions(
+            api_base=server.base_url), temperatures=(0.5, 1.0), ns=(1, 3), samples=4, limit=4,
+        seed=0, out=str(tmp_path / "b"), bootstrap=200)))
+    interval = re.compile(r"\[[+-]?\d\.\d{3}, [+-]?\d\.\d{3}\]")
+    for columns in (80, None):  # None: piped, no $COLUMNS
+        env_cols = columns
+        r = _cli("compare", run, tmp_path / "b", columns=env_cols)
+        assert r.returncode == 0, r.stderr
+        assert "…" not in r.stdout and max(len(x) for x in r.stdout.splitlines()) <= 80
+        doc = json.loads(_cli("compare", run, tmp_path / "b", "--json").stdout)
+        rows = [x for x in r.stdout.splitlines() if interval.search(x)]
+        assert len(rows) == len(doc["results"])  # every row whole, on one line
+        e = _eval(server, "--t", "0.5", "1", "--n", "1", "3", "--samples", "4", "--limit", "4",
+                  "--out", run, "--bootstrap", "200") if columns == 80 else None
+        if e is not None:
+            assert e.returncode == 0, e.stderr
+            assert "…" not in e.stdout and max(len(x) for x in e.stdout.splitlines()) <= 80
+            lines = e.stdout.splitlines()
+            # no interval split over two lines: every "[" closes on its own line
+            assert all(x.count("[") == x.count("]") for x in lines if "[" in x or "]" in x)
