@@ -15,6 +15,8 @@ from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.testing import FaultPlan, SimulatedServer
 
+pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
+
 MODEL = "openai/sim-expert"
 
 

@@ -216,6 +216,11 @@ class Sampler:
         return f"Sampler(model={self.model!r}, api_base={self.options.api_base!r})"
 
     @property
+    def provider_name(self) -> str:
+        """Which provider serves this sampler: "openai" (the official SDK), "litellm", ..."""
+        return str(getattr(self.provider, "name", None) or type(self.provider).__name__)
+
+    @property
     def api_base(self) -> str | None:
         return self.provider.api_base or self.options.api_base
 
@@ -249,7 +254,8 @@ class Sampler:
         await self.provider.start()
         if self._limiter is None:
             o = self.options
-            if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local"):
+            if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local") \
+                    and not getattr(self.provider, "sized_pool", False):
                 from .client import pool_capacity
 
                 cap = pool_capacity()
