@@ -6,8 +6,9 @@ CPU on every request on top of the SDK it wraps. Everything else stays on litell
 (`ensemble.sampling.client`); `ENSEMBLE_PROVIDER=litellm` sends `openai/...` there too.
 
 - One client per endpoint (base URL and key) and event loop, shared by every provider of the
-  process that uses it, with an httpx connection pool as large as the largest concurrency asked
-  of it (a pool smaller than the limiter silently caps concurrency). The SDK's own retries are
+  process that uses it, with the SDK's own HTTP client (`DefaultAsyncHttpxClient`) and a
+  connection pool as large as the largest concurrency asked of it (a pool smaller than the
+  limiter silently caps concurrency). The SDK's own retries are
   off (`max_retries=0`): retries, limits and backpressure are the sampler's.
 - The request goes through the SDK's public `post` with the body as JSON and the reply read as
   JSON here: parameters pass through as given (`response_format`, `extra_body`, logprobs), and
@@ -66,12 +67,15 @@ _clients_lock = threading.Lock()
 
 
 def _new_client(base_url: str, key: str | None, size: int) -> Any:
-    import httpx
     import openai
 
-    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+    # the SDK's own HTTP client class and its Limits (httpx in openai 1.x-2.x, httpx2 in 3.x,
+    # whose pool does not slow down with the number of connections as httpcore's does)
+    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size,
+                                                    max_keepalive_connections=size)
     return openai.AsyncOpenAI(api_key=key or "sk-no-key-required", base_url=base_url,
-                              max_retries=0, http_client=httpx.AsyncClient(limits=limits))
+                              max_retries=0,
+                              http_client=openai.DefaultAsyncHttpxClient(limits=limits))
 
 
 class OpenAIProvider:
