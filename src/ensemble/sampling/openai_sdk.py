@@ -84,15 +84,19 @@ class OpenAIProvider:
     name = "openai"
     supports_n: bool | None = None
     sized_pool = True  # its client's pool holds max_concurrency connections: nothing to size
+    litellm_batches = True  # batch mode: litellm's Files/Batch API with this model, base, key
 
     def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
         from ..secrets import register_env_keys
 
         self.model = model
         self.options = options or ProviderOptions()
-        self.target = model.split("/", 1)[1] if model.startswith("openai/") else model
+        self.target = model  # the litellm model string (batch mode goes through litellm)
+        self.wire_model = model.split("/", 1)[1] if model.startswith("openai/") else model
         self.api_base = self.options.api_base
-        self.base_url = self.api_base or OPENAI_API_BASE
+        # as litellm and the SDK do, OPENAI_BASE_URL / OPENAI_API_BASE move OpenAI's own API
+        self.base_url = (self.api_base or os.environ.get("OPENAI_BASE_URL")
+                         or os.environ.get("OPENAI_API_BASE") or OPENAI_API_BASE)
         register_env_keys()
         self._key, self._key_source = resolve_key("openai", self.options)
         self.endpoint = endpoint_key("openai", self.api_base, self._key)
@@ -105,7 +109,8 @@ class OpenAIProvider:
         self._price_known = price is not None
         # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
         # max_tokens); other servers may know only max_tokens
-        self._max_tokens_name = "max_tokens" if self.api_base else "max_completion_tokens"
+        self._max_tokens_name = ("max_completion_tokens" if self.base_url == OPENAI_API_BASE
+                                 else "max_tokens")
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, api_base={self.api_base!r})"
@@ -162,7 +167,7 @@ class OpenAIProvider:
 
     def _body(self, messages: Sequence[Mapping[str, str]], params: SamplingParams,
               n: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.target, "messages": list(messages)}
+        body: dict[str, Any] = {"model": self.wire_model, "messages": list(messages)}
         for k, v in params.as_dict().items():
             if k == "extra_body":  # provider-specific fields, merged into the body as the SDK does
                 body.update(v or {})
