@@ -11,10 +11,11 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_help_works_and_does_not_import_litellm():
     code = ("import sys; from ensemble.cli import build_parser; build_parser().format_help(); "
-            "import ensemble; ensemble.psi; print('litellm' in sys.modules)")
+            "import ensemble; ensemble.psi; print('litellm' in sys.modules, 'openai' in "
+            "sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
     res = run("--help")
     assert res.returncode == 0 and "quantal response" in res.stdout
 
@@ -25,7 +26,7 @@ def test_theory_threshold_imports_neither_litellm_nor_scipy():
     code = ("import sys, io, contextlib; from ensemble.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
             "    rc = main(['theory', 'threshold', '--n-max', '20', '--json'])\n"
-            "mods = ('litellm', 'scipy', 'scipy.optimize')\n"
+            "mods = ('litellm', 'openai', 'scipy', 'scipy.optimize')\n"
             "print(rc, sorted(m for m in mods if m in sys.modules), out.getvalue().count('\"n\"'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -2,7 +2,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ensemble.testing import SimulatedServer
+
+pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
 
 
 def cli(*args, env=None):

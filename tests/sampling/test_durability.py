@@ -10,7 +10,11 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from ensemble.testing import SimulatedServer, prompt_key
+
+pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
 
 SCRIPT = textwrap.dedent("""
     import asyncio, sys

@@ -16,6 +16,8 @@ from ensemble.jsonio import loads
 from ensemble.testing import FaultPlan, SimulatedServer
 from tasks import get_task
 
+pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
+
 MODEL = "openai/sim-expert"
 QS = get_task("boxball").questions()
 

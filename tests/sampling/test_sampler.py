@@ -17,6 +17,8 @@ from ensemble.sampling.store import SampleStore
 from ensemble.sampling.types import SampleRequest
 from ensemble.testing import FaultPlan, SimulatedServer
 
+pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
+
 MODEL = "openai/sim-expert"
 
 

@@ -20,11 +20,13 @@ from ensemble.errors import (
     RateLimitError,
     ServerError,
 )
-from ensemble.sampling.client import LiteLLMProvider, NUnsupported
+from ensemble.sampling.client import NUnsupported
 from ensemble.sampling.options import ProviderOptions
+from ensemble.sampling.provider import make_provider
 from ensemble.sampling.types import SamplingParams
 
 SECRET = "zz-9a8b7c6d5e4f3a2b1c0d"  # no well-known prefix
+pytestmark = pytest.mark.usefixtures("each_provider")
 
 
 def _error(status, message, *, param=None, code=None, headers=None):
@@ -122,8 +124,8 @@ def hostile():
 
 
 def complete(api_base, *, n=1, key=SECRET, timeout=1.0):
-    p = LiteLLMProvider("openai/x", ProviderOptions(api_base=api_base, api_key=key,
-                                                    timeout=timeout))
+    p = make_provider("openai/x", ProviderOptions(api_base=api_base, api_key=key,
+                                                  timeout=timeout))
 
     async def go():
         await p.start()
@@ -172,8 +174,8 @@ def test_unreachable_endpoints_name_the_url_and_stop_the_run(hostile):
 
 def test_missing_key_and_unknown_model_fail_before_any_request(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    p = LiteLLMProvider("openai/gpt-4o-mini", ProviderOptions())
+    p = make_provider("openai/gpt-4o-mini", ProviderOptions())
     with pytest.raises(AuthenticationError, match="set OPENAI_API_KEY"):
         asyncio.run(p.start())
     with pytest.raises(ModelNotFoundError, match="unknown model 'nonsense'"):
-        asyncio.run(LiteLLMProvider("nonsense", ProviderOptions()).start())
+        asyncio.run(make_provider("nonsense", ProviderOptions()).start())

@@ -87,27 +87,27 @@ def run(args: argparse.Namespace) -> int:
             print_dry_run(doc)
         return 0
 
-    async def go() -> tuple[Any, Any]:
+    async def go() -> tuple[Any, Any, str]:
         opts = provider_options(args)
         async with Sampler(args.model, options=opts,
                            store=args.store, refresh=args.refresh, progress=args.progress,
                            max_cost=args.max_cost, on_status=status_printer,
                            **sampler_mode(model=args.model, options=opts, batch=batch,
                                           router=router)) as s:
-            return await s.run([req], parser=parser), s.stats
+            return await s.run([req], parser=parser), s.stats, s.provider_name
 
-    result, stats = run_sync(go())
+    result, stats, served_by = run_sync(go())
     samples = [smp for smp in result.rows[0] if smp is not None]
     if (result.failures or result.stopped is not None) and not args.store and samples:
         # no store keeps them: show what was drawn (and paid for) before saying what failed
-        _show(args, choices, kind, samples, stats, complete=False)
+        _show(args, choices, kind, samples, stats, complete=False, served_by=served_by)
     raise_for_failures(result, 1, stored=bool(args.store))
-    _show(args, choices, kind, samples, stats, complete=True)
+    _show(args, choices, kind, samples, stats, complete=True, served_by=served_by)
     return 0
 
 
 def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, samples: list[Any],
-          stats: Any, *, complete: bool) -> None:
+          stats: Any, *, complete: bool, served_by: str) -> None:
     """The answers and their counts (JSON with --json); `complete=False`: only part of the k
     samples was drawn."""
     from collections import Counter
@@ -118,8 +118,8 @@ def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, sample
     if kind.is_open:
         answers = merge_same(kind, answers)
     counts = Counter(a if a is not None else "(invalid)" for a in answers)
-    doc = {"model": args.model, "t": args.t, "k": args.k, "choices": choices,
-           "answer": kind.name, "counts": dict(counts.most_common()),
+    doc = {"model": args.model, "provider": served_by, "t": args.t, "k": args.k,
+           "choices": choices, "answer": kind.name, "counts": dict(counts.most_common()),
            "answers": answers,
            "spellings": spellings(answers, [kind.extract(s.text or "") if a is not None else None
                                             for s, a in zip(samples, answers, strict=True)]),

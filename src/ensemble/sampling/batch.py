@@ -65,10 +65,9 @@ from ..errors import (
     ServerError,
 )
 from ..secrets import redact
-from .provider import provider_of
 from .replies import checked_logprobs, checked_text, usable_tokens
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
-from .types import Parser, Sample, SampleRequest
+from .types import Parser, Sample, SampleRequest, provider_of
 
 if TYPE_CHECKING:
     from .sampler import SampleFailure, Sampler, SampleResult
@@ -373,7 +372,8 @@ def batch_api_for(provider: Any, model: str, *, api_base: str | None, timeout: f
         return api
     from .client import LiteLLMProvider
 
-    if not isinstance(provider, LiteLLMProvider):
+    # the openai SDK provider declares that its batches go through litellm's Files/Batch API
+    if not (isinstance(provider, LiteLLMProvider) or getattr(provider, "litellm_batches", False)):
         raise InputError(f"batch mode needs a provider with a Batch API (litellm's); "
                          f"{type(provider).__name__} has none: run without --batch")
     # the key the provider resolved (explicit, the environment's, or the loopback placeholder)

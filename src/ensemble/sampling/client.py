@@ -40,8 +40,7 @@ from ..errors import (
     ServerError,
 )
 from .options import ProviderOptions
-from .provider import Choice, Completion, provider_of
-from .types import SamplingParams, normalise_api_base
+from .types import Choice, Completion, SamplingParams, normalise_api_base, provider_of
 
 __all__ = [
     "LiteLLMProvider",
@@ -49,7 +48,9 @@ __all__ = [
     "env_key_name",
     "is_loopback",
     "litellm",
+    "page_error",
     "pool_capacity",
+    "resolve_key",
     "translate_error",
 ]
 
@@ -354,13 +355,10 @@ def translate_error(exc: BaseException, *, model: str, api_base: str | None = No
                    " check the model name and sampling parameters", f"{s} bad request")
     if status is not None and status >= 500:
         page = _received_page(chain) if status == 500 else None
-        if page is not None and page.lstrip().startswith("<"):
-            return err(EndpointNotFoundError, f"{where} answered with an HTML page, not JSON: "
-                       "is --api-base the API's base URL (usually ending in /v1)?",
-                       "HTML instead of JSON")
         if page is not None:
-            return err(MalformedResponseError, f"the reply from {where} is not a chat "
-                       "completion", "malformed reply")
+            out = page_error(page, model=model, api_base=api_base, status=status)
+            out.retry_after = retry_after
+            return out
         return err(ServerError, f"{model}: {where} failed ({status}"
                    f"{': ' + detail if detail else ''})", f"{status} server error")
     if _has(chain, "BadRequestError"):
@@ -370,10 +368,44 @@ def translate_error(exc: BaseException, *, model: str, api_base: str | None = No
                f"({type(exc).__name__})", type(exc).__name__)
 
 
+def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, str | None]:
+    """(key to send, where it came from: "explicit", "env:NAME", "placeholder" or None).
+
+    Keys from the environment are used for any api_base, loopback included; with an api_base
+    and no key at all a placeholder is sent (self-hosted servers often need none; the clients
+    want one)."""
+    if options.api_key is not None:
+        return options.api_key, "explicit"
+    env = env_key_name(provider)
+    value = os.environ.get(env)
+    if value:
+        return value, f"env:{env}"
+    if options.api_base:
+        return LOCAL_PLACEHOLDER_KEY, "placeholder"
+    return None, None
+
+
+def page_error(page: str, *, model: str, api_base: str | None,
+               status: int | None = None) -> ProviderError:
+    """The error for a reply whose body is not a chat completion: an HTML page (a wrong
+    --api-base) or anything else that does not parse."""
+    provider = provider_of(model)
+    where = api_base or f"the {provider} API"
+    if page.lstrip().startswith("<"):
+        return EndpointNotFoundError(
+            f"{where} answered with an HTML page, not JSON: is --api-base the API's base URL "
+            "(usually ending in /v1)?", model=model, provider=provider, status=status,
+            api_base=api_base, reason="HTML instead of JSON")
+    return MalformedResponseError(f"the reply from {where} is not a chat completion",
+                                  model=model, provider=provider, status=status,
+                                  api_base=api_base, reason="malformed reply")
+
+
 # -- the provider ----------------------------------------------------------------------------
 class LiteLLMProvider:
     """Every provider litellm knows, and any OpenAI-compatible server (`api_base`)."""
 
+    name = "litellm"
     supports_n: bool | None = None
 
     def __init__(self, model: str, options: ProviderOptions | None = None, *,
@@ -395,18 +427,7 @@ class LiteLLMProvider:
         return f"LiteLLMProvider(model={self.model!r}, api_base={self.api_base!r})"
 
     def _resolve_key(self) -> tuple[str | None, str | None]:
-        """(key to send, where it came from). Keys from the environment are used for any
-        api_base, loopback included; with an api_base and no key at all a placeholder is sent
-        (self-hosted servers often need none; litellm's client wants one)."""
-        if self.options.api_key is not None:
-            return self.options.api_key, "explicit"
-        env = env_key_name(provider_of(self.target))
-        value = os.environ.get(env)
-        if value:
-            return value, f"env:{env}"
-        if self.api_base:
-            return LOCAL_PLACEHOLDER_KEY, "placeholder"
-        return None, None
+        return resolve_key(provider_of(self.target), self.options)
 
     async def start(self) -> None:
         """Check, before any request, that litellm knows the model and that its key is set."""

@@ -8,10 +8,12 @@
         async def complete(self, messages, params, *, n, headers, timeout) -> Completion
         async def aclose(self) -> None
 
-Three implementations: `LiteLLMProvider` (`ensemble.sampling.client`: every provider litellm
-knows, the default), `LocalProvider` (`ensemble.local`: the embedded llama.cpp server, kept up
-until its owner closes it or the process exits) and `FakeExpertProvider` (`ensemble.testing`: a
-planted expert in-process, no port, for users' unit tests as for ours). `complete` raises only
+Four implementations: `OpenAIProvider` (`ensemble.sampling.openai_sdk`: `openai/...` models
+through the official SDK, the fast path), `LiteLLMProvider` (`ensemble.sampling.client`: every
+provider litellm knows, the default for the rest), `LocalProvider` (`ensemble.local`: the
+embedded llama.cpp server, kept up until its owner closes it or the process exits) and
+`FakeExpertProvider` (`ensemble.testing`: a planted expert in-process, no port, for users' unit
+tests as for ours). `complete` raises only
 `ensemble.errors.ProviderError` subclasses, already translated; retries, limits and storage
 are the sampler's business, not the provider's.
 """
@@ -19,33 +21,12 @@ are the sampler's business, not the provider's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .options import ProviderOptions
-from .types import SamplingParams
+from .types import Choice, Completion, SamplingParams, provider_of
 
 __all__ = ["Choice", "Completion", "Provider", "is_local_model", "make_provider", "provider_of"]
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One choice of a completion."""
-
-    text: str | None
-    finish_reason: str | None
-    logprobs: Any = None
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A provider's reply to one request (n choices), with usage and cost (None: unknown)."""
-
-    choices: tuple[Choice, ...]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_s: float
 
 
 @runtime_checkable
@@ -77,22 +58,22 @@ class Provider(Protocol):
         ...
 
 
-def provider_of(model: str) -> str:
-    """The provider part of a litellm model string ("openai" when there is none)."""
-    return model.split("/", 1)[0] if "/" in model else "openai"
-
-
 def is_local_model(model: str) -> bool:
     """`local`, `local/<path>` or `local:<path>`: the embedded llama.cpp model."""
     return model == "local" or model.startswith(("local/", "local:"))
 
 
 def make_provider(model: str, options: ProviderOptions) -> Provider:
-    """The provider for a model string: the embedded local model or litellm."""
+    """The provider for a model string: the embedded local model, the official openai SDK for
+    `openai/...` (unless ENSEMBLE_PROVIDER=litellm), or litellm for everything else."""
     if is_local_model(model):
         from ..local import LocalProvider
 
         return LocalProvider(model, options)
+    from .openai_sdk import OpenAIProvider, serves
+
+    if serves(model):
+        return OpenAIProvider(model, options)
     from .client import LiteLLMProvider
 
     return LiteLLMProvider(model, options)

@@ -216,6 +216,11 @@ class Sampler:
         return f"Sampler(model={self.model!r}, api_base={self.options.api_base!r})"
 
     @property
+    def provider_name(self) -> str:
+        """Which provider serves this sampler: "openai" (the official SDK), "litellm", ..."""
+        return str(getattr(self.provider, "name", None) or type(self.provider).__name__)
+
+    @property
     def api_base(self) -> str | None:
         return self.provider.api_base or self.options.api_base
 
@@ -249,7 +254,8 @@ class Sampler:
         await self.provider.start()
         if self._limiter is None:
             o = self.options
-            if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local"):
+            if getattr(self.provider, "endpoint", ("",))[0] not in ("fake", "local") \
+                    and not getattr(self.provider, "sized_pool", False):
                 from .client import pool_capacity
 
                 cap = pool_capacity()
@@ -869,9 +875,19 @@ class Sampler:
         """Refuse `max_cost` before the first request when no price is known for the model
         (litellm prices replies from its table or from `price_per_1k`)."""
         from .client import LiteLLMProvider
+        from .openai_sdk import OpenAIProvider
 
-        if self.options.price_per_1k is not None or not isinstance(self.provider,
-                                                                   LiteLLMProvider):
+        if self.options.price_per_1k is not None or not isinstance(
+                self.provider, (LiteLLMProvider, OpenAIProvider)):
+            return
+        if isinstance(self.provider, OpenAIProvider):  # the price table without litellm
+            from .prices import token_price
+
+            if token_price(self.provider.target) is None:
+                raise InputError(
+                    f"--max-cost cannot be enforced: the price of {self.model} is unknown: "
+                    f"litellm's price table has no price for {self.provider.target}; give one "
+                    "with --price-per-1k-tokens IN,OUT; nothing was sent")
             return
         cost, why = _price(self.provider.target, None, 0, 0)
         if cost is None:

@@ -1,0 +1,61 @@
+"""Token prices without importing litellm: its price table read as the JSON file it ships.
+
+litellm keeps its price table in `model_prices_and_context_window_backup.json` inside its
+package; `find_spec` locates the package without running it (importing litellm costs ~4 s), and
+the file is read once, on the first price asked for, only when no `price_per_1k` was given.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["token_price"]
+
+_TABLE_FILE = "model_prices_and_context_window_backup.json"
+_table: dict[str, Any] | None = None
+_lock = threading.Lock()
+_cache: dict[str, tuple[float, float] | None] = {}
+
+
+def _load() -> dict[str, Any]:
+    global _table
+    with _lock:
+        if _table is None:
+            table: dict[str, Any] = {}
+            try:
+                spec = importlib.util.find_spec("litellm")
+                roots = list(spec.submodule_search_locations or []) if spec else []
+                for root in roots:
+                    path = Path(root) / _TABLE_FILE
+                    if path.is_file():
+                        table = json.loads(path.read_text(encoding="utf-8"))
+                        break
+            except (ImportError, OSError, ValueError):
+                table = {}  # no table: every price unknown
+            _table = table if isinstance(table, dict) else {}
+        return _table
+
+
+def token_price(model: str, provider: str = "openai") -> tuple[float, float] | None:
+    """(prompt, completion) USD per token for a model string (`openai/gpt-4o-mini` or
+    `gpt-4o-mini`) from litellm's price table; None when the table has no price for it."""
+    if model in _cache:
+        return _cache[model]
+    name = model.split("/", 1)[1] if model.startswith(f"{provider}/") else model
+    table = _load()
+    price: tuple[float, float] | None = None
+    for key in (model, name, f"{provider}/{name}"):
+        info = table.get(key)
+        if not isinstance(info, dict) or info.get("litellm_provider", provider) != provider:
+            continue
+        pin = float(info.get("input_cost_per_token") or 0.0)
+        pout = float(info.get("output_cost_per_token") or 0.0)
+        if pin or pout:
+            price = (pin, pout)
+            break
+    _cache[model] = price
+    return price
