@@ -156,3 +156,108 @@ def test_the_evals_rules_check_sees_what_it_names(tmp_path):
     for needle in ("task name compared", "imports private _hidden", "import cycle",
                    "function over 100 lines", "module over 700 lines"):
         assert needle in found, (needle, found)
+
+# -- src/ensemble: one-way imports, public seams, small modules and functions -------------------
+# (the evals side has its own tests below/above; these read only src/ensemble)
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _ensemble_graph() -> dict[str, set[str]]:
+    """module -> the ensemble modules it imports (at any depth: inside functions too)."""
+    files = _files("ensemble")
+    names = {_module_name(p) for p in files}
+    graph: dict[str, set[str]] = {}
+    for p in files:
+        me = _module_name(p)
+        deps = set()
+        for _, mod in _imports(p):
+            while mod and mod not in names:  # `from pkg.mod import name` -> pkg.mod
+                mod = mod.rpartition(".")[0]
+            if mod and mod != me:
+                deps.add(mod)
+        graph[me] = deps
+    return graph
+
+
+def test_no_import_cycle_between_ensemble_modules():
+    graph = _ensemble_graph()
+    # a package's __init__ re-exports its modules; an edge into a package stands for the
+    # names it re-exports, so only edges between modules that are not package inits count
+    # when they close a loop through the package itself
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_no_private_name_imported_from_another_ensemble_module():
+    bad = []
+    for p in _files("ensemble"):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                bad += [f"{p.relative_to(SRC)}:{node.lineno} {a.name} from {node.module}"
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("path", _files("ensemble"), ids=lambda p: str(p.relative_to(SRC)))
+def test_ensemble_modules_stay_small(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= 700, f"{path.relative_to(SRC)} has {lines} lines: it is two things"
+
+
+def test_ensemble_functions_stay_short():
+    bad = []
+    for p in _files("ensemble"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > 100:
+                    bad.append(f"{p.relative_to(SRC)}:{node.lineno} {node.name} {n} lines")
+    assert not bad, bad
+
+
+def test_the_provider_seam_imports_nothing_concrete():
+    # the registry reaches each provider inside its factory, and no provider module imports
+    # the registry back: no cycle can form through the seam
+    concrete = {"litellm", "litellm_batch", "litellm_lib", "local", "router"}
+    for name in ("base", "registry"):
+        top = [mod for node in ast.parse((SRC / "ensemble" / "providers" / f"{name}.py")
+                                         .read_text(encoding="utf-8")).body
+               if isinstance(node, ast.ImportFrom)
+               for mod in [node.module or ""]]
+        assert not [m for m in top if m in concrete], (name, top)
+    graph = _ensemble_graph()
+    assert not [m for m in graph if m.startswith("ensemble.providers.") and
+                "ensemble.providers.registry" in graph[m] and m != "ensemble.providers"]

@@ -128,3 +128,28 @@ def test_two_real_local_models_ensembled_on_mathqa(smollm2_path, gemma_path, mat
         assert [p + i for p, i in zip(per_member, invalid, strict=True)] == [2, 1]
         assert sum(d.votes.values()) + d.n_invalid == 3
         assert d.decision is None or d.decision in "ABCDE"
+
+
+def test_the_embedded_servers_share_one_thread_budget():
+    import threading
+    import time
+
+    # two servers on a 2-core budget: each has both cores, and a request holds its server's
+    # threads, so together they never run more threads than cores
+    assert local.threads_for_new_server(0, 2) == 2
+    assert local.threads_for_new_server(1, 2) == 2
+    assert local.threads_for_new_server(3, 16) == 4  # at most 4 for a small model
+    budget = local.CoreBudget(2)
+
+    def request(threads):
+        for _ in range(20):
+            budget.take(threads)
+            time.sleep(0.001)
+            budget.give(threads)
+
+    workers = [threading.Thread(target=request, args=(t,)) for t in (2, 1, 1, 2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(10)
+    assert budget.peak <= 2 and budget.used == 0

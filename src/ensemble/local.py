@@ -32,8 +32,9 @@ __all__ = [
     "DEFAULT_SHA256",
     "MODELS",
     "KnownModel",
+    "CoreBudget",
+    "cores",
     "LocalEndpoint",
-    "LocalProvider",
     "acquire",
     "cache_dir",
     "known_model",
@@ -41,6 +42,9 @@ __all__ = [
     "release",
     "resolve_weights",
     "running",
+    "thread_budget",
+    "threads_for_new_server",
+    "weights_digest",
 ]
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -57,6 +61,7 @@ class LocalEndpoint:
     model: str
     api_base: str
     path: str
+    threads: int = 1  # llama.cpp threads of its server: the cores a request takes of the budget
 
 
 @dataclass
@@ -68,6 +73,67 @@ class _Running:
 
 _lock = threading.Lock()
 _running: dict[str, _Running] = {}
+
+
+class CoreBudget:
+    """One thread budget shared by the embedded llama.cpp servers of the process.
+
+    Each server is started with the budget's threads (`threads_for_new_server`), and each
+    request to a server takes that server's threads from the budget for as long as it runs:
+    two servers never decode at once beyond the machine's cores (two at once oversubscribed a
+    2-core machine). A request larger than the whole budget still runs, alone.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = max(1, int(total))
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def take(self, n: int) -> None:
+        """Block until `n` cores are free, then hold them."""
+        with self._cond:
+            while self.used > 0 and self.used + n > self.total:
+                self._cond.wait()
+            self.used += n
+            self.peak = max(self.peak, self.used)
+
+    def give(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+    async def hold(self, n: int) -> None:
+        """`take` without blocking the event loop; cancellation gives the cores back."""
+        import asyncio
+
+        fut = asyncio.ensure_future(asyncio.to_thread(self.take, n))
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            fut.add_done_callback(lambda f: self.give(n) if not f.cancelled()
+                                  and f.exception() is None else None)
+            raise
+
+
+def thread_budget() -> int:
+    """Cores the embedded servers share: ENSEMBLE_LOCAL_THREADS, else the machine's cores."""
+    env = os.environ.get("ENSEMBLE_LOCAL_THREADS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 2
+
+
+def threads_for_new_server(running: int, budget: int) -> int:
+    """Threads for one more server beside `running` ones. Every server gets the whole budget
+    (at most 4: llama.cpp gains little beyond that for a small model) and the budget is
+    divided in time, not in threads: a request holds its server's threads, so servers decode
+    one after another at full speed instead of side by side on too few cores (a server
+    started alone cannot give threads back when a second one starts)."""
+    return max(1, min(4, budget))
+
+
+cores = CoreBudget(thread_budget())
 
 
 def cache_dir() -> Path:
@@ -129,9 +195,11 @@ def acquire(model: str = "local", *, n_ctx: int = 2048, threads: int | None = No
         if run is not None:
             run.users += 1
             return run.endpoint
-        server = _start(path, n_ctx=n_ctx, threads=threads or min(4, os.cpu_count() or 2))
+        n = threads or threads_for_new_server(len(_running), cores.total)
+        server = _start(path, n_ctx=n_ctx, threads=n)
         addr = str(server.listening_address).rstrip("/")
-        endpoint = LocalEndpoint(model=f"openai/{path.stem}", api_base=f"{addr}/v1", path=key)
+        endpoint = LocalEndpoint(model=f"openai/{path.stem}", api_base=f"{addr}/v1", path=key,
+                                 threads=n)
         try:
             _wait_ready(addr, startup_timeout)
         except LocalModelError:
@@ -156,73 +224,6 @@ def release(endpoint: LocalEndpoint) -> None:
 def running() -> list[LocalEndpoint]:
     with _lock:
         return [r.endpoint for r in _running.values()]
-
-
-class LocalProvider:
-    """The embedded llama.cpp model behind the provider seam (`ensemble.sampling.provider`).
-
-    The server starts on first use (`start`) and stays up until `aclose` (an `Ensemble`
-    closes it in `close()`; every server still running stops at interpreter exit), so
-    sequential `decide()` calls do not reload the model. Requests go through litellm to the
-    server's OpenAI-compatible API. llama.cpp's server does not honour `n`: one request per
-    sample (`supports_n = False`), noted in run summaries.
-    """
-
-    supports_n: bool | None = False
-    # the server decodes one sequence at a time (n_parallel = 1): requests beyond one in flight
-    # only wait in its queue, where they can run into their timeout
-    max_concurrency = 1
-
-    def __init__(self, model: str, options: Any = None) -> None:
-        from .sampling.options import ProviderOptions
-
-        self.model = model
-        self.options = options or ProviderOptions()
-        self.path = resolve_weights(model)  # fail early, with the fix in the message
-        self.endpoint = ("local", str(self.path), "-")
-        # the weights, not the port of this run's server, say where samples come from
-        self.identity: str | None = f"local:sha256:{weights_digest(self.path)}"
-        self.api_base: str | None = None
-        self._local: LocalEndpoint | None = None
-        self._inner: Any = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"LocalProvider(model={self.model!r})"
-
-    async def start(self) -> None:
-        import asyncio
-
-        if self._inner is not None:
-            return
-        endpoint = await asyncio.to_thread(acquire, self.model)
-        from dataclasses import replace
-
-        from .sampling.client import LiteLLMProvider
-
-        with self._lock:
-            if self._inner is not None:  # started concurrently: give the extra back
-                release(endpoint)
-                return
-            self._local = endpoint
-            self.api_base = endpoint.api_base
-            self._inner = LiteLLMProvider(
-                self.model, replace(self.options, api_base=endpoint.api_base, api_key=None),
-                target_model=endpoint.model)
-
-    async def complete(self, messages: Any, params: Any, *, n: int = 1, headers: Any = None,
-                       timeout: float = 60.0) -> Any:
-        await self.start()
-        return await self._inner.complete(messages, params, n=n, headers=headers,
-                                          timeout=timeout)
-
-    async def aclose(self) -> None:
-        import asyncio
-
-        with self._lock:
-            endpoint, self._local, self._inner = self._local, None, None
-        if endpoint is not None:
-            await asyncio.to_thread(release, endpoint)
 
 
 def _start(path: Path, *, n_ctx: int, threads: int) -> Any:

@@ -62,7 +62,7 @@ class Member:
                  api_base: str | None = None, api_key: str | None = None,
                  lam: float | None = None, calibration: PathLike | None = None,
                  options: ProviderOptions | None = None, **provider: Any) -> None:
-        from .qr import _validate_temperature
+        from .qr import validate_temperature
 
         if not isinstance(model, str) or not model.strip():
             raise InputError("Member: model must be a litellm model string such as "
@@ -79,7 +79,7 @@ class Member:
         set_ = object.__setattr__
         set_(self, "model", model)
         set_(self, "n", n)
-        set_(self, "temperature", _validate_temperature(temperature))
+        set_(self, "temperature", validate_temperature(temperature))
         set_(self, "lam", None if lam is None else float(lam))
         set_(self, "calibration", None if calibration is None else os.fspath(calibration))
         set_(self, "options", opts)

@@ -99,9 +99,9 @@ class CalibrationProfile(BaseModel):
         - λ₁/t rejected, t not measured: λ₁ / t with a `UserWarning`: nothing better is known
           there, but the data contradict the law that carries λ₁ to t; calibrate at t.
         """
-        from .qr import _validate_temperature
+        from .qr import validate_temperature
 
-        t = _validate_temperature(t)
+        t = validate_temperature(t)
         if t == 0:
             return math.inf, "t = 0 (greedy decoding): λ = ∞"
         rejected = self.law_holds is False

@@ -26,6 +26,7 @@ __all__ = [
     "psi",
     "psi_inverse",
     "temperature_for_lam",
+    "validate_temperature",
     "validate_lam",
     "validate_probability",
 ]
@@ -108,7 +109,7 @@ def psi_inverse(q: Any, lam: float) -> Any:
 def lam_at_temperature(lam1: float, t: float) -> float:
     """λ(t) = λ₁ / t, with t = 0 (greedy decoding) giving λ = inf."""
     lam1 = validate_lam(lam1, name="lam1")
-    t = _validate_temperature(t)
+    t = validate_temperature(t)
     if t == 0:
         return INF
     return lam1 / t
@@ -125,7 +126,8 @@ def temperature_for_lam(lam1: float, lam: float) -> float:
     return lam1 / lam
 
 
-def _validate_temperature(t: float) -> float:
+def validate_temperature(t: float) -> float:
+    """A sampling temperature as a float, checked: finite and >= 0 (InputError otherwise)."""
     try:
         value = float(t)
     except (TypeError, ValueError):

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "Choice",
-    "Completion",
     "JobStats",
     "Message",
     "Parser",
@@ -24,7 +22,6 @@ __all__ = [
     "as_messages",
     "check_text",
     "normalise_api_base",
-    "provider_of",
     "request_key",
 ]
 
@@ -117,31 +114,6 @@ class SamplingParams:
 
 
 MAX_SAMPLES_PER_PROMPT = 100_000
-
-
-def provider_of(model: str) -> str:
-    """The provider part of a litellm model string ("openai" when there is none)."""
-    return model.split("/", 1)[0] if "/" in model else "openai"
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One choice of a provider's completion."""
-
-    text: str | None
-    finish_reason: str | None
-    logprobs: Any = None
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A provider's reply to one request (n choices), with usage and cost (None: unknown)."""
-
-    choices: tuple[Choice, ...]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_s: float
 
 
 def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:

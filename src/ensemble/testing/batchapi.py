@@ -28,10 +28,9 @@ import itertools
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .server import SimulatedServer
+from .wire import ChatServer, error_doc, error_response
 
 __all__ = ["BatchPlan", "SimulatedBatchAPI"]
 
@@ -147,7 +146,7 @@ class _Batch:
 class SimulatedBatchAPI:
     """Files and batches of one `SimulatedServer` (kept in memory; see the module doc)."""
 
-    def __init__(self, server: SimulatedServer, plan: BatchPlan) -> None:
+    def __init__(self, server: ChatServer, plan: BatchPlan) -> None:
         self.server = server
         self.plan = plan
         self.files: dict[str, _File] = {}
@@ -171,15 +170,15 @@ class SimulatedBatchAPI:
 
     # -- helpers -----------------------------------------------------------------------------
     def _count(self, route: str) -> None:
-        with self.server._lock:
+        with self.server.lock:
             self.server.stats.batch_calls[route] += 1
 
     def _guard(self, request: Any, route: str) -> Any:
         self._count(route)
-        return self.server._check_key(request)
+        return self.server.check_key(request)
 
     def _not_found(self, what: str, id_: str) -> Any:
-        return self.server._error_response(404, f"No such {what}: '{id_}'",
+        return error_response(404, f"No such {what}: '{id_}'",
                                            "invalid_request_error", param="id")
 
     def _new_id(self, prefix: str) -> str:
@@ -195,21 +194,21 @@ class SimulatedBatchAPI:
         try:
             form = await request.post()
         except Exception:
-            return self.server._error_response(400, "expected a multipart/form-data upload",
+            return error_response(400, "expected a multipart/form-data upload",
                                                "invalid_request_error")
         purpose = str(form.get("purpose", ""))
         upload = form.get("file")
         if purpose not in ("batch", "assistants", "fine-tune"):
-            return self.server._error_response(400, f"invalid purpose {purpose!r}",
+            return error_response(400, f"invalid purpose {purpose!r}",
                                                "invalid_request_error", param="purpose")
         if upload is None or not hasattr(upload, "file"):
-            return self.server._error_response(400, "no file in the upload",
+            return error_response(400, "no file in the upload",
                                                "invalid_request_error", param="file")
         data = upload.file.read()
         f = _File(self._new_id("file-sim"), str(upload.filename or "upload.jsonl"), purpose,
                   data, int(time.time()))
         self.files[f.id] = f
-        with self.server._lock:
+        with self.server.lock:
             self.server.stats.files_uploaded += 1
         return web.json_response(f.doc())
 
@@ -265,16 +264,16 @@ class SimulatedBatchAPI:
         try:
             body = await request.json()
         except Exception:
-            return self.server._error_response(400, "request body is not valid JSON",
+            return error_response(400, "request body is not valid JSON",
                                                "invalid_request_error")
         endpoint = str(body.get("endpoint", ""))
         if endpoint not in _ENDPOINTS:
-            return self.server._error_response(
+            return error_response(
                 400, f"endpoint must be one of {', '.join(_ENDPOINTS)}, got {endpoint!r}",
                 "invalid_request_error", param="endpoint")
         window = str(body.get("completion_window", ""))
         if window != "24h":
-            return self.server._error_response(400, "completion_window must be '24h'",
+            return error_response(400, "completion_window must be '24h'",
                                                "invalid_request_error",
                                                param="completion_window")
         fid = str(body.get("input_file_id", ""))
@@ -293,7 +292,7 @@ class SimulatedBatchAPI:
             b.status, b.errors = "failed", errors
             b.times["failed_at"] = int(time.time())
         self.batches[b.id] = b
-        with self.server._lock:
+        with self.server.lock:
             self.server.stats.batches_created += 1
         if b.status != "failed":
             task = asyncio.ensure_future(self._run(b))
@@ -387,7 +386,7 @@ class SimulatedBatchAPI:
             b.output_file_id = self._store_output(b, out, "output")
         if err:
             b.error_file_id = self._store_output(b, err, "error")
-        with self.server._lock:
+        with self.server.lock:
             self.server.stats.batch_lines += upto
         b.status = end
         b.times[f"{end}_at"] = int(time.time())
@@ -395,11 +394,11 @@ class SimulatedBatchAPI:
     def _execute(self, ln: _Line) -> tuple[int, dict[str, Any]]:
         """One line through the server's chat logic (or the injected 500)."""
         if ln.fails:
-            with self.server._lock:
+            with self.server.lock:
                 self.server.stats.batch_line_faults += 1
-            return 500, self.server._error_doc("The server had an error while processing your "
+            return 500, error_doc("The server had an error while processing your "
                                                "request.", "server_error")
-        bad = self.server._check_body(ln.body)
+        bad = self.server.check_body(ln.body)
         if bad is not None:
             return bad[0], {"error": bad[1]}
         from ..sampling.batch import parse_custom_id
@@ -441,7 +440,7 @@ class SimulatedBatchAPI:
             assert b.cancel is not None
             b.cancel.set()
         elif b.status != "cancelling":
-            return self.server._error_response(
+            return error_response(
                 400, f"Cannot cancel a batch with status '{b.status}'.",
                 "invalid_request_error")
         return web.json_response(b.doc(self.plan.delay))
@@ -455,7 +454,7 @@ class SimulatedBatchAPI:
         try:
             limit = max(1, min(100, int(request.query.get("limit", 20))))
         except ValueError:
-            return self.server._error_response(400, "limit must be an integer",
+            return error_response(400, "limit must be an integer",
                                                "invalid_request_error", param="limit")
         newest = list(reversed(self.batches.values()))
         after = request.query.get("after")

@@ -22,14 +22,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..sampling.provider import Choice, Completion
+from ..providers.base import Capabilities, Choice, Completion
+from ..providers.options import ProviderOptions
+from ..providers.registry import register_provider
 from ..sampling.types import SamplingParams
 from .expert import MCModel, SimulatedExpert, prompt_key
 
 __all__ = ["FakeExpertProvider"]
 
 _ids = itertools.count(1)
-INDEX_HEADER = "x-ensemble-sample-index"
 
 
 class FakeExpertProvider:
@@ -40,6 +41,8 @@ class FakeExpertProvider:
     `price_per_token`: (prompt, completion) USD per token, so cost accounting can be tested
     (None: unknown price). `supports_n`: honour the provider's `n`.
     """
+
+    name = "fake"  # what `Sampler.provider_name` shows
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
@@ -53,7 +56,8 @@ class FakeExpertProvider:
         self.api_base: str | None = None
         self.latency = float(latency)
         self.price_per_token = price_per_token
-        self.supports_n: bool | None = bool(supports_n)
+        self.capabilities = Capabilities(max_concurrency=None, supports_n=bool(supports_n),
+                                         batch_api=None)
         self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
         e = self.expert  # another planted expert is another source of samples
         self.identity: str | None = (f"fake:{model}:lam1={e.lam1!r}:bias={e.bias!r}:"
@@ -77,15 +81,26 @@ class FakeExpertProvider:
     async def aclose(self) -> None:
         return None
 
+    def price(self, prompt_tokens: int, completion_tokens: int, *,
+              batch: bool = False) -> float | None:
+        if self.price_per_token is None:
+            return None
+        return (prompt_tokens * self.price_per_token[0]
+                + completion_tokens * self.price_per_token[1])
+
+    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
+        return self.expert.usage([dict(m) for m in messages], [])[0]
+
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
-                       n: int = 1, headers: Mapping[str, str] | None = None,
+                       n: int = 1, first_index: int = 0,
+                       headers: Mapping[str, str] | None = None,
                        timeout: float = 60.0) -> Completion:
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         msgs = [dict(m) for m in messages]
         t = float(params.temperature)
         key = prompt_key(msgs, t)
-        start = int((headers or {}).get(INDEX_HEADER, "0"))
+        start = first_index
         short = params.max_tokens is not None and params.max_tokens <= 5
         choices = []
         for j in range(n):
@@ -101,8 +116,14 @@ class FakeExpertProvider:
             for j in range(n):
                 self.served[(key, start + j)] += 1
         ptoks, ctoks = self.expert.usage(msgs, [c.text or "" for c in choices])
-        cost = None
-        if self.price_per_token is not None:
-            cost = ptoks * self.price_per_token[0] + ctoks * self.price_per_token[1]
+        cost = self.price(ptoks, ctoks)
         return Completion(choices=tuple(choices), prompt_tokens=ptoks, completion_tokens=ctoks,
                           cost_usd=cost, latency_s=self.latency)
+
+
+def _fake(model: str, options: ProviderOptions) -> FakeExpertProvider:
+    """`fake/<name>`: a planted expert with the default options, for a quick look."""
+    return FakeExpertProvider(model=model)
+
+
+register_provider("fake", _fake)

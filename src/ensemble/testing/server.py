@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..providers.base import INDEX_HEADER
 from .batchapi import BatchPlan, SimulatedBatchAPI
 from .expert import (
     MCModel,
@@ -53,12 +54,12 @@ from .expert import (
 )
 from .faults import FaultPlan
 from .openexpert import OpenAnswers, StructuredPlan
+from .wire import error_doc, error_response
 
 __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
            "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key",
            "question_text"]
 
-INDEX_HEADER = "x-ensemble-sample-index"
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class SimulatedServer:
         self.keep_replies = keep_replies
         self.stats = ServerStats()
         self.batch_api = SimulatedBatchAPI(self, batch or BatchPlan(seed=self.seed))
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._window: collections.deque[float] = collections.deque()
         self._counters: Counter = Counter()
         self._thread: threading.Thread | None = None
@@ -286,7 +287,7 @@ class SimulatedServer:
         """What the server counted (for benchmarks that run it in its own process)."""
         from aiohttp import web
 
-        with self._lock:
+        with self.lock:
             st = self.stats
             acc = st.accepted_times
             doc = {"requests": st.requests, "completions": st.completions,
@@ -308,16 +309,8 @@ class SimulatedServer:
         return web.json_response({"object": "list", "data": [
             {"id": m, "object": "model", "owned_by": "ensemble.testing"} for m in names]})
 
-    def _error_response(self, status: int, message: str, etype: str, *,
-                        headers: Mapping[str, str] | None = None, param: str | None = None,
-                        code: str | None = None) -> Any:
-        from aiohttp import web
-
-        return web.json_response({"error": {"message": message, "type": etype, "param": param,
-                                            "code": code}}, status=status, headers=headers)
-
     async def _handle_chat(self, request: Any) -> Any:
-        with self._lock:
+        with self.lock:
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         status: Any = "dropped"
@@ -326,7 +319,7 @@ class SimulatedServer:
             status = resp.status
             return resp
         finally:
-            with self._lock:
+            with self.lock:
                 self.stats.in_flight -= 1
                 self.stats.statuses[status] += 1
 
@@ -336,7 +329,7 @@ class SimulatedServer:
             return False
         limit, window = self.rate_limit
         now = time.monotonic()
-        with self._lock:
+        with self.lock:
             while self._window and self._window[0] <= now - window:
                 self._window.popleft()
             if len(self._window) >= limit:
@@ -349,36 +342,36 @@ class SimulatedServer:
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
-        with self._lock:
+        with self.lock:
             self.stats.requests += 1
             number = self.stats.requests
-        denied = self._check_key(request)
+        denied = self.check_key(request)
         if denied is not None:
             return denied
         try:
             body = await request.json()
         except Exception:
-            return self._error_response(400, "request body is not valid JSON",
+            return error_response(400, "request body is not valid JSON",
                                         "invalid_request_error")
-        bad = self._check_body(body)
+        bad = self.check_body(body)
         if bad is not None:
-            return self._error_response(bad[0], bad[1]["message"], bad[1]["type"],
+            return error_response(bad[0], bad[1]["message"], bad[1]["type"],
                                         param=bad[1].get("param"), code=bad[1].get("code"))
         if self._over_rate_limit():
-            return self._error_response(
+            return error_response(
                 429, "Rate limit reached for requests, please retry after "
                      f"{self.rate_limit_retry_after:g} s.", "requests",
                 headers={"Retry-After": f"{self.rate_limit_retry_after:g}"},
                 code="rate_limit_exceeded")
         fault = self.faults.fault_for(number)
         if fault is not None:
-            with self._lock:
+            with self.lock:
                 self.stats.faults[fault] += 1
             if fault == "429":
-                return self._error_response(429, "Rate limit reached, slow down.", "rate_limit",
+                return error_response(429, "Rate limit reached, slow down.", "rate_limit",
                                             headers={"Retry-After": f"{self.faults.retry_after}"})
             if fault in ("500", "503"):
-                return self._error_response(int(fault), "The server had an error.", "server_error")
+                return error_response(int(fault), "The server had an error.", "server_error")
             if fault == "timeout":
                 await asyncio.sleep(self.faults.hang)
             if fault == "slow":
@@ -398,7 +391,7 @@ class SimulatedServer:
                                       short_n=fault == "short_n")
         if status != 200:
             err = doc["error"]
-            return self._error_response(status, err["message"], err["type"],
+            return error_response(status, err["message"], err["type"],
                                         param=err.get("param"), code=err.get("code"))
         self.misreport(doc, request.headers.get("Authorization", ""))
         if body.get("stream"):
@@ -420,7 +413,7 @@ class SimulatedServer:
             doc["usage"] = {"prompt_tokens": pt, "completion_tokens": ct,
                             "total_tokens": pt + ct}
 
-    def _check_key(self, request: Any) -> Any:
+    def check_key(self, request: Any) -> Any:
         """401 unless the request carries `require_api_key` (None: any key passes)."""
         if self.require_api_key is None:
             return None
@@ -429,38 +422,33 @@ class SimulatedServer:
             return None
         # like some providers, echo the key back: clients must not print it
         given = auth.removeprefix("Bearer ").strip()
-        return self._error_response(401, f"Incorrect API key provided: {given}.",
+        return error_response(401, f"Incorrect API key provided: {given}.",
                                     "invalid_request_error")
 
-    @staticmethod
-    def _error_doc(message: str, etype: str, *, param: str | None = None,
-                   code: str | None = None) -> dict[str, Any]:
-        return {"error": {"message": message, "type": etype, "param": param, "code": code}}
-
-    def _check_body(self, body: Any) -> tuple[int, dict[str, Any]] | None:
+    def check_body(self, body: Any) -> tuple[int, dict[str, Any]] | None:
         """(status, error) for a chat request this server refuses before answering: an
         unknown model, an n out of range, a stream option without a stream."""
         if not isinstance(body, dict):
-            return 400, self._error_doc("the request body must be a JSON object",
+            return 400, error_doc("the request body must be a JSON object",
                                         "invalid_request_error")["error"]
         model = str(body.get("model", ""))
         if self.models is not None and model not in self.models:
-            return 404, self._error_doc(f"The model `{model}` does not exist.",
+            return 404, error_doc(f"The model `{model}` does not exist.",
                                         "invalid_request_error", code="model_not_found")["error"]
         n = int(body.get("n") or 1)
         if n > 1 and self.reject_n:
-            return 400, self._error_doc("only n = 1 is supported by this server",
+            return 400, error_doc("only n = 1 is supported by this server",
                                         "invalid_request_error", param="n")["error"]
         if n < 1 or n > self.max_n:
-            return 400, self._error_doc(f"n must be between 1 and {self.max_n}",
+            return 400, error_doc(f"n must be between 1 and {self.max_n}",
                                         "invalid_request_error", param="n")["error"]
         stream = body.get("stream", False)
         if stream not in (True, False, None):
-            return 400, self._error_doc(f"stream must be a boolean, got {stream!r}",
+            return 400, error_doc(f"stream must be a boolean, got {stream!r}",
                                         "invalid_request_error", param="stream")["error"]
         if body.get("stream_options") is not None and not stream:
             # as OpenAI does: stream options without a stream are a mistake, not ignored
-            return 400, self._error_doc("The 'stream_options' parameter is only allowed when "
+            return 400, error_doc("The 'stream_options' parameter is only allowed when "
                                         "'stream' is enabled.", "invalid_request_error",
                                         param="stream_options")["error"]
         return None
@@ -474,14 +462,14 @@ class SimulatedServer:
         temperature = float(body.get("temperature", 1.0))
         prompt = str(messages[-1].get("content", "")) if messages else ""
         if self.refuses(prompt):
-            with self._lock:
+            with self.lock:
                 self.stats.refused += 1
-            return 400, self._error_doc(
+            return 400, error_doc(
                 "Your request was rejected as a result of our safety system.",
                 "invalid_request_error", code="content_policy_violation")
         n = int(body.get("n") or 1)
         pkey = prompt_key(messages, temperature)
-        with self._lock:
+        with self.lock:
             if start is None:
                 start = self._counters[pkey]
             self._counters[pkey] = max(self._counters[pkey], start + n)
@@ -503,16 +491,16 @@ class SimulatedServer:
                 choice["logprobs"] = self.expert.logprobs_payload(reply.text, reply.logprobs,
                                                                   top_lp)
             choices.append(choice)
-            with self._lock:
+            with self.lock:
                 self.stats.served[(pkey, idx)] += 1
-        with self._lock:
+        with self.lock:
             self.stats.completions += k
             self.stats.temperatures.append(temperature)
             self.stats.n_values.append(n)
         texts = tuple(c["message"]["content"] for c in choices)
         ptoks, ctoks = self.expert.usage(messages, texts)
         if self.keep_replies:
-            with self._lock:
+            with self.lock:
                 self.stats.replies.append(ServedReply(number, prompt, temperature,
                                                       tuple(range(start, start + k)), texts,
                                                       ptoks, ctoks))
@@ -533,7 +521,7 @@ class SimulatedServer:
 
         from aiohttp import web
 
-        with self._lock:
+        with self.lock:
             self.stats.streamed += 1
         opts = body.get("stream_options") or {}
         usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False

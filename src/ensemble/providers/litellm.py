@@ -1,0 +1,284 @@
+"""The default provider: litellm's `acompletion` (every provider litellm knows, and any
+OpenAI-compatible `api_base`), imported lazily; its errors translated by
+`ensemble.providers.translate`, its Batch API in `ensemble.providers.litellm_batch`.
+
+litellm costs ~4 s to import, so nothing imports it until the first request (`litellm()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    AuthenticationError,
+    MalformedResponseError,
+    ModelNotFoundError,
+    ProviderTimeoutError,
+)
+from ..sampling.types import normalise_api_base
+from .base import INDEX_HEADER, Capabilities, Choice, Completion, provider_of
+from .litellm_lib import LOCAL_PLACEHOLDER_KEY, litellm, pool_capacity
+from .options import ProviderOptions
+from .translate import env_key_name, translate_error
+
+if TYPE_CHECKING:
+    from ..sampling.types import SamplingParams
+
+__all__ = ["LOCAL_PLACEHOLDER_KEY", "LiteLLMProvider", "litellm", "litellm_completion",
+           "litellm_price", "litellm_request", "pool_capacity", "resolve_key"]
+
+def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, str | None]:
+    """(key to send, where it came from: "explicit", "env:NAME", "placeholder" or None).
+
+    Keys from the environment are used for any api_base, loopback included; with an api_base
+    and no key at all a placeholder is sent (self-hosted servers often need none; the clients
+    want one)."""
+    if options.api_key is not None:
+        return options.api_key, "explicit"
+    env = env_key_name(provider)
+    value = os.environ.get(env)
+    if value:
+        return value, f"env:{env}"
+    if options.api_base:
+        return LOCAL_PLACEHOLDER_KEY, "placeholder"
+    return None, None
+
+
+class LiteLLMProvider:
+    """Every provider litellm knows, and any OpenAI-compatible server (`api_base`).
+
+    Declares: no concurrency limit of its own, `n` to be found out, litellm's Batch API
+    (`ensemble.providers.litellm_batch`) for the providers litellm covers."""
+
+    name = "litellm"  # what `Sampler.provider_name` shows
+
+    def __init__(self, model: str, options: ProviderOptions | None = None, *,
+                 target_model: str | None = None) -> None:
+        from ..sampling.limiter import endpoint_key
+        from ..secrets import register_env_keys
+
+        self.model = model
+        self.options = options or ProviderOptions()
+        self.target = target_model or model  # the string litellm is given
+        self.api_base = self.options.api_base
+        register_env_keys()
+        self._key, self._key_source = self._resolve_key()
+        self.endpoint = endpoint_key(provider_of(self.target), self.api_base, self._key)
+        self.identity = normalise_api_base(self.api_base) if self.api_base else None
+        self._checked = False
+        self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
+                                         batch_api=self.batch_api)
+
+    def batch_api(self) -> Any:
+        """litellm's Files and Batch API for this model, endpoint and key (what
+        `capabilities.batch_api` makes; a subclass may serve another)."""
+        from .litellm_batch import LiteLLMBatchAPI
+
+        # the key this provider resolved (explicit, the environment's, or the placeholder)
+        return LiteLLMBatchAPI(self.target, api_base=self.api_base, api_key=self._key,
+                               timeout=self.options.timeout,
+                               max_attempts=self.options.max_attempts)
+
+    def price(self, prompt_tokens: int, completion_tokens: int, *,
+              batch: bool = False) -> float | None:
+        """USD at `price_per_1k` if given, else litellm's price table (its batch rates with
+        `batch`; None where it has none: litellm's own fallback, half the online price, is a
+        guess, not a price)."""
+        given = self.options.price_per_1k
+        if given is not None and not batch:
+            return (prompt_tokens * given[0] + completion_tokens * given[1]) / 1000.0
+        return litellm_price(self.target, prompt_tokens, completion_tokens, batch=batch)
+
+    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
+        try:
+            return int(litellm().token_counter(model=self.target, messages=list(messages)))
+        except Exception:  # noqa: BLE001 - a model litellm cannot tokenise
+            return None
+
+    def __repr__(self) -> str:
+        return f"LiteLLMProvider(model={self.model!r}, api_base={self.api_base!r})"
+
+    def _resolve_key(self) -> tuple[str | None, str | None]:
+        return resolve_key(provider_of(self.target), self.options)
+
+    async def start(self) -> None:
+        """Check, before any request, that litellm knows the model and that its key is set."""
+        if self._checked:
+            return
+        ll = litellm()
+        pool = pool_capacity()  # read, never changed: litellm's pool is litellm's business
+        if pool is not None:
+            self.capabilities = replace(
+                self.capabilities, max_concurrency=pool,
+                limit_reason=f"litellm's HTTP pool holds {pool} connections per host (litellm's "
+                "pool is set by its environment: AIOHTTP_CONNECTOR_LIMIT, "
+                "DISABLE_AIOHTTP_TRANSPORT)")
+        provider = provider_of(self.target)
+        try:
+            ll.get_llm_provider(self.target, api_base=self.api_base)
+        except Exception:  # noqa: BLE001 - litellm raises a plain BadRequestError here
+            raise ModelNotFoundError(
+                f"unknown model {self.model!r}: use a litellm model string such as "
+                "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest or ollama/llama3, or a "
+                "local model (local:<path.gguf>)", model=self.model, provider=provider,
+                reason="unknown model") from None
+        if self._key is None and not self.api_base:
+            try:
+                missing = ll.validate_environment(self.target).get("missing_keys") or []
+            except Exception:  # noqa: BLE001 - best effort: the provider will say it
+                missing = []
+            keys = [k for k in missing if k.endswith(("_API_KEY", "_TOKEN", "_KEY"))]
+            if keys:
+                raise AuthenticationError(
+                    f"no API key for {self.model}: set {' or '.join(keys)} or pass --api-key / "
+                    "api_key=", model=self.model, provider=provider, reason="no API key")
+        self._checked = True
+
+    async def aclose(self) -> None:
+        return None
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
+                       n: int = 1, first_index: int = 0,
+                       headers: Mapping[str, str] | None = None,
+                       timeout: float = 60.0) -> Completion:
+        kwargs: dict[str, Any] = {"num_retries": 0, "max_retries": 0}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._key is not None:
+            kwargs["api_key"] = self._key
+        price = self.options.price_per_1k
+        return await litellm_request(
+            litellm().acompletion, model=self.model, target=self.target,
+            where=self.api_base, messages=messages, params=params, n=n,
+            first_index=first_index, headers=headers, timeout=timeout,
+            key_source=self._key_source, price=price, **kwargs)
+
+
+async def litellm_request(call: Any, *, model: str, target: str, where: str | None,
+                          messages: Sequence[Mapping[str, str]], params: SamplingParams,
+                          n: int, first_index: int, headers: Mapping[str, str] | None,
+                          timeout: float, key_source: str | None = None,
+                          price: tuple[float, float] | None = None,
+                          priced_as: str | None = None, **kwargs: Any) -> Completion:
+    """One chat-completion request through a litellm call (`litellm.acompletion`, or a
+    Router's): the parameters, the sample index header, the timeout, the error translation
+    and the reply, written once for every litellm-backed provider. `target` is the model
+    string the call is given (`priced_as`: the model whose price applies, if another);
+    `where` names the endpoint in errors; `kwargs` go to the call as they are."""
+    body: dict[str, Any] = dict(params.as_dict())
+    if not body.get("extra_body"):
+        body.pop("extra_body", None)
+    if n > 1:
+        body["n"] = n
+    body["extra_headers"] = {**(headers or {}), INDEX_HEADER: str(first_index)}
+    t0 = time.perf_counter()
+    try:
+        # litellm enforces `timeout` on the HTTP client; the outer bound catches a client
+        # that does not (a connection that never sends a byte must still end)
+        resp = await asyncio.wait_for(
+            call(model=target, messages=list(messages), timeout=timeout, **body, **kwargs),
+            timeout * 1.5 + 1.0)
+    except asyncio.TimeoutError:
+        raise ProviderTimeoutError(
+            f"no reply from {where or target} within {timeout:g} s (--timeout)",
+            model=model, provider=provider_of(target), api_base=where,
+            reason="timeout") from None
+    except Exception as exc:  # noqa: BLE001 - translated in one place
+        raise translate_error(exc, model=model, api_base=where, n=n, timeout=timeout,
+                              key_source=key_source) from None
+    return litellm_completion(resp, model=model, target=priced_as or target, api_base=where,
+                              latency=time.perf_counter() - t0, price=price)
+
+
+def litellm_price(target: str, prompt_tokens: int, completion_tokens: int, *,
+                  batch: bool = False) -> float | None:
+    """USD for these tokens at litellm's price-table rates for `target` (its batch rates
+    with `batch`); None where it has none."""
+    rates = _rates(litellm(), target, batch=batch)
+    if rates is None:
+        return None
+    return prompt_tokens * rates[0] + completion_tokens * rates[1]
+
+
+def _rates(ll: Any, target: str, *, batch: bool) -> tuple[float, float] | None:
+    """(prompt, completion) USD per token from litellm's price table; None: unknown."""
+    suffix = "_batches" if batch else ""
+    try:
+        info = ll.get_model_info(target)
+    except Exception:  # noqa: BLE001 - not in the price map
+        return None
+    pin, pout = (info.get(f"input_cost_per_token{suffix}"),
+                 info.get(f"output_cost_per_token{suffix}"))
+    if pin is None or pout is None or (not batch and not (pin or pout)):
+        return None
+    return float(pin), float(pout)
+
+
+def litellm_completion(resp: Any, *, model: str, target: str, api_base: str | None,
+                       latency: float, price: tuple[float, float] | None = None
+                       ) -> Completion:
+    """A litellm reply as a `Completion`, priced by litellm (None: unknown price)."""
+    ll = litellm()
+    provider = provider_of(target)
+    try:
+        choices = tuple(
+            Choice(text=c.message.content, finish_reason=getattr(c, "finish_reason", None),
+                   logprobs=_plain(getattr(c, "logprobs", None)))
+            for c in sorted(resp.choices, key=lambda c: getattr(c, "index", 0) or 0))
+    except Exception as exc:  # noqa: BLE001
+        raise MalformedResponseError(f"{model}: malformed reply ({type(exc).__name__})",
+                                     model=model, provider=provider, api_base=api_base,
+                                     reason="malformed reply") from None
+    if not choices:
+        raise MalformedResponseError(f"{model}: reply without choices", model=model,
+                                     provider=provider, api_base=api_base,
+                                     reason="reply without choices")
+    usage = getattr(resp, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None)
+    completion_tokens = getattr(usage, "completion_tokens", None)
+    cost: float | None
+    if price is not None:  # the user's price per 1k tokens
+        cost = ((prompt_tokens or 0) * price[0] + (completion_tokens or 0) * price[1]) / 1000.0
+    elif not _has_price(ll, target):
+        cost = None  # unknown, not zero
+    else:
+        try:  # litellm's public pricing of a reply, from its local price table
+            cost = float(ll.completion_cost(completion_response=resp, model=target))
+        except Exception:  # noqa: BLE001 - unknown price: unknown, not zero
+            cost = None
+    return Completion(choices=choices, prompt_tokens=prompt_tokens,
+                      completion_tokens=completion_tokens, cost_usd=cost, latency_s=latency)
+
+
+_price_cache: dict[str, bool] = {}
+
+
+def _has_price(ll: Any, model: str) -> bool:
+    known = _price_cache.get(model)
+    if known is None:
+        try:
+            info = ll.get_model_info(model)
+            known = bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+        except Exception:  # noqa: BLE001
+            known = False
+        _price_cache[model] = known
+    return known
+
+
+def _plain(obj: Any) -> Any:
+    if obj is None:
+        return None
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump()
+    if isinstance(obj, dict):
+        return obj
+    try:
+        return dict(obj)
+    except Exception:  # noqa: BLE001
+        return str(obj)

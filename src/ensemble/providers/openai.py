@@ -1,0 +1,301 @@
+"""The fast path for OpenAI-compatible endpoints: the official `openai` SDK's async client.
+
+`openai/...` model strings (OpenAI itself, or any OpenAI-compatible `api_base`: vLLM, llama.cpp,
+SGLang, Ollama's /v1) go through `openai.AsyncOpenAI` instead of litellm, which spends 3-4 ms of
+CPU on every request on top of the SDK it wraps. Everything else stays on litellm
+(`ensemble.providers.litellm`); `ENSEMBLE_PROVIDER=litellm` sends `openai/...` there too.
+Registered for the `openai` prefix in `ensemble.providers.registry`.
+
+- One client per endpoint (base URL and key) and event loop, shared by every provider of the
+  process that uses it, with the SDK's own HTTP client (`DefaultAsyncHttpxClient`) and a
+  connection pool as large as the largest concurrency asked of it (a pool smaller than the
+  limiter silently caps concurrency). The SDK's own retries are
+  off (`max_retries=0`): retries, limits and backpressure are the sampler's.
+- The request goes through the SDK's public `post` with the body as JSON and the reply read as
+  JSON here: parameters pass through as given (`response_format`, `extra_body`, logprobs), and
+  a reply that is not a chat completion is named for what it is.
+- Errors are the SDK's typed exceptions (`APIStatusError` with its status, body and headers;
+  `APIConnectionError` / `APITimeoutError` with the transport's exception as the cause), turned
+  into `ensemble.errors` types by the same `translate_error` table the litellm path uses.
+- Cost from usage: `price_per_1k` when given, else litellm's price table read as a file
+  (`ensemble.providers.prices`), never by importing litellm.
+- Batch mode goes through litellm's Files/Batch API with this model, base and key
+  (`capabilities.batch_api`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
+from ..sampling.types import normalise_api_base
+from .base import INDEX_HEADER, Capabilities, Choice, Completion
+from .litellm import resolve_key
+from .options import ProviderOptions
+from .prices import token_price
+from .translate import page_error, translate_error
+
+if TYPE_CHECKING:
+    from ..sampling.types import SamplingParams
+
+__all__ = ["OPENAI_API_BASE", "PROVIDER_ENV", "OpenAIProvider", "serves"]
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+PROVIDER_ENV = "ENSEMBLE_PROVIDER"  # "litellm": every model string through litellm
+
+
+def serves(model: str) -> bool:
+    """Whether this provider serves a model string: `openai/<name>`, unless the environment
+    variable ENSEMBLE_PROVIDER=litellm asks for litellm."""
+    if os.environ.get(PROVIDER_ENV, "").strip().lower() == "litellm":
+        return False
+    return model.startswith("openai/") and len(model) > len("openai/")
+
+
+@dataclass
+class _Lease:
+    """A shared client, bound to the event loop it was made in."""
+
+    client: Any
+    loop: asyncio.AbstractEventLoop
+    size: int
+    users: int = 0
+
+
+_clients: dict[tuple[tuple[str, str, str], int], _Lease] = {}
+_clients_lock = threading.Lock()
+
+
+def _new_client(base_url: str, key: str | None, size: int) -> Any:
+    import openai
+
+    # the SDK's own HTTP client class and its Limits (httpx in openai 1.x-2.x, httpx2 in 3.x,
+    # whose pool does not slow down with the number of connections as httpcore's does)
+    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size,
+                                                    max_keepalive_connections=size)
+    return openai.AsyncOpenAI(api_key=key or "sk-no-key-required", base_url=base_url,
+                              max_retries=0,
+                              http_client=openai.DefaultAsyncHttpxClient(limits=limits))
+
+
+class OpenAIProvider:
+    """`openai/...` models through the official SDK (see the module docstring)."""
+
+    name = "openai"
+
+    def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
+        from ..sampling.limiter import endpoint_key
+        from ..secrets import register_env_keys
+
+        self.model = model
+        self.options = options or ProviderOptions()
+        self.target = model  # the litellm model string (batch mode goes through litellm)
+        self.wire_model = model.split("/", 1)[1] if model.startswith("openai/") else model
+        self.api_base = self.options.api_base
+        # as litellm and the SDK do, OPENAI_BASE_URL / OPENAI_API_BASE move OpenAI's own API
+        self.base_url = (self.api_base or os.environ.get("OPENAI_BASE_URL")
+                         or os.environ.get("OPENAI_API_BASE") or OPENAI_API_BASE)
+        register_env_keys()
+        self._key, self._key_source = resolve_key("openai", self.options)
+        self.endpoint = endpoint_key("openai", self.api_base, self._key)
+        # the store key's endpoint: the same as litellm's, so both providers share samples
+        self.identity = normalise_api_base(self.api_base) if self.api_base else None
+        self._lease: _Lease | None = None
+        price = self.options.price_per_1k
+        self._price: tuple[float, float] | None = (
+            None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
+        self._price_known = price is not None
+        # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
+        # max_tokens); other servers may know only max_tokens
+        self._max_tokens_name = ("max_completion_tokens" if self.base_url == OPENAI_API_BASE
+                                 else "max_tokens")
+        # its own client's pool holds max_concurrency connections: no cap of its own
+        self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
+                                         batch_api=self.batch_api)
+
+    def batch_api(self) -> Any:
+        """litellm's Files and Batch API for this model, endpoint and key (batch mode)."""
+        from .litellm_batch import LiteLLMBatchAPI
+
+        return LiteLLMBatchAPI(self.target, api_base=self.api_base, api_key=self._key,
+                               timeout=self.options.timeout,
+                               max_attempts=self.options.max_attempts)
+
+    def price(self, prompt_tokens: int, completion_tokens: int, *,
+              batch: bool = False) -> float | None:
+        """USD at `price_per_1k` if given, else litellm's price table read as a file; at Batch
+        API rates through litellm (batch mode imports it anyway)."""
+        if batch:
+            from .litellm import litellm_price
+
+            return litellm_price(self.target, prompt_tokens, completion_tokens, batch=True)
+        return self._cost(prompt_tokens, completion_tokens)
+
+    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
+        """Prompt tokens by litellm's counter (estimates and --dry-run only: imports litellm)."""
+        from .litellm_lib import litellm
+
+        try:
+            return int(litellm().token_counter(model=self.target, messages=list(messages)))
+        except Exception:  # noqa: BLE001 - a model litellm cannot tokenise
+            return None
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, api_base={self.api_base!r})"
+
+    async def start(self) -> None:
+        """Check, before any request, that a key is set for OpenAI's own API."""
+        if self._key is None:
+            raise AuthenticationError(
+                f"no API key for {self.model}: set OPENAI_API_KEY or pass --api-key / api_key=",
+                model=self.model, provider="openai", reason="no API key")
+
+    async def aclose(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            await _release(lease)
+
+    def client(self) -> Any:
+        """The endpoint's `AsyncOpenAI` client on the running event loop (shared)."""
+        lease = self._lease
+        loop = asyncio.get_running_loop()
+        if lease is None or lease.loop is not loop:
+            if lease is not None:  # the sampler moved to another event loop: the old one is gone
+                _forget(lease)
+            self._lease = lease = _acquire(self.endpoint, self.base_url, self._key,
+                                           self.options.max_concurrency, loop)
+        return lease.client
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
+                       n: int = 1, first_index: int = 0,
+                       headers: Mapping[str, str] | None = None,
+                       timeout: float = 60.0) -> Completion:
+        import httpx
+
+        client = self.client()
+        body = self._body(messages, params, n)
+        headers = {**(headers or {}), INDEX_HEADER: str(first_index)}
+        t0 = time.perf_counter()
+        try:
+            # the SDK enforces `timeout` on the HTTP client; the outer bound catches a
+            # connection that never sends a byte past it
+            resp = await asyncio.wait_for(
+                client.post("/chat/completions", body=body, cast_to=httpx.Response,
+                            options={"headers": headers, "timeout": timeout}),
+                timeout * 1.5 + 1.0)
+            raw = resp.content
+        except asyncio.TimeoutError:
+            raise ProviderTimeoutError(
+                f"no reply from {self.base_url} within {timeout:g} s (--timeout)",
+                model=self.model, provider="openai", api_base=self.api_base,
+                reason="timeout") from None
+        except Exception as exc:  # noqa: BLE001 - translated in one place
+            raise translate_error(exc, model=self.model, api_base=self.api_base, n=n,
+                                  timeout=timeout, key_source=self._key_source) from None
+        latency = time.perf_counter() - t0
+        return self._completion(raw, latency)
+
+    def _body(self, messages: Sequence[Mapping[str, str]], params: SamplingParams,
+              n: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.wire_model, "messages": list(messages)}
+        for k, v in params.as_dict().items():
+            if k == "extra_body":  # provider-specific fields, merged into the body as the SDK does
+                body.update(v or {})
+            elif k == "max_tokens":
+                body[self._max_tokens_name] = v
+            elif k == "response_format":
+                body[k] = _response_format(v)
+            else:
+                body[k] = v
+        if n > 1:
+            body["n"] = n
+        return body
+
+    def _completion(self, raw: bytes, latency: float) -> Completion:
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            text = raw[:200].decode("utf-8", "replace")
+            if text.lstrip().startswith("<"):
+                raise page_error(text, model=self.model, api_base=self.api_base) from None
+            where = self.api_base or "the openai API"
+            raise MalformedResponseError(f"the reply from {where} is not valid JSON",
+                                         model=self.model, provider="openai",
+                                         api_base=self.api_base,
+                                         reason="malformed reply") from None
+        try:
+            items = sorted(doc["choices"], key=lambda c: c.get("index") or 0)
+            choices = tuple(Choice(text=c["message"].get("content"),
+                                   finish_reason=c.get("finish_reason"),
+                                   logprobs=c.get("logprobs")) for c in items)
+        except (TypeError, KeyError, AttributeError):
+            raise page_error(json.dumps(doc)[:200], model=self.model,
+                             api_base=self.api_base) from None
+        if not choices:
+            raise MalformedResponseError(f"{self.model}: reply without choices",
+                                         model=self.model, provider="openai",
+                                         api_base=self.api_base, reason="reply without choices")
+        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return Completion(choices=choices, prompt_tokens=pt, completion_tokens=ct,
+                          cost_usd=self._cost(pt, ct), latency_s=latency)
+
+    def _cost(self, prompt_tokens: Any, completion_tokens: Any) -> float | None:
+        if not self._price_known:
+            self._price = token_price(self.model)
+            self._price_known = True
+        if self._price is None or not isinstance(prompt_tokens, int) \
+                or not isinstance(completion_tokens, int):
+            return None
+        return prompt_tokens * self._price[0] + completion_tokens * self._price[1]
+
+
+def _response_format(value: Any) -> Any:
+    """A pydantic model class becomes the JSON-schema response format; dicts pass as given."""
+    schema = getattr(value, "model_json_schema", None)
+    if isinstance(value, type) and callable(schema):
+        return {"type": "json_schema",
+                "json_schema": {"name": value.__name__, "schema": schema()}}
+    return value
+
+
+def _acquire(endpoint: tuple[str, str, str], base_url: str, key: str | None, size: int,
+             loop: asyncio.AbstractEventLoop) -> _Lease:
+    """The endpoint's client on this loop, with a pool of at least `size` connections."""
+    slot = (endpoint, id(loop))
+    with _clients_lock:
+        lease = _clients.get(slot)
+        if lease is None or lease.loop is not loop or lease.size < size:
+            # a larger pool replaces a smaller one for new users; current users keep theirs
+            lease = _clients[slot] = _Lease(_new_client(base_url, key, size), loop, size)
+        lease.users += 1
+        return lease
+
+
+def _forget(lease: _Lease) -> bool:
+    """Drop one user of a lease; True when it was the last (the lease leaves the registry)."""
+    with _clients_lock:
+        lease.users -= 1
+        if lease.users > 0:
+            return False
+        for slot, held in list(_clients.items()):
+            if held is lease:
+                del _clients[slot]
+        return True
+
+
+async def _release(lease: _Lease) -> None:
+    if not _forget(lease):
+        return
+    try:
+        if asyncio.get_running_loop() is lease.loop:
+            await lease.client.close()
+    except RuntimeError:  # pragma: no cover - no running loop: its sockets go with it
+        pass

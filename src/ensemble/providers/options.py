@@ -1,0 +1,180 @@
+"""How to reach a provider and how hard to push it: one frozen, validated options object.
+
+`ProviderOptions` is what `Sampler`, `Ensemble`, the evals and the CLI pass around instead of a
+row of keyword arguments. It is validated once, when built: every number finite and positive,
+the api_base a real http(s) URL. The key is never shown (`repr` hides it) and is registered for
+redaction the moment it is given.
+
+The retry policy it configures (see docs/sampling.md):
+- 429, and 503/529 "overloaded" replies, are backpressure: the endpoint's shared limiter slows
+  down and every request to it waits out the Retry-After; the request is retried without using
+  up `max_attempts`, until `max_retry_time` (per sample) runs out.
+- Other transient errors (5xx, timeouts, dropped connections, malformed replies) get at most
+  `max_attempts` attempts with exponential backoff and jitter.
+- 400/401/403/404 fail at once; 401/403 and an unreachable or wrong endpoint stop the run, as do
+  `max_failures` consecutive permanent failures.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypedDict
+from urllib.parse import urlparse
+
+from ..errors import InputError
+
+__all__ = ["ProviderKwargs", "ProviderOptions", "check_keywords", "validate_api_base"]
+
+
+class ProviderKwargs(TypedDict, total=False):
+    """The keyword arguments that build `ProviderOptions` (for `**kwargs` signatures)."""
+
+    api_base: str | None
+    api_key: str | None
+    timeout: float
+    max_concurrency: int
+    rpm: float | None
+    tpm: float | None
+    max_attempts: int
+    max_retry_time: float
+    max_failures: int
+    price_per_1k: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class ProviderOptions:
+    """Where the provider is and the limits to respect.
+
+    api_base:        OpenAI-compatible base URL (None: the provider's own).
+    api_key:         the key (None: the provider's environment variable, e.g. OPENAI_API_KEY).
+    timeout:         seconds per request attempt.
+    max_concurrency: requests in flight to this endpoint, at most (shared by every Sampler and
+                     Ensemble of the process that uses the same endpoint and key).
+    rpm, tpm:        requests / tokens per minute, at most (None: learned from 429s only).
+    max_attempts:    attempts per request for transient errors (not counting rate limits).
+    max_retry_time:  seconds one sample may spend waiting and retrying, rate limits included.
+    max_failures:    consecutive permanent failures that stop the run (scattered refusals don't).
+    price_per_1k:    (prompt, completion) USD per 1,000 tokens, for a model whose price litellm
+                     does not know (a self-hosted or simulated one); None: litellm's price table.
+    """
+
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+    max_concurrency: int = 16
+    rpm: float | None = None
+    tpm: float | None = None
+    max_attempts: int = 6
+    max_retry_time: float = 900.0
+    max_failures: int = 10
+    price_per_1k: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        _positive_number("timeout", self.timeout)
+        _positive_number("max_retry_time", self.max_retry_time)
+        _positive_int("max_concurrency", self.max_concurrency)
+        _positive_int("max_attempts", self.max_attempts)
+        _positive_int("max_failures", self.max_failures)
+        if self.rpm is not None:
+            _positive_number("rpm", self.rpm)
+        if self.tpm is not None:
+            _positive_number("tpm", self.tpm)
+        if self.price_per_1k is not None:
+            try:
+                pin, pout = (float(x) for x in self.price_per_1k)
+            except (TypeError, ValueError):
+                raise InputError("price_per_1k must be (prompt, completion) USD per 1,000 "
+                                 f"tokens, got {self.price_per_1k!r}") from None
+            if not (math.isfinite(pin) and math.isfinite(pout) and pin >= 0 and pout >= 0):
+                raise InputError(f"price_per_1k must be finite and >= 0, got "
+                                 f"{self.price_per_1k!r}")
+            object.__setattr__(self, "price_per_1k", (pin, pout))
+        if self.api_base is not None:
+            object.__setattr__(self, "api_base", validate_api_base(self.api_base))
+        if self.api_key is not None:
+            if not isinstance(self.api_key, str) or not self.api_key.strip():
+                raise InputError("api_key must be a non-empty string (or None to read the "
+                                 "provider's environment variable)")
+            from ..secrets import register
+
+            register(self.api_key)
+
+    def __repr__(self) -> str:  # the key never appears, set or not
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                          if f.name != "api_key")
+        key = "***" if self.api_key else None
+        return f"ProviderOptions({shown}, api_key={key!r})"
+
+    @classmethod
+    def build(cls, options: ProviderOptions | None = None, /, **kwargs: Any) -> ProviderOptions:
+        """`options` (or the defaults) updated with keyword arguments, names checked."""
+        check_keywords(kwargs, cls.names(), what="provider option")
+        kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("rpm", "tpm")}
+        base = options if options is not None else cls()
+        return replace(base, **kwargs) if kwargs else base
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def public(self) -> dict[str, Any]:
+        """The options as a dict for files and reports: the key reduced to a fingerprint."""
+        from ..secrets import fingerprint
+
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_key"}
+        out["api_key"] = (None if self.api_key is None
+                          else f"fingerprint:{fingerprint(self.api_key)}")
+        return out
+
+
+def _positive_number(name: str, value: Any) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and value > 0
+    if not ok:
+        raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def validate_api_base(url: Any) -> str:
+    """An http(s) URL with a host, or InputError saying what a base URL looks like."""
+    if not isinstance(url, str) or not url.strip():
+        raise InputError("api_base must be a URL such as http://127.0.0.1:8000/v1")
+    url = url.strip()
+    parsed = urlparse(url)
+    if parsed.username is not None or parsed.password is not None:
+        # never echoed: the part before "@" is a credential. aiohttp refuses such a URL
+        # together with the Authorization header, so it could never work either.
+        host = parsed.hostname or "the host"
+        raise InputError(f"api_base carries a user name or password (USER:PASSWORD@{host}); "
+                         "credentials in the URL are refused: give the base URL without them "
+                         "and the key with --api-key / api_key= (or the provider's environment "
+                         "variable)")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise InputError(f"api_base {url!r} is not an http(s) URL; give the API's base URL, "
+                         "e.g. http://127.0.0.1:8000/v1 or https://api.example.com/v1")
+    try:
+        parsed.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        raise InputError(f"api_base {url!r} has an invalid port") from None
+    return url.rstrip("/")
+
+
+def check_keywords(given: Mapping[str, Any], known: tuple[str, ...] | list[str], *,
+                   what: str = "keyword argument", where: str = "") -> None:
+    """Raise InputError for a keyword not in `known`, suggesting the closest known name."""
+    unknown = [k for k in given if k not in known]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    place = f" for {where}" if where else ""
+    raise InputError(f"unknown {what} {name!r}{place}{hint} (provider-specific parameters go "
+                     "through extra_body={...})")

@@ -1,0 +1,97 @@
+"""The provider registry: which provider serves a model string.
+
+    from ensemble.providers import register_provider
+
+    def make_mine(model: str, options: ProviderOptions) -> Provider:
+        from mypackage.provider import MyProvider   # imported only when a model asks for it
+        return MyProvider(model, options)
+
+    register_provider("mine", make_mine)            # serves "mine/<name>" and "mine:<name>"
+
+A model string is served by the factory registered for its prefix (the part before the first
+"/" or ":", or the whole string), else by the default, litellm (every provider litellm knows,
+and any OpenAI-compatible `api_base`). Built in: `local` (the embedded llama.cpp model) and
+`openai` (the official openai SDK; `ENSEMBLE_PROVIDER=litellm` sends it to litellm).
+Each factory imports its provider module only when called, so this module imports nothing
+concrete and no import cycle can form through it; provider modules never import it back.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..sampling.options import ProviderOptions
+    from .base import Provider
+
+__all__ = ["ProviderFactory", "provider_for", "register_provider", "registered_providers"]
+
+ProviderFactory = Callable[[str, "ProviderOptions"], "Provider"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_lock = threading.Lock()
+
+
+def _litellm(model: str, options: ProviderOptions) -> Provider:
+    from .litellm import LiteLLMProvider
+
+    return LiteLLMProvider(model, options)
+
+
+def _local(model: str, options: ProviderOptions) -> Provider:
+    from .local import LocalProvider
+
+    return LocalProvider(model, options)
+
+
+def _openai(model: str, options: ProviderOptions) -> Provider:
+    """`openai/...` through the official SDK (the fast path), unless ENSEMBLE_PROVIDER=litellm
+    asks for litellm."""
+    from .openai import OpenAIProvider, serves
+
+    if serves(model):
+        return OpenAIProvider(model, options)
+    return _litellm(model, options)
+
+
+_factories: dict[str, ProviderFactory] = {"local": _local, "openai": _openai}
+_default: ProviderFactory = _litellm
+
+
+def register_provider(prefix: str, factory: ProviderFactory, *, replace: bool = False) -> None:
+    """Serve model strings `prefix`, `prefix/...` and `prefix:...` with `factory(model,
+    options)`. A prefix already registered needs `replace=True`."""
+    if not isinstance(prefix, str) or not _NAME.match(prefix):
+        raise InputError(f"a provider prefix is a name such as 'mine' (letters, digits, '_', "
+                         f"'.', '-'), got {prefix!r}")
+    if not callable(factory):
+        raise InputError(f"the factory for {prefix!r} must be callable, got "
+                         f"{type(factory).__name__}")
+    with _lock:
+        if prefix in _factories and not replace and _factories[prefix] is not factory:
+            raise InputError(f"the provider prefix {prefix!r} is already registered; pass "
+                             "replace=True to serve it with another factory")
+        _factories[prefix] = factory
+
+
+def registered_providers() -> list[str]:
+    """The registered prefixes (litellm serves every other model string)."""
+    with _lock:
+        return sorted(_factories)
+
+
+def _prefix(model: str) -> str:
+    m = re.match(r"^([^/:]+)[/:]", model)
+    return m.group(1) if m else model
+
+
+def provider_for(model: str, options: ProviderOptions) -> Provider:
+    """The provider for a model string (see the module docstring)."""
+    with _lock:
+        factory = _factories.get(_prefix(model), _default)
+    return factory(model, options)

@@ -1,0 +1,226 @@
+"""One online request under the run's rules: the endpoint's limiter, the one retry policy
+(`ensemble.providers.retry`: backpressure waits within the time budget, transient errors get
+bounded attempts with backoff), the cost cap, and the counts a status line reports."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
+from ..providers.base import Completion, Provider
+from ..providers.options import ProviderOptions
+from ..providers.retry import RetryPolicy
+from .limiter import EndpointLimiter
+from .replies import checked
+from .run import LEASE_TTL, RunContext
+from .types import Sample, SampleRequest
+
+__all__ = ["CostCapReached", "OnlineRequests", "RunWasStopped", "StoredMeanwhile"]
+
+
+class CostCapReached(RetryBudgetExceeded):
+    """The cost cap refused a request (the run's `RunStopped` says why)."""
+
+    systemic = True
+
+
+class RunWasStopped(Exception):
+    """The run was stopped before this request was sent."""
+
+
+class StoredMeanwhile(Exception):
+    """Another run stored (some of) these samples before this request was sent."""
+
+    def __init__(self, samples: dict[int, Sample]) -> None:
+        super().__init__(f"{len(samples)} samples stored meanwhile")
+        self.samples = samples
+
+
+class OnlineRequests:
+    """Sends one sampler's requests: `await online.request(req, n=, start=)`."""
+
+    def __init__(self, ctx: RunContext, provider: Provider, options: ProviderOptions, *,
+                 max_cost: float | None, extra_headers: dict[str, str],
+                 stored: Callable[[], bool] = lambda: False) -> None:
+        self.ctx = ctx
+        self.provider = provider
+        self.options = options
+        self.retry = RetryPolicy(max_attempts=options.max_attempts,
+                                 max_retry_time=options.max_retry_time)
+        self.max_cost = max_cost
+        self.extra_headers = extra_headers
+        self.limiter: EndpointLimiter | None = None
+        self.in_flight = 0
+        self.paid = 0  # replies received (priced)
+        self.retrying = 0
+        self.stored = stored  # whether a store keeps the samples (for the cost cap's words)
+        self.bad_usage: str | None = None
+
+    async def request(self, req: SampleRequest, *, n: int, start: int,
+                      recheck: Callable[[], dict[int, Sample]] | None = None) -> Completion:
+        """One request for samples start .. start+n-1, retried under the policy; raises the
+        translated `ProviderError` when it fails for good. `recheck` reads the samples another
+        run stored meanwhile; it is asked before a retry and before a request sent long after
+        its lease was taken (a suspended process, a long queue), so nothing stored is paid
+        twice (`StoredMeanwhile`)."""
+        limiter = self.limiter
+        t_enter = time.monotonic()
+        if limiter is None:  # pragma: no cover - the sampler attaches it when it starts
+            raise EnsembleError("the sampler was not started; use `async with Sampler(...)`")
+        o = self.options
+        stats = self.ctx.stats
+        t_first: float | None = None
+        attempts = 0
+        last: ProviderError | None = None
+        while True:
+            await self._check_cost()
+            if last is None or t_first is None:
+                ticket = await limiter.acquire()
+            else:  # a retry waits for the endpoint's cool-down within the sample's time budget
+                left = o.max_retry_time - (time.monotonic() - t_first)
+                try:
+                    ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
+                except asyncio.TimeoutError:
+                    raise self._gave_up(last, attempts, time.monotonic() - t_first) from None
+            if self.ctx.stop is not None:
+                limiter.release(ticket, outcome="unused")
+                raise RunWasStopped()
+            now = time.monotonic()
+            if recheck is not None and (last is not None or now - t_enter > LEASE_TTL / 2):
+                got = recheck()
+                if got:
+                    limiter.release(ticket, outcome="unused")
+                    raise StoredMeanwhile(got)
+            if t_first is None:
+                t_first = now
+            stats.requests += 1
+            self.in_flight += 1
+            try:
+                comp = await self.provider.complete(req.messages, req.params, n=n,
+                                                    first_index=start,
+                                                    headers=self.extra_headers,
+                                                    timeout=o.timeout)
+            except ProviderError as exc:
+                last = exc
+                self.in_flight -= 1
+                stats.errors += 1
+                limiter.release(ticket, outcome="backpressure" if exc.backpressure else "error",
+                                retry_after=exc.retry_after)
+                if exc.backpressure:
+                    stats.rate_limited += 1
+                elif not exc.retryable:
+                    raise
+                else:
+                    attempts += 1
+                elapsed = time.monotonic() - t_first
+                if exc.attempts_cap == 1:
+                    raise  # retrying cannot help (a refused loopback port, TLS): say it as is
+                if self.retry.gives_up(exc, attempts, elapsed):
+                    raise self._gave_up(exc, attempts, elapsed) from None
+                wait = exc.retry_after
+                if wait is not None and wait > o.max_retry_time - elapsed:
+                    # the provider asks for more than the sample's time budget has left:
+                    # waiting part of it would only fail later
+                    raise self._gave_up(exc, attempts, elapsed, asked=wait) from None
+                stats.retries += 1
+                self.retrying += 1
+                try:
+                    if not exc.backpressure:
+                        await asyncio.sleep(min(self.retry.backoff(attempts),
+                                                max(0.0, o.max_retry_time - elapsed)))
+                    # backpressure: the limiter's shared cool-down holds the next attempt
+                finally:
+                    self.retrying -= 1
+                continue
+            except BaseException:
+                self.in_flight -= 1
+                limiter.release(ticket, outcome="error")
+                raise
+            self.in_flight -= 1
+            raw, comp = comp, checked(comp)  # the one door replies come in by
+            if comp.cost_usd is None and raw.cost_usd is not None:
+                self.bad_usage = (f"{self.provider.api_base or self.ctx.model} reported token "
+                                  f"usage that cannot be true ({raw.prompt_tokens} prompt, "
+                                  f"{raw.completion_tokens} completion tokens, cost "
+                                  f"{raw.cost_usd!r}); counted as unknown, not as a credit")
+                self.ctx.note(self.bad_usage)
+            tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
+            limiter.release(ticket, outcome="ok", tokens=tokens or None)
+            self.paid += 1
+            self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd)
+            return comp
+
+    def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float, *,
+                 asked: float | None = None) -> ProviderError:
+        budget = self.options.max_retry_time
+        if asked is not None:
+            what = (f"{elapsed:.0f} s: the provider asked to wait {asked:g} s (Retry-After), "
+                    f"more than the {max(0.0, budget - elapsed):.0f} s left of --max-retry-time "
+                    f"{budget:g}; retry later, or raise --max-retry-time to wait it out")
+        elif attempts:
+            what = f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.0f} s"
+        else:
+            what = f"{elapsed:.0f} s of rate limiting (--max-retry-time {budget:g})"
+        err = RetryBudgetExceeded(f"{exc}; gave up after {what}", model=self.ctx.model,
+                                  provider=exc.provider, status=exc.status,
+                                  retry_after=exc.retry_after, api_base=exc.api_base,
+                                  reason=exc.reason)
+        err.systemic = exc.systemic  # an unreachable endpoint stays systemic
+        return err
+
+    async def _check_cost(self) -> None:
+        """Stop new requests when spent plus in flight would pass `max_cost`. Until the first
+        price is known, one request at a time, so the cap is passed by at most one request."""
+        if self.max_cost is None:
+            return
+        s = self.ctx.stats
+        while self.paid == 0 and self.in_flight > 0:
+            await asyncio.sleep(0.01)
+        model = self.ctx.model
+        if s.cost_usd is None:
+            why = (self.bad_usage if self.bad_usage is not None else
+                   f"the price of {model} is unknown")
+            self._stop_for_cost(f"{why}, so --max-cost cannot be enforced; give the price with "
+                                "--price-per-1k-tokens IN,OUT, or drop --max-cost")
+        per = (s.cost_usd or 0.0) / self.paid if self.paid > 0 else 0.0
+        if s.cost_usd is not None and s.cost_usd + per * (self.in_flight + 1) > self.max_cost:
+            self._stop_for_cost(self._cost_stop_message(s.cost_usd, per))
+
+    def _cost_stop_message(self, spent: float, per: float) -> str:
+        """Why the cap stopped the run where it did: the estimate and the reserve."""
+        flying = self.in_flight
+        reserve = per * flying
+        again = ("rerun with a higher cap to continue from the store" if self.stored()
+                 else "rerun with a higher cap (without --store the samples drawn are not kept)")
+        return (f"spent ${spent:.4f} of the --max-cost ${self.max_cost:g}; each request costs "
+                f"about ${per:.4f} (the average of the {self.paid} replies so far), "
+                f"{flying} requests in flight hold ${reserve:.4f} of the cap, and one more "
+                f"request would pass it, so no new request was sent (lower --max-concurrency "
+                f"to reserve less); {again}")
+
+    def _stop_for_cost(self, message: str) -> None:
+        self.ctx.stop_for(f"cost cap: {message}")
+        raise CostCapReached(message)
+
+    def status_line(self, lim: Any, idle: float | None, *, where: str) -> str:
+        """One line on what the run is doing, in the user's terms (`lim`: the endpoint
+        limiter's status)."""
+        s = self.ctx.stats
+        parts = [f"{s.samples_done}/{s.samples_total} samples"]
+        if idle is not None:
+            parts.append(f"none for {idle:.0f} s")
+        if lim is not None and lim.cooldown_s > 0:
+            parts.append(f"cooling down {lim.cooldown_s:.1f} s after the provider's rate limit")
+        if self.in_flight:
+            parts.append(f"{self.in_flight} requests waiting for {where}"
+                         f" (timeout {self.options.timeout:g} s)")
+        if lim is not None and lim.waiting:
+            parts.append(f"{lim.waiting} queued for the endpoint's limit")
+        if self.retrying:
+            parts.append(f"{self.retrying} retrying")
+        if s.rate_limited:
+            parts.append(f"{s.rate_limited} rate-limit replies so far")
+        return "waiting: " + "; ".join(parts)

@@ -1,0 +1,251 @@
+"""The state one run shares between its two ways to reach the provider (online requests and
+the Batch API): the stats and notes, the status line and the progress bar, the store with its
+holder and leases (and the heartbeat that keeps them), the answer parser, what the provider
+was seen to do with `n`, and the stop. Sample building and accounting are written here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import EnsembleError, RunStopped
+from ..providers.base import Choice
+from .parsing import extract_answer
+from .results import SampleFailure
+from .store import SampleStore
+from .types import JobStats, Parser, Sample, SampleRequest
+
+__all__ = ["BUSY_POLL", "LEASE_TTL", "RunContext", "contiguous", "default_parser",
+           "request_meta"]
+
+LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
+BUSY_POLL = 0.5  # seconds between checks for samples another process is drawing
+log = logging.getLogger("ensemble.sampling")
+
+_SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|access_token|"
+                          r"auth_token|bearer)$", re.IGNORECASE)
+
+
+def default_parser(text: str) -> str | None:
+    return extract_answer(text)
+
+
+def request_meta(model: str, req: SampleRequest, endpoint: str | None = None
+                 ) -> dict[str, Any]:
+    """What the store keeps of a request: endpoint, model, messages and parameters, never
+    credentials (an endpoint identity carries none: see `normalise_api_base`)."""
+    params = {k: v for k, v in req.params.as_dict().items() if not _SECRET_NAME.search(k)}
+    meta: dict[str, Any] = {"model": model, "messages": list(req.messages), "params": params}
+    if endpoint is not None:
+        meta["endpoint"] = endpoint
+    return meta
+
+
+def contiguous(indices: Iterable[int]) -> list[list[int]]:
+    """Sorted indices as runs of consecutive ones: [0, 1, 2, 5] -> [[0, 1, 2], [5]]."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+class RunContext:
+    """One sampler's shared run state (see the module docstring). `cooldown` tells the
+    progress bar how long the endpoint cools down after a 429 (0: not at all)."""
+
+    def __init__(self, *, model: str, store: SampleStore | None, holder: str,
+                 n_ok: bool | None, on_status: Callable[[str], None] | None,
+                 status_every: float, progress: bool,
+                 cooldown: Callable[[], float] | None = None) -> None:
+        self.model = model
+        self.store = store
+        self.holder = holder
+        self.stats = JobStats()
+        self.n_ok = n_ok  # does the provider honour n? None: not known yet
+        self.on_status = on_status
+        self.status_every = status_every
+        self.progress = progress
+        self.cooldown = cooldown or (lambda: 0.0)
+        self.parse: Parser = default_parser
+        self.stop: RunStopped | None = None
+        self.last_progress = time.monotonic()
+        self._bar: Any = None
+        self._task_id: Any = None
+        self._t_start = 0.0
+        self._done_start = 0
+        self._bar_at = 0.0
+
+    # -- words ---------------------------------------------------------------------------------
+    def note(self, msg: str) -> None:
+        """A note for the run's summary, once."""
+        if msg not in self.stats.notes:
+            self.stats.notes.append(msg)
+
+    def say(self, line: str) -> None:
+        """A status line, now (to `on_status`, else the "ensemble.sampling" logger)."""
+        from ..secrets import redact
+
+        line = redact(line)
+        if self.on_status is not None:
+            self.on_status(line)
+        else:
+            log.info("%s", line)
+
+    def answer(self, text: str | None) -> str | None:
+        if not text:
+            return None
+        try:
+            return self.parse(text)
+        except Exception as exc:  # noqa: BLE001 - a parser bug makes an invalid answer, not a crash
+            self.note(f"the answer parser raised {type(exc).__name__}; answer counted invalid")
+            return None
+
+    def stop_for(self, message: str, cause: BaseException | None = None) -> None:
+        """Stop new requests (the first reason wins)."""
+        if self.stop is None:
+            self.stop = RunStopped(message, cause=cause) if cause is not None \
+                else RunStopped(message)
+
+    # -- samples ---------------------------------------------------------------------------------
+    def account(self, prompt_tokens: int | None, completion_tokens: int | None,
+                cost: float | None) -> None:
+        """One reply paid for (an online request or a batch line)."""
+        st = self.stats
+        st.prompt_tokens += prompt_tokens or 0
+        st.completion_tokens += completion_tokens or 0
+        if cost is None:
+            st.cost_unknown_requests += 1
+            st.cost_usd = None
+        elif st.cost_usd is not None:
+            st.cost_usd += cost
+
+    def samples(self, key: str, start: int, choices: Sequence[Choice], *,
+                prompt_tokens: int | None, completion_tokens: int | None, cost: float | None,
+                latency: float | None, source: str = "online") -> list[Sample]:
+        """The samples of one reply's choices, indices start.., usage and cost shared out."""
+        share = max(1, len(choices))
+        # the reply's completion tokens split over its choices so that they sum to the reply's
+        each, extra = divmod(completion_tokens or 0, share)
+        return [Sample(key=key, index=start + j, text=ch.text, answer=self.answer(ch.text),
+                       finish_reason=ch.finish_reason,
+                       prompt_tokens=prompt_tokens if j == 0 else 0,
+                       completion_tokens=(None if completion_tokens is None
+                                          else each + (j < extra)),
+                       cost_usd=None if cost is None else cost / share, latency_s=latency,
+                       logprobs=ch.logprobs, source=source)
+                for j, ch in enumerate(choices)]
+
+    def took(self, n: int, invalid: int, *, cached: int = 0, shared: int = 0) -> None:
+        """`n` samples arrived (`invalid` of them without an answer)."""
+        st = self.stats
+        st.samples_done += n
+        st.samples_cached += cached
+        st.samples_shared += shared
+        st.invalid += invalid
+        if n:
+            self.last_progress = time.monotonic()
+            self.advance(n)
+
+    def fill(self, row: list[Sample | None], got: Mapping[int, Sample], *,
+             cached: bool = False, shared: bool = False) -> int:
+        """Put samples read from the store into a row's empty slots; how many were new."""
+        new = invalid = 0
+        for i, s in got.items():
+            if i < len(row) and row[i] is None:
+                row[i] = s
+                new += 1
+                invalid += not s.valid
+        self.took(new, invalid, cached=new if cached else 0, shared=new if shared else 0)
+        return new
+
+    def release(self, holder: str | None = None,
+                keys: Sequence[tuple[str, int]] | None = None) -> None:
+        """Drop leases (all of the holder's, or those on `keys`); a store gone bad is no
+        reason to fail a run that is ending anyway."""
+        if self.store is None:
+            return
+        try:
+            self.store.release(holder or self.holder, keys)
+        except EnsembleError:
+            pass
+
+    async def heartbeat(self, holders: Callable[[], Iterable[str]] = tuple) -> None:
+        """Renew this run's leases (and `holders()`'s) every LEASE_TTL / 3, until cancelled."""
+        while self.store is not None:
+            await asyncio.sleep(LEASE_TTL / 3)
+            try:
+                self.store.renew(self.holder, LEASE_TTL)
+                for h in holders():
+                    self.store.renew(h, LEASE_TTL)
+            except EnsembleError as exc:  # pragma: no cover - a store gone bad
+                log.warning("%s", exc)
+
+    def check_complete(self, rows: Sequence[Sequence[Sample | None]],
+                       failures: Sequence[SampleFailure], what: str) -> None:
+        """Never fewer samples than asked, silently: a row with a gap has a failure, or the
+        run was stopped."""
+        if self.stop is not None:
+            return
+        failed = {f.request for f in failures}
+        for ri, row in enumerate(rows):
+            if ri not in failed and any(s is None for s in row):
+                raise EnsembleError(f"{self.model}: {what} got fewer samples than asked; this "
+                                    "is a bug, please report it")
+
+    # -- progress ------------------------------------------------------------------------------
+    def start_progress(self) -> None:
+        # a progress bar is for people: none when stderr is a pipe or a file
+        if not self.progress or self._bar is not None or not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("[bold]sampling[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"),
+            TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+        self._bar.start()
+        self._task_id = self._bar.add_task("sampling", total=self.stats.samples_total,
+                                           completed=self.stats.samples_done, rate="",
+                                           info="")
+        self._t_start = time.perf_counter()
+        self._done_start = self.stats.samples_done
+        self._bar_at = 0.0
+
+    def advance(self, k: int) -> None:
+        if self._bar is None:
+            return
+        now = time.perf_counter()
+        self._bar.update(self._task_id, advance=k)
+        if now - self._bar_at < 0.2:  # the text fields are costly: refresh them 5 times a second
+            return
+        self._bar_at = now
+        s = self.stats
+        el = max(1e-9, now - self._t_start)
+        cost = "cost ?" if s.cost_usd is None else f"${s.cost_usd:.4f}"
+        cool = self.cooldown()
+        self._bar.update(self._task_id,
+                         rate=f"{(s.samples_done - self._done_start) / el:.1f}/s",
+                         info=(f"retries {s.retries} rate-limited {s.rate_limited} invalid "
+                               f"{s.invalid} {cost}" + (f" cooling {cool:.0f}s" if cool > 0
+                                                        else "")))
+
+    def stop_progress(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
