@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ..sampling.types import SamplingParams
 
 __all__ = ["LOCAL_PLACEHOLDER_KEY", "LiteLLMProvider", "litellm", "litellm_completion",
-           "litellm_price", "litellm_request", "pool_capacity", "resolve_key"]
+           "litellm_batch_api", "litellm_price", "litellm_request", "litellm_token_count",
+           "pool_capacity", "resolve_key"]
 
 def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, str | None]:
     """(key to send, where it came from: "explicit", "env:NAME", "placeholder" or None).
@@ -47,6 +48,22 @@ def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, st
     if options.api_base:
         return LOCAL_PLACEHOLDER_KEY, "placeholder"
     return None, None
+
+
+def litellm_batch_api(target: str, options: ProviderOptions, key: str | None) -> Any:
+    """litellm's Files and Batch API for a model string, its endpoint and the resolved key."""
+    from .litellm_batch import LiteLLMBatchAPI
+
+    return LiteLLMBatchAPI(target, api_base=options.api_base, api_key=key,
+                           timeout=options.timeout, max_attempts=options.max_attempts)
+
+
+def litellm_token_count(target: str, messages: Sequence[Mapping[str, str]]) -> int | None:
+    """Prompt tokens by litellm's counter (None: a model it cannot tokenise)."""
+    try:
+        return int(litellm().token_counter(model=target, messages=list(messages)))
+    except Exception:  # noqa: BLE001 - a model litellm cannot tokenise
+        return None
 
 
 class LiteLLMProvider:
@@ -77,12 +94,8 @@ class LiteLLMProvider:
     def batch_api(self) -> Any:
         """litellm's Files and Batch API for this model, endpoint and key (what
         `capabilities.batch_api` makes; a subclass may serve another)."""
-        from .litellm_batch import LiteLLMBatchAPI
-
         # the key this provider resolved (explicit, the environment's, or the placeholder)
-        return LiteLLMBatchAPI(self.target, api_base=self.api_base, api_key=self._key,
-                               timeout=self.options.timeout,
-                               max_attempts=self.options.max_attempts)
+        return litellm_batch_api(self.target, self.options, self._key)
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
@@ -95,10 +108,7 @@ class LiteLLMProvider:
         return litellm_price(self.target, prompt_tokens, completion_tokens, batch=batch)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
-        try:
-            return int(litellm().token_counter(model=self.target, messages=list(messages)))
-        except Exception:  # noqa: BLE001 - a model litellm cannot tokenise
-            return None
+        return litellm_token_count(self.target, messages)
 
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, api_base={self.api_base!r})"

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
 from ..sampling.types import normalise_api_base
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
-from .litellm import resolve_key
+from .litellm import litellm_batch_api, litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
 from .translate import page_error, translate_error
@@ -122,11 +122,7 @@ class OpenAIProvider:
 
     def batch_api(self) -> Any:
         """litellm's Files and Batch API for this model, endpoint and key (batch mode)."""
-        from .litellm_batch import LiteLLMBatchAPI
-
-        return LiteLLMBatchAPI(self.target, api_base=self.api_base, api_key=self._key,
-                               timeout=self.options.timeout,
-                               max_attempts=self.options.max_attempts)
+        return litellm_batch_api(self.target, self.options, self._key)
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
@@ -140,12 +136,7 @@ class OpenAIProvider:
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
         """Prompt tokens by litellm's counter (estimates and --dry-run only: imports litellm)."""
-        from .litellm_lib import litellm
-
-        try:
-            return int(litellm().token_counter(model=self.target, messages=list(messages)))
-        except Exception:  # noqa: BLE001 - a model litellm cannot tokenise
-            return None
+        return litellm_token_count(self.target, messages)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, api_base={self.api_base!r})"
