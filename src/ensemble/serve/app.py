@@ -42,6 +42,7 @@ from .wire import (
     completion_chunks,
     completion_doc,
     error_doc,
+    json_decision,
     parse_chat_request,
 )
 
@@ -177,7 +178,7 @@ class VotingApp:
                                       f"endpoint; it serves: {names}", status=404,
                                       param="model", code="model_not_found")
             overrides = parse_overrides(req.overrides, served)
-            ens = self.ensembles.get(req.model, overrides)
+            ens = self.ensembles.get(req.model, overrides, req.response_format)
         except RequestRejected as exc:
             rec["error"] = str(exc)
             return _error(exc.status, str(exc), exc.etype, param=exc.param, code=exc.code)
@@ -213,7 +214,7 @@ class VotingApp:
             status, message, code = upstream_failure(exc)
             rec["error"] = message
             return _error(status, message, "upstream_error", code=code)
-        rec.update(samples=decision.n_samples, decision=decision.decision,
+        rec.update(samples=decision.n_samples, decision=json_decision(decision),
                    margin=decision.margin, stream=req.stream)
         doc = completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored)
         if req.ignored:

@@ -79,13 +79,14 @@ def _members(served: ServedModel) -> list[Member]:
 
 
 def build_ensemble(served: ServedModel, *, store: str | None = None,
-                   overrides: Overrides | None = None) -> Ensemble:
-    """The Ensemble a served name stands for, with a request's overrides applied."""
+                   overrides: Overrides | None = None, answer: Any = None) -> Ensemble:
+    """The Ensemble a served name stands for, with a request's overrides applied (`answer`: a
+    request's structured-output model, in place of the served answer kind)."""
     overrides = overrides or Overrides()
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
     kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
-                          "answer": served.answer,
+                          "answer": answer if answer is not None else served.answer,
                           "stop": stop, "calibration": served.calibration,
                           "system": served.system, "seed": served.seed, "store": store}
     if served.max_tokens is not None:
@@ -105,10 +106,11 @@ class ServedEnsembles:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self._built: dict[tuple[str, Overrides], Ensemble] = {}
+        self._built: dict[tuple[str, Overrides, str], Ensemble] = {}
+        self._models: dict[str, Any] = {}  # schema digest -> its pydantic model
         for name, served in config.models.items():
             try:
-                self._built[(name, Overrides())] = build_ensemble(served, store=config.store)
+                self._built[(name, Overrides(), "")] = build_ensemble(served, store=config.store)
             except InputError as exc:
                 raise InputError(f"served model {name!r}: {exc}") from None
 
@@ -119,19 +121,31 @@ class ServedEnsembles:
     def served(self, name: str) -> ServedModel | None:
         return self.config.models.get(name)
 
-    def get(self, name: str, overrides: Overrides | None = None) -> Ensemble:
-        """The Ensemble for a served name and a request's overrides (a variant is built once)."""
-        key = (name, overrides or Overrides())
+    def get(self, name: str, overrides: Overrides | None = None,
+            response_format: Any = None) -> Ensemble:
+        """The Ensemble for a served name, a request's overrides and its structured-output
+        schema (each variant built once: one limiter per upstream whatever the variant)."""
+        answer, schema = None, ""
+        if response_format is not None:
+            from .schemas import json_schema_of, model_from_schema, schema_key
+
+            spec = json_schema_of(response_format)
+            if spec is not None:
+                schema = schema_key(*spec)
+                answer = self._models.get(schema)
+                if answer is None:
+                    answer = self._models[schema] = model_from_schema(*spec)
+        key = (name, overrides or Overrides(), schema)
         ens = self._built.get(key)
         if ens is None:
             ens = build_ensemble(self.config.models[name], store=self.config.store,
-                                 overrides=overrides)
+                                 overrides=overrides, answer=answer)
             self._built[key] = ens
         return ens
 
     def describe(self, name: str) -> dict[str, Any]:
         """What `GET /v1/models` says about a served name (no endpoint, no key)."""
-        ens = self._built[(name, Overrides())]
+        ens = self._built[(name, Overrides(), "")]
         return {"members": [{"model": m.model, "n": m.n, "temperature": m.temperature}
                             for m in ens.members],
                 "aggregator": ens.aggregator_name,

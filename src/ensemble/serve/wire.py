@@ -14,6 +14,7 @@ drawn; the `ensemble` object beside them carries the vote.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,6 +61,7 @@ class ChatRequest:
     include_usage: bool = False
     n: int = 1
     overrides: Any = None  # the raw `ensemble` object of extra_body (checked per model)
+    response_format: Any = None  # a json_schema response format (checked by serve.schemas)
     ignored: tuple[str, ...] = ()  # sampling parameters the request set (the ensemble's rule)
 
 
@@ -114,10 +116,11 @@ def parse_chat_request(body: Any) -> ChatRequest:
             raise RequestRejected(f"{key} is not supported by the voting endpoint (it votes on "
                                   "text answers)", param=key)
     fmt = body.get("response_format")
-    if fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") == "text"):
-        raise RequestRejected("response_format (JSON output voted field by field) is not "
-                              "supported yet; leave it out, or use {\"type\": \"text\"}",
-                              param="response_format")
+    if fmt is not None and not (isinstance(fmt, Mapping)
+                                and fmt.get("type") in ("text", "json_schema")):
+        raise RequestRejected("response_format must be {\"type\": \"json_schema\", "
+                              "\"json_schema\": {\"name\": ..., \"schema\": {...}}} (voted field "
+                              "by field) or {\"type\": \"text\"}", param="response_format")
     stream = body.get("stream", False)
     if stream not in (True, False, None):
         raise RequestRejected(f"stream must be a boolean, got {stream!r}", param="stream")
@@ -132,6 +135,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return ChatRequest(model=model, messages=_messages(body.get("messages")),
                        stream=bool(stream), include_usage=bool((opts or {}).get("include_usage")),
                        n=n, overrides=body.get("ensemble"),
+                       response_format=fmt if isinstance(fmt, Mapping)
+                       and fmt.get("type") == "json_schema" else None,
                        ignored=tuple(k for k in IGNORED if body.get(k) is not None))
 
 
@@ -162,16 +167,26 @@ def _representatives(d: Decision, k: int) -> list[Sample]:
     return out
 
 
+def json_decision(d: Decision) -> Any:
+    """The decision as a JSON value (a structured output's model as its fields)."""
+    dump = getattr(d.decision, "model_dump", None)
+    return dump(mode="json") if callable(dump) else d.decision
+
+
 def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] = ()
                  ) -> dict[str, Any]:
     """The `ensemble` object of a response: the vote behind the reply (and, when the request
     set sampling parameters, that they were ignored: the served ensemble sets its own)."""
     doc: dict[str, Any] = {
-        "decision": d.decision, "votes": dict(d.votes), "margin": d.margin, "tie": d.tie,
+        "decision": json_decision(d), "votes": dict(d.votes), "margin": d.margin, "tie": d.tie,
         "samples": d.n_samples, "invalid": d.n_invalid, "cost_usd": d.cost_usd,
         "aggregator": d.aggregator, "stop": d.stop,
         "temperatures": sorted({m.temperature for m in members}),
     }
+    if d.fields:  # structured outputs: each field's own vote
+        doc["fields"] = {name: {"decision": f.decision, "votes": dict(f.counts),
+                                "margin": f.margin, "invalid": f.n_invalid}
+                         for name, f in d.fields.items()}
     if ignored:
         doc["ignored"] = list(ignored)
     if len(members) > 1:
@@ -183,10 +198,18 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
 def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
                    ignored: Sequence[str] = (), completion_id: str | None = None
                    ) -> dict[str, Any]:
-    """The `chat.completion` answering a request with the ensemble's decision."""
-    choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
-                "logprobs": None, "finish_reason": s.finish_reason or "stop"}
-               for i, s in enumerate(_representatives(d, n))]
+    """The `chat.completion` answering a request with the ensemble's decision. A structured
+    output (a `response_format` schema) is answered with the voted object as JSON: each field
+    is its own vote's winner, so no single sample need hold them all."""
+    if d.fields:
+        voted = json_decision(d)
+        content = "" if voted is None else json.dumps(voted)
+        choices = [{"index": 0, "message": {"role": "assistant", "content": content},
+                    "logprobs": None, "finish_reason": "stop"}]
+    else:
+        choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
+                    "logprobs": None, "finish_reason": s.finish_reason or "stop"}
+                   for i, s in enumerate(_representatives(d, n))]
     if not choices:  # pragma: no cover - a decision always has samples
         choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
                     "logprobs": None, "finish_reason": "stop"}]
