@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ensemble.answers import merge_same, spellings
+
+if TYPE_CHECKING:
+    from tasks import Task
 
 __all__ = ["build_task", "is_open", "join_options", "open_options", "open_questions", "refuse_open",
            "score_open"]
@@ -58,12 +61,12 @@ def build_task(name: str, opts: dict[str, Any], *, open_answers: bool, answer: s
                          "jsonl rows without choices with --answer)") from None
 
 
-def score_open(task: Any, questions: Sequence[Any], rows: Sequence[Sequence[Any]],
+def score_open(task: Task, questions: Sequence[Any], rows: Sequence[Sequence[Any]],
                got: dict[tuple[int, int], list[Any]], n_temps: int) -> list[Any]:
     """The questions of a run as scored: unchanged unless the task's answer kind is open, then
     with each open question's options and spellings from the replies in `rows` (one row per
     (t, question), t-major) and their keys in `got` (renamed in place)."""
-    kind = getattr(task, "answer_kind", None)
+    kind = task.answer_kind
     if kind is None or not kind.is_open:
         return list(questions)
     nq = len(questions)
@@ -72,12 +75,12 @@ def score_open(task: Any, questions: Sequence[Any], rows: Sequence[Sequence[Any]
     return open_questions(kind, questions, got, n_temps, raws)
 
 
-def refuse_open(task: Any) -> Any:
+def refuse_open(task: Task) -> Task:
     """The task, or one line when a mixed-ensemble run (`--ensemble`) is asked to score open
     answers."""
     from ensemble.errors import InputError
 
-    kind = getattr(task, "answer_kind", None)
+    kind = task.answer_kind
     if kind is not None and kind.is_open:
         raise InputError("--ensemble (mixed members) scores fixed choices; open answers "
                          "(--open, --answer) run with one model, or use Ensemble(members=..., "

@@ -267,12 +267,10 @@ def _data_notes(task: Task) -> dict[str, Any]:
         notes["skipped"] = [{"row": r, "reason": why} for r, why in task.skipped]
     if task.issues:
         notes["issues"] = {kind: len(rows) for kind, rows in task.issues.items()}
-    answer_kind = getattr(task, "answer_kind", None)
-    if answer_kind is not None and answer_kind.is_open:
-        notes["answer"] = answer_kind.name
-    not_numeric = getattr(task, "not_numeric", None)
-    if not_numeric:  # mathqa --open: questions whose right option is not a plain number
-        notes["not_numeric"] = len(not_numeric)
+    kind = task.answer_kind
+    if kind is not None and kind.is_open:
+        notes["answer"] = kind.name
+    notes.update(task.data_notes())
     return notes
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
            "task_names"]
@@ -79,7 +82,9 @@ class Task(Protocol):
     a reply needs, used when the user gives no --max-tokens, so that a model that rambles (a
     small local model) cannot run a single sample to thousands of tokens; `skipped` the data
     rows left out as (row, reason) and `issues` the repairs made per kind (both empty for a
-    generated task).
+    generated task); `answer_kind` how answers are read and voted (an `ensemble.answers`
+    kind; None: each question's own choices), an open kind making the run score open answers;
+    `data_notes()` what else the run's summary records about the data (its `data` block).
     """
 
     name: str
@@ -87,6 +92,16 @@ class Task(Protocol):
     max_tokens: int | None
     skipped: list[tuple[int, str]]
     issues: dict[str, list[int]]
+
+    @property
+    def answer_kind(self) -> AnswerKind | None:
+        """How answers are read and voted; None: each question's own choices."""
+        ...
+
+    def data_notes(self) -> dict[str, Any]:
+        """Counts about the data for the summary's `data` block (JSON values), beyond
+        `skipped` and `issues`."""
+        ...
 
     def population(self) -> int:
         """How many items (see `TaskLayout.group`) the whole task has, before any limit."""
@@ -113,6 +128,7 @@ class TaskBase:
     name: str = ""
     layout: TaskLayout = TaskLayout()
     max_tokens: int | None = None
+    answer_kind: AnswerKind | None = None
 
     def __init__(self) -> None:
         self.skipped: list[tuple[int, str]] = []
@@ -129,6 +145,9 @@ class TaskBase:
 
     def population(self) -> int:
         return len({self.layout.item(q) for q in self.questions()})
+
+    def data_notes(self) -> dict[str, Any]:
+        return {}
 
 
 _REGISTRY: dict[str, Callable[..., Task]] = {}
@@ -155,8 +174,9 @@ def get_task(name: str, **options: Any) -> Task:
         known = ", ".join(sorted(_REGISTRY))
         raise InputError(f"unknown task {name!r}; known tasks: {known}") from None
     task = factory(**options)
-    missing = [a for a in ("layout", "max_tokens", "skipped", "issues", "population",
-                           "parse_for", "questions", "parse") if not hasattr(task, a)]
+    missing = [a for a in ("layout", "max_tokens", "skipped", "issues", "answer_kind",
+                           "data_notes", "population", "parse_for", "questions", "parse")
+               if not hasattr(task, a)]
     if missing:
         raise InputError(f"task {name!r} does not declare {', '.join(missing)}: subclass "
                          "tasks.TaskBase (docs/tasks.md) or give them")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from typing import Any
 
 from ensemble.boxball import PROMPT_TEMPLATE, parse_prompt, posterior_from_prompt
 from ensemble.errors import InputError
@@ -62,6 +63,7 @@ class BoxBallTask:
     layout = TaskLayout(metric="utility", group="scenario", unit="scenarios", chance=0.0,
                         calibrates=True)
     max_tokens: int | None = 512  # room for a brief calculation and the answer
+    answer_kind = None  # each question's choices, L and R
     choices = CHOICES
 
     def __init__(self, *, denominator: int = 5, balls: int = 100) -> None:
@@ -92,6 +94,10 @@ class BoxBallTask:
     def population(self) -> int:
         """The number of scenarios (216 on the paper's grid): each is one scored item."""
         return len(self.scenarios)
+
+    def data_notes(self) -> dict[str, Any]:
+        """Nothing beyond the grid: the task is generated."""
+        return {}
 
     def _question(self, sc: Scenario, colour: str) -> Question:
         left_red = int(sc.red_left * self.balls)

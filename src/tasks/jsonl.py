@@ -237,6 +237,10 @@ class JsonlTask:
         self.questions()
         return self._total
 
+    def data_notes(self) -> dict[str, Any]:
+        """Nothing beyond `skipped` and `issues`."""
+        return {}
+
     # -- answers -----------------------------------------------------------------------------
     def parse(self, text: str) -> str | None:
         """The answer in a completion, normalised against the union of all questions' choices.

@@ -292,6 +292,12 @@ class MathQATask:
         self.questions()
         return self._total
 
+    def data_notes(self) -> dict[str, Any]:
+        """With --open: how many questions were skipped because their right option is not a
+        plain number."""
+        self.questions()
+        return {"not_numeric": len(self.not_numeric)} if self.not_numeric else {}
+
 
 def _load_from_hub(split: str) -> list[Any]:
     """The split from the Hugging Face hub through `datasets`; InputError when unavailable."""
