@@ -261,3 +261,105 @@ def test_the_provider_seam_imports_nothing_concrete():
     graph = _ensemble_graph()
     assert not [m for m in graph if m.startswith("ensemble.providers.") and
                 "ensemble.providers.registry" in graph[m] and m != "ensemble.providers"]
+
+
+# -- one way down: the layers of src, top to bottom ----------------------------------------------
+# A module imports only from its own layer and the layers below it (imports inside functions
+# and under TYPE_CHECKING count). Written once here and once in docs/architecture.md ("The
+# layers"), which a test below holds to this list. A package covers its modules, except the
+# root `ensemble`, which is only its __init__ (the public API, re-exported lazily).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("commands", ("ensemble.cli", "ensemble.__main__", "ensemble.commands", "ensemble.cliargs",
+                  "evals.commands")),
+    ("evals", ("evals",)),
+    ("tasks", ("tasks",)),
+    ("public", ("ensemble",)),
+    ("servers", ("ensemble.serve", "ensemble.testing")),
+    ("api", ("ensemble.api", "ensemble.members", "ensemble.profile")),
+    ("answers", ("ensemble.answers",)),
+    ("sampling", ("ensemble.sampling",)),
+    ("providers", ("ensemble.providers",)),
+    ("local", ("ensemble.local",)),
+    ("rules", ("ensemble.aggregators", "ensemble.stopping", "ensemble.credit",
+               "ensemble.calibration", "ensemble.boxball", "ensemble.report")),
+    ("theory", ("ensemble.theory", "ensemble.qr")),
+    ("base", ("ensemble.errors", "ensemble.secrets", "ensemble.jsonio", "ensemble._sync")),
+]
+ROOT_ONLY = ("ensemble",)  # entries that name a package's __init__ alone
+
+
+def _layer_of(mod: str, layers: list[tuple[str, tuple[str, ...]]]) -> int | None:
+    """The index of the layer that holds `mod` (the longest entry that covers it)."""
+    best: tuple[int, int] | None = None
+    for i, (_, entries) in enumerate(layers):
+        for e in entries:
+            if mod == e or (mod.startswith(e + ".") and e not in ROOT_ONLY):
+                if best is None or len(e) > best[1]:
+                    best = (i, len(e))
+    return None if best is None else best[0]
+
+
+def _layer_breaks(top: Path, packages: list[str],
+                  layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """Every import of a module from a layer above its own, and every module in no layer."""
+    files = {_module(p, top): p for pkg in packages for p in sorted((top / pkg).rglob("*.py"))}
+    out: list[str] = []
+    for mod, path in files.items():
+        mine = _layer_of(mod, layers)
+        if mine is None:
+            out.append(f"{mod}: in no layer (place it in LAYERS and docs/architecture.md)")
+            continue
+        for line, target, names in _imports_under(path, top):
+            # `from pkg import mod` imports pkg.mod; `from mod import name` imports mod
+            wanted = {f"{target}.{n}" if f"{target}.{n}" in files else target for n in names}
+            for dest in sorted(wanted or {target}):
+                while dest and dest not in files:  # `import pkg.mod.attr` -> pkg.mod
+                    dest = dest.rpartition(".")[0]
+                theirs = _layer_of(dest, layers) if dest else None
+                if theirs is not None and theirs < mine:
+                    out.append(f"{path.relative_to(top)}:{line}: {mod} ({layers[mine][0]}) "
+                               f"imports {dest} ({layers[theirs][0]}), a layer above it")
+    return out
+
+
+def test_imports_point_down_the_layers():
+    breaks = _layer_breaks(SRC, ["ensemble", "evals", "tasks"], LAYERS)
+    assert not breaks, "\n".join(breaks)
+
+
+def test_the_layers_check_sees_an_import_upwards(tmp_path):
+    # a planted package: `low` imports `high` inside a function and under TYPE_CHECKING,
+    # `stray` is in no layer; `high` importing `low` is the right way and passes
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high.py").write_text("from .low import f\n")
+    (pkg / "low.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                "    from planted.high import g\n\n\ndef f():\n"
+                                "    from . import high\n    return high\n")
+    (pkg / "stray.py").write_text("")
+    layers = [("top", ("planted.high",)), ("bottom", ("planted.low", "planted"))]
+    found = _layer_breaks(tmp_path, ["planted"], layers)
+    assert sorted(found) == sorted([
+        "planted/low.py:4: planted.low (bottom) imports planted.high (top), a layer above it",
+        "planted/low.py:8: planted.low (bottom) imports planted.high (top), a layer above it",
+    ]), found
+    layers = [("top", ("planted.high",)), ("bottom", ("planted.low",))]
+    assert any("planted.stray: in no layer" in b
+               for b in _layer_breaks(tmp_path, ["planted"], layers))
+    # the root `ensemble` entry is its __init__ alone: a module under it is in no layer
+    assert _layer_of("ensemble.newthing", LAYERS) is None
+    assert LAYERS[_layer_of("ensemble", LAYERS) or 0][0] == "public"
+
+
+def test_the_docs_list_the_layers_of_the_test():
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## The layers", 1)[1].split("```", 2)[1]
+    doc: list[tuple[str, tuple[str, ...]]] = []
+    for raw in block.strip("\n").splitlines():
+        words = tuple(raw.split())
+        if raw[:1].isspace():  # a continued line
+            doc[-1] = (doc[-1][0], doc[-1][1] + words)
+        else:
+            doc.append((words[0], words[1:]))
+    assert doc == LAYERS

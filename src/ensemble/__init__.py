@@ -44,15 +44,15 @@ _EXPORTS: dict[str, str] = {
     "lam_at_temperature": ".qr",
     "temperature_for_lam": ".qr",
     # sampling
-    "SamplingParams": ".sampling.types",
+    "SamplingParams": ".providers.params",
     "SampleRequest": ".sampling.types",
     "Sample": ".sampling.types",
     "JobStats": ".sampling.types",
     "extract_answer": ".sampling.parsing",
-    "ProviderOptions": ".sampling.options",
-    "Provider": ".sampling.provider",
-    "Completion": ".sampling.provider",
-    "Choice": ".sampling.provider",
+    "ProviderOptions": ".providers.options",
+    "Provider": ".providers.base",
+    "Completion": ".providers.base",
+    "Choice": ".providers.base",
     "Sampler": ".sampling.sampler",
     "SampleResult": ".sampling.sampler",
     "SampleFailure": ".sampling.sampler",
@@ -143,22 +143,25 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
     from .profile import (
         CalibrationProfile as CalibrationProfile,
     )
+    from .providers.base import (
+        Choice as Choice,
+        Completion as Completion,
+        Provider as Provider,
+    )
+    from .providers.options import (
+        ProviderOptions as ProviderOptions,
+    )
+    from .providers.params import (
+        SamplingParams as SamplingParams,
+    )
     from .qr import (
         lam_at_temperature as lam_at_temperature,
         psi as psi,
         psi_inverse as psi_inverse,
         temperature_for_lam as temperature_for_lam,
     )
-    from .sampling.options import (
-        ProviderOptions as ProviderOptions,
-    )
     from .sampling.parsing import (
         extract_answer as extract_answer,
-    )
-    from .sampling.provider import (
-        Choice as Choice,
-        Completion as Completion,
-        Provider as Provider,
     )
     from .sampling.sampler import (
         SampleFailure as SampleFailure,
@@ -172,7 +175,6 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         JobStats as JobStats,
         Sample as Sample,
         SampleRequest as SampleRequest,
-        SamplingParams as SamplingParams,
     )
     from .stopping import (
         BayesRule as BayesRule,

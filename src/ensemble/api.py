@@ -26,10 +26,12 @@ from .aggregators import Vote, get_aggregator
 from .answers import AnswerKind, Structured, merge_same, resolve_answer, spellings
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
-from .sampling.options import ProviderOptions, check_keywords
+from .providers.base import Provider
+from .providers.options import ProviderOptions, check_keywords
+from .providers.params import SamplingParams
+from .providers.registry import provider_for
 from .sampling.parsing import check_choices, choice_parser, extract_answer
-from .sampling.provider import Provider, make_provider
-from .sampling.types import Message, Sample, SampleRequest, SamplingParams, as_messages
+from .sampling.types import Message, Sample, SampleRequest, as_messages
 
 if TYPE_CHECKING:
     from .stopping import StopSpec
@@ -269,7 +271,7 @@ class Ensemble:
                         for m in self.members]
         self.params = self._params[0]
         if store is not None:
-            from .sampling.types import normalise_api_base
+            from .providers.endpoints import normalise_api_base
 
             seen: dict[tuple[str, str | None, str], int] = {}
             for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
@@ -349,7 +351,7 @@ class Ensemble:
                 return self._given_provider
             key = (m.model, m.options)
             if key not in self._providers:
-                self._providers[key] = make_provider(m.model, m.options)
+                self._providers[key] = provider_for(m.model, m.options)
             return self._providers[key]
 
     def _get_store(self) -> Any:

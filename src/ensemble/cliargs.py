@@ -26,8 +26,8 @@ __all__ = [
 _N = TypeVar("_N", int, float)
 
 if TYPE_CHECKING:
-    from .sampling.batch import BatchOptions
-    from .sampling.options import ProviderOptions
+    from .providers.options import ProviderOptions
+    from .sampling.batch_options import BatchOptions
 
 
 def _value(text: str, convert: Callable[[str], _N], ok: Callable[[_N], bool], what: str) -> _N:
@@ -193,7 +193,7 @@ def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | N
 
 def provider_options(args: argparse.Namespace) -> ProviderOptions:
     """The `ProviderOptions` of the parsed provider arguments (validated there)."""
-    from .sampling.options import ProviderOptions
+    from .providers.options import ProviderOptions
 
     return ProviderOptions(api_base=args.api_base, api_key=args.api_key,
                            timeout=args.timeout, max_concurrency=args.max_concurrency,

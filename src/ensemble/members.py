@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
-from .sampling.options import ProviderOptions, check_keywords
+from .providers.options import ProviderOptions, check_keywords
 
 __all__ = ["Member", "load_profiles", "resolve_members"]
 

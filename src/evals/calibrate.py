@@ -15,8 +15,8 @@ import numpy as np
 from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
+from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
-from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task, get_task, layout_of
 

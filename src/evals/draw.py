@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
-from ensemble.sampling.options import ProviderOptions
 from ensemble.sampling.types import SampleRequest
 from tasks import Question, Task
 
@@ -130,7 +130,7 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
     prompt and budget); `separate` gives each member its own sampler (a mixed ensemble's
     members each at their own endpoint's limits); `whole` names the `meta` key whose
     questions are left out together when one fails (default: none)."""
-    from ensemble.sampling.router import sampler_mode
+    from ensemble.providers.router import sampler_mode
     from ensemble.sampling.sampler import Sampler
 
     from .failures import apply_failure_policy, without_failed

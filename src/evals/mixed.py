@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensemble.errors import InputError
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from tasks import layout_of
 
 from .openanswers import refuse_open
@@ -126,7 +126,7 @@ def _members(spec: EnsembleSpec) -> tuple[Any, ...]:
 
     ms = [Member(m.model, n=m.n, temperature=m.temperature, api_base=m.api_base, lam=m.lam,
                  calibration=m.calibration) for m in spec.members]
-    from ensemble.sampling.types import normalise_api_base
+    from ensemble.providers.endpoints import normalise_api_base
 
     seen: dict[tuple[str, str | None, float], int] = {}
     for i, m in enumerate(ms):

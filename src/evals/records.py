@@ -402,7 +402,7 @@ def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | Non
 def endpoint_slug(api_base: str) -> str:
     """A folder-safe name for an endpoint: `http://127.0.0.1:8000/v1` -> `127.0.0.1-8000-v1`
     (the scheme and credentials dropped; host, port and path kept)."""
-    from ensemble.sampling.types import normalise_api_base
+    from ensemble.providers.endpoints import normalise_api_base
 
     where = normalise_api_base(api_base).split("://", 1)[-1]
     slug = "".join(c if c.isalnum() or c in "_." else "-" for c in where).strip("-")

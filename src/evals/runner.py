@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
+from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
-from ensemble.sampling.options import ProviderOptions
 from tasks import Question, Task, layout_of
 
 from .draw import DrawMember, Drawn, DrawPolicy, draw, estimate, requests_of

@@ -53,9 +53,9 @@ def _store(out: str) -> Any:
 
 def _api(rec: Any, args: argparse.Namespace, cache: dict[tuple[str, str], Any]) -> Any:
     """The Batch API a record's batch lives at (its model and endpoint, this key)."""
-    from ..sampling.batch import LiteLLMBatchAPI
-    from ..sampling.client import LiteLLMProvider
-    from ..sampling.options import ProviderOptions
+    from ..providers.litellm import LiteLLMProvider
+    from ..providers.litellm_batch import LiteLLMBatchAPI
+    from ..providers.options import ProviderOptions
 
     key = (rec.model, rec.endpoint)
     if key not in cache:

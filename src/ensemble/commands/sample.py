@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     from .._sync import run_sync
     from ..errors import InputError
+    from ..providers.router import sampler_mode
     from ..sampling.parsing import choice_parser, extract_answer
-    from ..sampling.router import sampler_mode
     from ..sampling.sampler import Sampler, raise_for_failures
     from ..sampling.types import SampleRequest
 

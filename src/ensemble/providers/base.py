@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..sampling.types import SamplingParams
+    from .params import SamplingParams
 
 __all__ = ["INDEX_HEADER", "Capabilities", "Choice", "Completion", "Provider", "is_local_model",
            "provider_of"]

@@ -20,14 +20,14 @@ from ..errors import (
     ModelNotFoundError,
     ProviderTimeoutError,
 )
-from ..sampling.types import normalise_api_base
 from .base import INDEX_HEADER, Capabilities, Choice, Completion, provider_of
+from .endpoints import normalise_api_base
 from .litellm_lib import LOCAL_PLACEHOLDER_KEY, litellm, pool_capacity
 from .options import ProviderOptions
 from .translate import env_key_name, translate_error
 
 if TYPE_CHECKING:
-    from ..sampling.types import SamplingParams
+    from .params import SamplingParams
 
 __all__ = ["LOCAL_PLACEHOLDER_KEY", "LiteLLMProvider", "litellm", "litellm_completion",
            "litellm_batch_api", "litellm_price", "litellm_request", "litellm_token_count",
@@ -76,8 +76,8 @@ class LiteLLMProvider:
 
     def __init__(self, model: str, options: ProviderOptions | None = None, *,
                  target_model: str | None = None) -> None:
-        from ..sampling.limiter import endpoint_key
         from ..secrets import register_env_keys
+        from .endpoints import endpoint_key
 
         self.model = model
         self.options = options or ProviderOptions()

@@ -17,7 +17,7 @@ from .litellm import LiteLLMProvider
 from .options import ProviderOptions
 
 if TYPE_CHECKING:
-    from ..sampling.types import SamplingParams
+    from .params import SamplingParams
 
 __all__ = ["LocalProvider"]
 

@@ -35,15 +35,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
-from ..sampling.types import normalise_api_base
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
+from .endpoints import normalise_api_base
 from .litellm import litellm_batch_api, litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
 from .translate import page_error, translate_error
 
 if TYPE_CHECKING:
-    from ..sampling.types import SamplingParams
+    from .params import SamplingParams
 
 __all__ = ["OPENAI_API_BASE", "PROVIDER_ENV", "OpenAIProvider", "serves"]
 
@@ -91,8 +91,8 @@ class OpenAIProvider:
     name = "openai"
 
     def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
-        from ..sampling.limiter import endpoint_key
         from ..secrets import register_env_keys
+        from .endpoints import endpoint_key
 
         self.model = model
         self.options = options or ProviderOptions()

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..sampling.options import ProviderOptions
     from .base import Provider
+    from .options import ProviderOptions
 
 __all__ = ["ProviderFactory", "provider_for", "register_provider", "registered_providers"]
 

@@ -46,14 +46,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, ProviderError
-from ..sampling.limiter import endpoint_key, limiter_for
-from ..sampling.types import normalise_api_base
 from .base import Capabilities, Completion, provider_of
+from .endpoints import endpoint_key, normalise_api_base
+from .limiter import limiter_for
 from .litellm import litellm, litellm_price, litellm_request
 from .options import ProviderOptions
 
 if TYPE_CHECKING:
-    from ..sampling.types import SamplingParams
+    from .params import SamplingParams
 
 __all__ = ["RouterProvider", "as_provider", "is_router", "sampler_mode"]
 

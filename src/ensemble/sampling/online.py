@@ -11,9 +11,9 @@ from typing import Any
 
 from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
 from ..providers.base import Completion, Provider
+from ..providers.limiter import EndpointLimiter
 from ..providers.options import ProviderOptions
 from ..providers.retry import RetryPolicy
-from .limiter import EndpointLimiter
 from .replies import checked
 from .run import LEASE_TTL, RunContext
 from .types import Sample, SampleRequest

@@ -17,8 +17,8 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from ..providers.base import Choice, Completion
 from ..secrets import redact_known
-from .provider import Choice, Completion
 
 __all__ = ["MAX_TOKENS_PER_REPLY", "checked", "checked_logprobs", "checked_text",
            "usable_cost", "usable_tokens"]

@@ -49,11 +49,11 @@ from typing import Any
 
 from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
 from ..providers.base import INDEX_HEADER, Provider
+from ..providers.limiter import EndpointLimiter, limiter_for
 from ..providers.registry import provider_for
 from ..providers.router import as_provider
 from ..providers.translate import NUnsupported
 from .batch_options import BatchOptions
-from .limiter import EndpointLimiter, limiter_for
 from .online import CostCapReached, OnlineRequests, RunWasStopped, StoredMeanwhile
 from .options import ProviderKwargs, ProviderOptions
 from .results import (

@@ -1,7 +1,9 @@
 """Values that flow through the sampling engine: what to ask, and what came back.
 
 This module is the contract between the sampler and its users (Ensemble, evals, calibration):
-add fields with defaults, never change the meaning of existing ones.
+add fields with defaults, never change the meaning of existing ones. `SamplingParams` and
+`normalise_api_base` live with the providers (`ensemble.providers.params`, `.endpoints`), which
+take them; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..providers.endpoints import normalise_api_base
+from ..providers.params import SamplingParams
 
 __all__ = [
     "JobStats",
@@ -30,88 +35,6 @@ Message = Mapping[str, str]
 
 Parser = Callable[[str], "str | None"]
 """Turns a completion's text into a normalised answer, or None when it is invalid."""
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Sampling parameters for one request, validated here and nowhere else.
-
-    temperature: >= 0 (0 is greedy decoding). top_p: in (0, 1]. max_tokens: >= 1.
-    seed: the provider's sampling seed (where it has one). stop: stop strings.
-    logprobs / top_logprobs (0..20): ask for token log-probabilities.
-    extra: provider-specific parameters, passed through as given (e.g. ("extra_body", {...})).
-    """
-
-    temperature: float
-    top_p: float | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    logprobs: bool = False
-    top_logprobs: int | None = None
-    extra: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        import math
-
-        from ..errors import InputError
-
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) \
-                or t < 0:
-            raise InputError(f"temperature must be a finite number >= 0, got {t!r}")
-        if self.top_p is not None and not (isinstance(self.top_p, (int, float))
-                                           and 0 < self.top_p <= 1):
-            raise InputError(f"top_p must lie in (0, 1], got {self.top_p!r}")
-        mt = self.max_tokens
-        if mt is not None and (isinstance(mt, bool) or not isinstance(mt, int) or mt < 1):
-            raise InputError(f"max_tokens must be an integer >= 1, got {mt!r}")
-        if self.seed is not None and (isinstance(self.seed, bool)
-                                      or not isinstance(self.seed, int)):
-            raise InputError(f"seed must be an integer, got {self.seed!r}")
-        if any(not isinstance(x, str) or not x for x in self.stop):
-            raise InputError(f"stop must be non-empty strings, got {list(self.stop)!r}")
-        tl = self.top_logprobs
-        if tl is not None and (isinstance(tl, bool) or not isinstance(tl, int)
-                               or not 0 <= tl <= 20):
-            raise InputError(f"top_logprobs must be an integer in 0..20, got {tl!r}")
-
-    def as_dict(self) -> dict[str, Any]:
-        """The parameters that are set, as litellm keyword arguments (sorted, JSON-able)."""
-        out: dict[str, Any] = {"temperature": self.temperature}
-        if self.top_p is not None:
-            out["top_p"] = self.top_p
-        if self.max_tokens is not None:
-            out["max_tokens"] = self.max_tokens
-        if self.seed is not None:
-            out["seed"] = self.seed
-        if self.stop:
-            out["stop"] = list(self.stop)
-        if self.logprobs:
-            out["logprobs"] = True
-            if self.top_logprobs is not None:
-                out["top_logprobs"] = self.top_logprobs
-        for k, v in self.extra:
-            out[k] = v
-        return dict(sorted(out.items()))
-
-    @classmethod
-    def make(cls, temperature: float, *, extra: Mapping[str, Any] | None = None,
-             stop: Sequence[str] | str | None = None, **kwargs: Any) -> SamplingParams:
-        """Build from plain keyword arguments (a dict for `extra`, a list or str for `stop`)."""
-        from ..errors import InputError
-        from .options import check_keywords
-
-        check_keywords(kwargs, ("top_p", "max_tokens", "seed", "logprobs", "top_logprobs"),
-                       what="sampling parameter")
-        stop_t: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
-        extra_t = tuple(sorted((extra or {}).items()))
-        try:
-            t = float(temperature)
-        except (TypeError, ValueError):
-            raise InputError(f"temperature must be a number >= 0, got {temperature!r}") from None
-        return cls(temperature=t, stop=stop_t, extra=extra_t, **kwargs)
-
 
 MAX_SAMPLES_PER_PROMPT = 100_000
 
@@ -154,30 +77,6 @@ def check_text(text: str, *, what: str) -> None:
         raise InputError(f"{what} is not valid text: character {exc.start} is "
                          f"{text[exc.start]!r}, a lone surrogate (bytes that are not UTF-8, or "
                          "a broken escape); fix the text or its file's encoding") from None
-
-
-def normalise_api_base(url: str) -> str:
-    """An endpoint's identity from its base URL: scheme and host lower-cased, credentials,
-    query, fragment, a default port and trailing slashes dropped.
-
-    `http://LOCALHOST:80/v1/` and `http://localhost/v1` are one endpoint; another port, host or
-    path is another (a restarted local server on a new port may serve other weights).
-    """
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url.strip())
-    scheme = (parts.scheme or "http").lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:  # IPv6 keeps its brackets
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
-        host = f"{host}:{port}"
-    path = parts.path.rstrip("/")
-    return f"{scheme}://{host}{path}"
 
 
 def request_key(model: str, messages: Sequence[Message], params: SamplingParams, *,

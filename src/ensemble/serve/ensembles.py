@@ -155,11 +155,11 @@ class ServedEnsembles:
     def warm_up(self) -> None:
         """Import litellm now if a member needs it (~4 s here), so that the first request does
         not stall the event loop while it loads."""
-        from ..sampling.provider import is_local_model
+        from ..providers.base import is_local_model
 
         if any(not is_local_model(m.model) for ens in self._built.values()
                for m in ens.members):
-            from ..sampling.client import litellm
+            from ..providers.litellm_lib import litellm
 
             litellm()
 

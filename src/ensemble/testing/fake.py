@@ -24,8 +24,8 @@ from typing import Any
 
 from ..providers.base import Capabilities, Choice, Completion
 from ..providers.options import ProviderOptions
+from ..providers.params import SamplingParams
 from ..providers.registry import register_provider
-from ..sampling.types import SamplingParams
 from .expert import MCModel, SimulatedExpert, prompt_key
 
 __all__ = ["FakeExpertProvider"]
@@ -34,7 +34,7 @@ _ids = itertools.count(1)
 
 
 class FakeExpertProvider:
-    """A provider (see `ensemble.sampling.provider.Provider`) answering from a planted expert.
+    """A provider (see `ensemble.providers.Provider`) answering from a planted expert.
 
     Expert options as for `SimulatedExpert` (`lam1`, `bias`, `link`, `answer_key`, `mc_model`,
     `invalid_rate`, `seed`) or a ready `expert`. `latency`: seconds per request.
