@@ -1,11 +1,17 @@
-"""Run a coroutine to completion from sync code, inside or outside a running event loop."""
+"""Event loops for sync code: run a coroutine to completion inside or outside a running loop
+(`run_sync`), keep a loop on a background thread (`LoopThread`, what the voting endpoint and the
+simulated server run on in tests and notebooks), and serve until SIGINT or SIGTERM
+(`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import threading
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+__all__ = ["LoopThread", "run_sync", "serve_until_signal"]
 
 T = TypeVar("T")
 
@@ -30,3 +36,93 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ensemble-sync") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+class LoopThread:
+    """An event loop of its own on a daemon thread.
+
+    `start(startup)` runs `startup()` in the loop and returns once it has (its error raised
+    here: a taken port fails the caller); the loop then runs until `stop(shutdown)`, which runs
+    `shutdown()` in it, stops it, cancels and awaits every task still in it (a request handler
+    aiohttp cancelled, a background job) and closes it, so that no task is left to be destroyed
+    pending when the loop is garbage collected.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, startup: Callable[[], Coroutine[Any, Any, None]], *,
+              timeout: float = 30.0) -> None:
+        if self._thread is not None:
+            return
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(startup())
+            except BaseException as exc:  # noqa: BLE001 - raised by start()
+                failed.append(exc)
+            ready.set()
+            if not failed:
+                loop.run_forever()
+            self._close(loop)
+
+        self.loop = loop
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+        ready.wait(timeout)
+        if failed:
+            self._thread.join(timeout)
+            self._thread = self.loop = None
+            raise failed[0]
+
+    def stop(self, shutdown: Callable[[], Coroutine[Any, Any, None]], *,
+             timeout: float = 15.0) -> None:
+        """Run `shutdown()` in the loop (its error raised here), then end the loop and its
+        thread."""
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout)
+            self._thread = self.loop = None
+
+    @staticmethod
+    def _close(loop: asyncio.AbstractEventLoop) -> None:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def serve_until_signal(serve: Coroutine[Any, Any, None]) -> None:
+    """Run `serve` (a server's `serve_forever`) in a new event loop until SIGINT or SIGTERM
+    cancels it: the server's own shutdown runs, and this returns normally. An error of the
+    server (a taken port) is raised."""
+    import signal
+
+    async def main() -> None:
+        task = asyncio.ensure_future(serve)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())

@@ -90,10 +90,9 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import asyncio
-    import signal
     import sys
 
+    from .._sync import serve_until_signal
     from ..errors import InputError
     from ..serve import SERVE_KEY_ENV, VotingServer, load_config, parse_config
     from ..serve.auth import server_key
@@ -117,19 +116,8 @@ def run_serve(args: argparse.Namespace) -> int:
               "it spends your upstream budget; give --api-key or set ENSEMBLE_SERVE_API_KEY",
               file=sys.stderr, flush=True)
 
-    async def main() -> None:
-        task = asyncio.ensure_future(server.serve_forever(
-            on_ready=lambda url: print(url, flush=True)))
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-
     try:
-        asyncio.run(main())
+        serve_until_signal(server.serve_forever(on_ready=lambda url: print(url, flush=True)))
     except OSError as exc:
         raise InputError(f"cannot serve on {config.host}:{config.port}: {exc.strerror}; pick "
                          "another --port (0: a free one)") from None

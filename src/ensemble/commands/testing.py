@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from ..cliargs import lam_value, nonneg_float, nonneg_int, probability
@@ -101,6 +102,29 @@ def _usage(text: str) -> tuple[int, int]:
     return p, c
 
 
+def _question_map(path: str, what: str, values: str,
+                  ok: Callable[[object], bool]) -> dict[str, Any]:
+    """The JSON object in the file at `path` mapping question text to values that pass `ok`
+    (`values` says what they are); one InputError line naming `what` otherwise: a file that
+    cannot be read, bytes that are not UTF-8, text that is not JSON, another shape."""
+    import json
+
+    from ..errors import InputError
+
+    shape = f"a JSON object mapping question text to {values}"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {what} {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {path} is not UTF-8 text (a binary file?); give {shape}"
+                         ) from None
+    if not isinstance(doc, dict) or not all(ok(v) for v in doc.values()):
+        raise InputError(f"{what} {path} must be {shape}")
+    return doc
+
+
 def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
     import json
 
@@ -109,15 +133,8 @@ def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
 
     open_answers = structured = None
     if args.open_answers:
-        try:
-            with open(args.open_answers, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read --open-answers {args.open_answers}: {exc}") from None
-        if not isinstance(doc, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in doc.values()):
-            raise InputError(f"--open-answers {args.open_answers} must be a JSON object mapping "
-                             "question text to a number")
+        doc = _question_map(args.open_answers, "--open-answers", "a number",
+                            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
         open_answers = OpenAnswers(doc, accuracy=args.open_accuracy)
     if args.structured:
         try:
@@ -132,27 +149,16 @@ def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import asyncio
-    import json
-    import signal
     import sys
 
+    from .._sync import serve_until_signal
     from ..errors import InputError
     from ..testing import BatchPlan, FaultPlan, SimulatedServer
 
     key = None
     if args.answer_key:
-        try:
-            with open(args.answer_key, encoding="utf-8") as fh:
-                key = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read answer key {args.answer_key}: {exc}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"answer key {args.answer_key} is not UTF-8 text (a binary file?); "
-                             "give a JSON object mapping question text to a letter") from None
-        if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
-            raise InputError(f"answer key {args.answer_key} must be a JSON object mapping "
-                             "question text to a letter")
+        key = _question_map(args.answer_key, "answer key", "a letter",
+                            lambda v: isinstance(v, str))
     open_answers, structured = _open_modes(args)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
@@ -176,23 +182,8 @@ def run_serve(args: argparse.Namespace) -> int:
                                              max_lines=max(1, args.batch_max_lines),
                                              seed=args.seed))
 
-    async def main() -> None:
-        task = asyncio.ensure_future(server.serve_forever())
-        while server.port == 0 and not task.done():
-            await asyncio.sleep(0.01)
-        if task.done():
-            task.result()
-        print(server.base_url, flush=True)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-
     try:
-        asyncio.run(main())
+        serve_until_signal(server.serve_forever(on_ready=lambda url: print(url, flush=True)))
     except OSError as exc:
         raise InputError(f"cannot serve on port {args.port}: {exc.strerror}") from None
     sys.stderr.flush()

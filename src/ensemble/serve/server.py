@@ -6,9 +6,9 @@ notebooks). `base_url` is "http://HOST:PORT/v1", what OpenAI clients take as the
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
+from .._sync import LoopThread
 from .app import VotingApp
 from .config import ServeConfig
 from .logs import RequestLog
@@ -27,10 +27,7 @@ class VotingServer:
         self.port = config.port
         self.app = VotingApp(config, api_key=api_key, log=log)
         self._runner: Any = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._thread = LoopThread("ensemble-serve")  # tasks left at stop end there, not at GC
 
     @property
     def base_url(self) -> str:
@@ -70,47 +67,11 @@ class VotingServer:
 
     # -- on a background thread ----------------------------------------------------------------
     def start(self) -> VotingServer:
-        if self._thread is not None:
-            return self
-        self._thread = threading.Thread(target=self._run, name="ensemble-serve", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
+        self._thread.start(self.start_async)
         return self
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(self.start_async())
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        loop.run_forever()
-        # tasks left in the loop (litellm's logging worker) end here, not at garbage collection
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for t in pending:
-            t.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
     def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        fut = asyncio.run_coroutine_threadsafe(self.stop_async(), loop)
-        try:
-            fut.result(15)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(15)
-            self._thread = None
-            self._loop = None
+        self._thread.stop(self.stop_async)
 
     def __enter__(self) -> VotingServer:
         return self.start()

@@ -156,6 +156,13 @@ class SimulatedBatchAPI:
         self._created = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
+    async def aclose(self) -> None:
+        """Cancel the batches still running and wait for them (the server is shutting down)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def routes(self, app: Any) -> None:
         r = app.router
         r.add_post("/v1/files", self._upload)

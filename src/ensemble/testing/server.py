@@ -38,10 +38,11 @@ import hashlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._sync import LoopThread
 from ..providers.base import INDEX_HEADER
 from .batchapi import BatchPlan, SimulatedBatchAPI
 from .expert import (
@@ -172,11 +173,8 @@ class SimulatedServer:
         self.lock = threading.Lock()
         self._window: collections.deque[float] = collections.deque()
         self._counters: Counter = Counter()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: Any = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._thread = LoopThread("ensemble-sim-server")
 
     @property
     def lam1(self) -> float:
@@ -195,27 +193,14 @@ class SimulatedServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> SimulatedServer:
-        if self._thread is not None:
-            return self
-        self._thread = threading.Thread(target=self._run, name="ensemble-sim-server", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
+        self._thread.start(self._startup)
         return self
 
     def stop(self) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        fut = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         try:
-            fut.result(10)
+            self._thread.stop(self._shutdown, timeout=10)
         except Exception:  # pragma: no cover - best effort
             pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._thread = None
-        self._loop = None
 
     def __enter__(self) -> SimulatedServer:
         return self.start()
@@ -229,20 +214,6 @@ class SimulatedServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.stop)
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(self._startup())
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        loop.run_forever()
-        loop.close()
 
     async def _startup(self) -> None:
         from aiohttp import web
@@ -265,14 +236,21 @@ class SimulatedServer:
         self.port = sock.getsockname()[1]
 
     async def _shutdown(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        """Stop listening, then cancel the batches still running and wait for them."""
+        try:
+            if self._runner is not None:
+                runner, self._runner = self._runner, None
+                await runner.cleanup()
+        finally:
+            await self.batch_api.aclose()
 
-    async def serve_forever(self) -> None:
-        """Serve in the current event loop until cancelled (used by `ensemble testing serve`)."""
-        self._loop = asyncio.get_running_loop()
+    async def serve_forever(self, on_ready: Callable[[str], object] | None = None) -> None:
+        """Serve in the current event loop until cancelled (used by `ensemble testing serve`);
+        `on_ready(base_url)` once listening."""
         await self._startup()
         try:
+            if on_ready is not None:
+                on_ready(self.base_url)
             await asyncio.Event().wait()
         finally:
             await self._shutdown()
