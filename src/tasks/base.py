@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "task_names"]
+           "seeded_subset", "task_names"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,15 @@ class TaskBase:
 
 
 _REGISTRY: dict[str, Callable[..., Task]] = {}
+
+
+def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:
+    """A task's `limit`: that many of its items, drawn with `seed` and kept in file order (all
+    of them without a limit, or when there are no more)."""
+    if limit is None or limit >= len(items):
+        return items
+    picked = sorted(random.Random(seed).sample(range(len(items)), limit))
+    return [items[i] for i in picked]
 
 
 def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:

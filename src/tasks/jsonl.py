@@ -26,7 +26,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import random
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from ensemble.answers import resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, TaskLayout, register_task
+from .base import Question, TaskLayout, register_task, seeded_subset
 
 __all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
@@ -167,9 +166,7 @@ class JsonlTask:
         if not out:
             raise DataError("no questions in the file", path=str(self.path))
         self._total = len(out)
-        if self.limit is not None and self.limit < len(out):
-            idx = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
-            out = [out[i] for i in idx]
+        out = seeded_subset(out, self.limit, self.seed)
         self._qs = out
         return out
 

@@ -22,7 +22,6 @@ skipped and listed in `MathQATask.skipped` as (row, reason).
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ from ensemble.answers import Choice, Number, number_key
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, TaskLayout, register_task
+from .base import Question, TaskLayout, register_task, seeded_subset
 
 __all__ = ["HUB_DATASET", "ISSUE_KINDS", "OPEN_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "MathQATask",
            "parse_options", "plain_number"]
@@ -232,9 +231,7 @@ class MathQATask:
         if not out:
             raise DataError("no usable MathQA records", path=self.source)
         self._total = len(out)
-        if self.limit is not None and self.limit < len(out):
-            picked = sorted(random.Random(self.seed).sample(range(len(out)), self.limit))
-            out = [out[i] for i in picked]
+        out = seeded_subset(out, self.limit, self.seed)
         self._questions = out
         return out
 
