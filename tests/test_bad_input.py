@@ -70,6 +70,7 @@ def test_binary_files_are_one_line(tmp_path):
         ("eval", "jsonl", "--model", "openai/x", *base, "--data", str(blob), "--t", "1",
          "--n", "1"),
         ("testing", "serve", "--answer-key", str(blob)),
+        ("testing", "serve", "--open-answers", str(blob)),
     ]
     for args in cases:
         err = one_line(cli(*args))
