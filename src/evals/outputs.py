@@ -13,7 +13,7 @@ import numpy as np
 from ensemble.errors import InputError
 from tasks import TaskLayout, layout_of
 
-__all__ = ["accuracy_figure", "interval", "run_layout", "write_outputs"]
+__all__ = ["accuracy_figure", "contrast_text", "interval", "run_layout", "write_outputs"]
 
 
 def run_layout(summary: dict[str, Any]) -> TaskLayout:
@@ -26,6 +26,20 @@ def run_layout(summary: dict[str, Any]) -> TaskLayout:
         return layout_of(str(summary.get("task")))
     except InputError:
         return TaskLayout()
+
+
+def contrast_text(c: dict[str, Any]) -> str:
+    """What a paired difference of summary.json compares, in words (the eval's tables and the
+    view): another t, another n, another rule, or the ensemble against its best member."""
+    kind, t = c.get("kind"), c.get("t")
+    if kind == "vs-best-member":
+        return f"ensemble {c['aggregator']} − {c.get('vs_member')} alone"
+    if kind == "aggregator":
+        return (f"{c['aggregator']} − {c.get('vs_aggregator')}"
+                + ("" if t is None else f" at t = {t:g}, n = {c['n']}"))
+    if kind == "ensemble":
+        return f"n = {c['n']} − n = 1 at t = {t:g}"
+    return f"t = {t:g} − t = {c['vs_t']:g} at n = {c['n']}"
 
 
 def write_outputs(out: Path, summary: dict[str, Any], *, plot: bool = True) -> None:

@@ -6,29 +6,17 @@
   var S = D.strings, R = D.runs, Q = D.questions, TWO = R.length === 2;
   var PAGE = D.page_size || 20;
 
-  // ---- index: question -> Map(row key -> [cell of run A, cell of run B]) ----
-  // a row is a temperature, or for a mixed ensemble the ensemble (its votes) or a member
-  var MIXED = R.some(function (r) { return r.mixed; });
-  var ORDER = MIXED ? R[0].members : [];
-  function rowKey(c) { return c[5] !== null && c[5] !== undefined ? c[5] : c[2]; }
+  // ---- index: question -> Map(row -> [cell of run A, cell of run B]) ----
+  // a run is rows x cells: D.rows lists the rows in order (each member of the run, a
+  // temperature of one model or a named member, and the ensemble where there is one), each
+  // with its label and its id in the address; a cell's c[6] is its row
+  var ROWS = D.rows;
   var byQ = Q.map(function () { return new Map(); });
-  var tset = new Set(), rowT = new Map();
   D.cells.forEach(function (c) {
-    var k = rowKey(c), m = byQ[c[0]], row = m.get(k);
-    if (!row) { row = [null, null]; m.set(k, row); }
+    var m = byQ[c[0]], row = m.get(c[6]);
+    if (!row) { row = [null, null]; m.set(c[6], row); }
     row[c[1]] = c;
-    tset.add(k);
-    rowT.set(k, c[2]);
   });
-  function keyCmp(a, b) {
-    return MIXED ? ORDER.indexOf(a) - ORDER.indexOf(b) : a - b;
-  }
-  var TEMPS = Array.from(tset).sort(keyCmp);
-  function rowLabel(k) {
-    if (!MIXED) return "t = " + fmtT(k);
-    var t = rowT.get(k);
-    return k === "ensemble" ? "ensemble" : k + (t === null || t === undefined ? "" : " · t = " + fmtT(t));
-  }
 
   // the (n, aggregator) whose decision the "wrong" and "differ" filters use
   var NS = [], AGGS = [];
@@ -37,6 +25,17 @@
     r.aggs.forEach(function (a) { if (AGGS.indexOf(a) < 0) AGGS.push(a); });
   });
   NS.sort(function (a, b) { return a - b; });
+  // the n of the decision is a choice where a row has votes at several n of one rule (one
+  // model's temperatures); a row voting at one n (a member at its own n, the ensemble at its
+  // total, random-follow) decides at that n
+  var CHOOSE_N = D.cells.some(function (c) {
+    var seen = {};
+    return c[4].some(function (v) {
+      if (seen[v[1]] !== undefined && seen[v[1]] !== v[0]) return true;
+      seen[v[1]] = v[0];
+      return false;
+    });
+  });
 
   var st = { t: "all", n: NS.length ? NS[NS.length - 1] : 0, agg: AGGS[0] || "",
              wrong: false, invalid: false, split: false, differ: false, q: "",
@@ -110,13 +109,16 @@
       var f = facts(c);
       return [c[3].length, -1, f.decision, f.correct, 0, f.counts];
     }
-    var ai = run.aggs.indexOf(st.agg);
+    // the vote at the chosen n, or the row's one vote under this rule (its own n)
+    var ai = run.aggs.indexOf(st.agg), only = null, count = 0;
     for (var i = 0; i < c[4].length; i++) {
       var v = c[4][i];
-      // a mixed ensemble's cell has one vote per aggregator (the ensemble's or the member's n)
-      if (v[1] === ai && (run.mixed || v[0] === st.n || run.aggs[ai] === "random-follow")) return v;
+      if (v[1] !== ai) continue;
+      if (v[0] === st.n) return v;
+      only = v;
+      count++;
     }
-    return null;
+    return count === 1 ? only : null;
   }
 
   // ---- search: which strings contain the query (one pass over the distinct texts) ----
@@ -132,10 +134,10 @@
   // ---- filtering and sorting ----
   function rowsOf(qi) {
     var out = [];
-    byQ[qi].forEach(function (row, t) {
-      if (st.t === "all" || String(t) === st.t) out.push([t, row]);
+    byQ[qi].forEach(function (row, k) {
+      if (st.t === "all" || ROWS[k].id === st.t) out.push([k, row]);
     });
-    out.sort(function (a, b) { return keyCmp(a[0], b[0]); });
+    out.sort(function (a, b) { return a[0] - b[0]; });
     return out;
   }
   function cellMatches(c) {
@@ -247,7 +249,7 @@
         (f.invalid ? " · invalid " + f.invalid : "")));
       box.append(head);
     } else {
-      head.append(document.createTextNode(c[5] === "ensemble"
+      head.append(document.createTextNode(ROWS[c[6]].pooled
         ? "the ensemble's decision under each rule, from each member's first n votes " +
           "(their samples are in the members' rows)"
         : "answers: " + countsText(f.counts, f.invalid) + " · agreement " + pct(f.agreement)));
@@ -257,9 +259,10 @@
         tr.append(el("th", null, h));
       });
       tb.append(tr);
+      var chosen = vote(c);
       c[4].forEach(function (v) {
         var agg = run.aggs[v[1]], row = el("tr");
-        if (agg === st.agg && (v[0] === st.n || agg === "random-follow")) row.className = "sel";
+        if (v === chosen) row.className = "sel";
         var m = mark(v[3]);
         var byMember = v[6] ? Object.keys(v[6]).map(function (m) {
           return m + ": " + countsText(v[6][m], 0); }).join(" | ") : null;
@@ -362,7 +365,7 @@
     art.append(h);
     rowsOf(qi).forEach(function (tr) {
       var row = el("div", "trow"), cols = el("div", "cols");
-      row.append(el("div", "tlabel", rowLabel(tr[0])));
+      row.append(el("div", "tlabel", ROWS[tr[0]].label));
       cols.append(renderCell(tr[1][0], q));
       if (TWO) cols.append(renderCell(tr[1][1], q));
       row.append(cols);
@@ -404,8 +407,9 @@
     document.getElementById("status").textContent =
       (view.length ? "questions " + (a + 1) + "–" + b + " of " + view.length : "0 questions") +
       (view.length !== Q.length ? " (filtered from " + Q.length + ")" : "") +
-      (TWO ? " shared by both runs" : "") + " · " + TEMPS.length +
-      (MIXED ? " rows (the ensemble and its members)" : " temperature(s)");
+      (TWO ? " shared by both runs" : "") + " · " + ROWS.length +
+      (ROWS.length === 1 ? " row: " : " rows: ") +
+      ROWS.map(function (r) { return r.label; }).join(", ");
     renderPager(document.getElementById("pager-top"));
     renderPager(document.getElementById("pager-bottom"));
   }
@@ -443,10 +447,10 @@
     var sort0 = st.sort;
     var anyEval = R.some(function (r) { return r.kind === "eval"; });
     var anyCal = R.some(function (r) { return r.kind === "calibration"; });
-    f.append(control(MIXED ? "row" : "t", select([["all", "all"]].concat(TEMPS.map(function (t) {
-      return [String(t), MIXED ? t : fmtT(t)]; })), st.t, function (v) { st.t = v; })));
+    f.append(control("row", select([["all", "all"]].concat(ROWS.map(function (r) {
+      return [r.id, r.label]; })), st.t, function (v) { st.t = v; })));
     if (anyEval) {
-      if (!MIXED) f.append(control("decision of n =", select(NS.map(function (n) { return [n, n]; }),
+      if (CHOOSE_N) f.append(control("decision of n =", select(NS.map(function (n) { return [n, n]; }),
         st.n, function (v) { st.n = parseInt(v, 10); })));
       f.append(control("by", select(AGGS.map(function (a) { return [a, a]; }), st.agg,
         function (v) { st.agg = v; })));

@@ -14,12 +14,14 @@ a file a browser opens; see docs/viewing.md for its size and render time):
     questions  [id, choices, correct, posterior, [prompt string per run], spellings]
                (spellings: open answers, {answer: {as written: count}} of the first run;
                else null)
-    cells      [question, run, t, samples, votes, member] for every (question, run, t) (mixed
-               ensembles: every (question, run, member), t null for the ensemble's cell, which
-               holds its votes; each member's cell its samples and its own vote)
+    rows       [{id, label, t, member, pooled}] in order: the rows of every question. A run is
+               a set of rows x cells: each member of the run (a temperature of one model, or a
+               named member at its t) and, where the run has one, the ensemble under each rule
+               (t null; `pooled`: its votes pool the members' samples, shown in their rows)
+    cells      [question, run, t, samples, votes, member, row] for every (question, run, row)
                samples: [index, text string, answer (null: invalid), tokens]
                votes:   [n, aggregator, decision, correct, tie, counts, by_member]
-                        (votes.jsonl; by_member: the ensemble's votes per member, else null)
+                        (votes.jsonl; by_member: the pooled votes per member, else null)
 
 The page renders one page of questions at a time (vanilla JS), with filters (wrong decisions,
 invalid replies, split votes, text search) and sorting by agreement.
@@ -159,7 +161,8 @@ def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
         "model": doc.get("model") or meta.get("model"),
         "task": doc.get("task") or meta.get("task") or "boxball",
         "created": doc.get("created") or meta.get("created"),
-        # mixed ensembles: the rows of a question are the ensemble and each member
+        # descriptive only (the page reads `rows`): a run whose members are named, and their
+        # order, the ensemble first
         "mixed": bool(members), "members": ["ensemble", *members] if members else [],
     }
     if r.kind == "eval":
@@ -178,6 +181,27 @@ def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
     return info
 
 
+Row = tuple[float | None, str | None]  # (t, member): a row of every question
+
+
+def _rows(recs: list[RunRecords], keys: list[Key], order: list[str]) -> list[Row]:
+    """The rows shown, in the first run's order: its members as the run lists them (the
+    ensemble first), each by temperature."""
+    pos = {m: i for i, m in enumerate(order)}
+    return sorted({(k[1], k[2]) for k in keys},
+                  key=lambda r: (pos.get(r[1] or "", -1), -1.0 if r[0] is None else r[0]))
+
+
+def _row_doc(row: Row, recs: list[RunRecords]) -> dict[str, Any]:
+    """A row as the page names it: `id` in the address (#t=...), `label` beside its cells."""
+    t, member = row
+    when = None if t is None else f"{t:g}"
+    pooled = any(v.by_member for r in recs for (_, vt, vm), rows in r.votes.items()
+                 if (vt, vm) == row for v in rows)
+    return {"id": member or when, "t": t, "member": member, "pooled": pooled,
+            "label": " · ".join(x for x in (member, when and f"t = {when}") if x)}
+
+
 def _data(recs: list[RunRecords]) -> dict[str, Any]:
     strings: list[str] = []
     sid: dict[str, int] = {}
@@ -193,8 +217,9 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
 
     by_id = [{q.id: q for q in r.questions} for r in recs]
     base = recs[0]
-    def cell_keys(r: RunRecords) -> list[Key]:  # the ensemble's cells hold only votes
-        return [*r.samples, *(k for k in r.votes if k[2] == "ensemble")]
+
+    def cell_keys(r: RunRecords) -> list[Key]:  # rows of votes alone (the ensemble's) too
+        return [*r.samples, *(k for k in r.votes if k not in r.samples)]
 
     keys = [k for k in cell_keys(base) if k[0] in by_id[0]]
     if len(recs) == 2:
@@ -211,10 +236,10 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
                           [intern(m[q.id].prompt) for m in by_id],
                           q.meta.get("spellings") if isinstance(q.meta, dict) else None])
     runs = [_run_info(r, "AB"[i]) for i, r in enumerate(recs)]
-    order = {m: i for i, m in enumerate(runs[0]["members"])}
+    rows = _rows(recs, keys, runs[0]["members"])
+    row_index = {row: i for i, row in enumerate(rows)}
     cells: list[list[Any]] = []
-    for key in sorted(keys, key=lambda k: (q_index[k[0]], order.get(k[2], -1),
-                                           -1.0 if k[1] is None else k[1])):
+    for key in sorted(keys, key=lambda k: (q_index[k[0]], row_index[k[1], k[2]])):
         for ri, r in enumerate(recs):
             aggs = runs[ri]["aggs"]
             smp = [[s.sample, intern(s.text), s.answer, s.tokens]
@@ -223,13 +248,15 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
                     None if v.correct is None else int(v.correct), int(bool(getattr(v, "tie",
                                                                                   False))),
                     v.counts, v.by_member] for v in r.votes.get(key, [])]
-            cells.append([q_index[key[0]], ri, key[1], smp, vts, key[2]])
+            cells.append([q_index[key[0]], ri, key[1], smp, vts, key[2], row_index[key[1],
+                                                                                   key[2]]])
     from ensemble import __version__
 
     from .records import now_iso
 
-    return {"runs": runs, "strings": strings, "questions": questions, "cells": cells,
-            "generated": now_iso(), "version": __version__}
+    return {"runs": runs, "rows": [_row_doc(row, recs) for row in rows], "strings": strings,
+            "questions": questions, "cells": cells, "generated": now_iso(),
+            "version": __version__}
 
 
 def embed_json(obj: Any) -> str:
@@ -263,10 +290,14 @@ def _num(v: Any, nd: int = 4) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
+    """An HTML table; a column empty in every row (a member column for a run whose rows are
+    temperatures of one model) is left out."""
     e = html.escape
-    return ("<table class=\"res\"><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head)
+    keep = [i for i in range(len(head)) if any(r[i] for r in rows)] if rows else list(
+        range(len(head)))
+    return ("<table class=\"res\"><thead><tr>" + "".join(f"<th>{e(head[i])}</th>" for i in keep)
             + "</tr></thead><tbody>" + "".join(
-                "<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
+                "<tr>" + "".join(f"<td>{e(r[i])}</td>" for i in keep) + "</tr>" for r in rows)
             + "</tbody></table>")
 
 
@@ -278,29 +309,26 @@ def _facts(items: list[tuple[str, Any]]) -> str:
 
 
 def _eval_header(r: RunRecords) -> str:
-    from .outputs import run_layout
+    from .outputs import contrast_text, run_layout
 
     d = r.doc
     box = run_layout(d).utility
-    mixed = any(x.get("member") for x in d.get("results", []))
     rows = []
     for x in d.get("results", []):
         ci = x.get("utility_ci") if box else x.get("ci")
         ci_s = "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"
-        rows.append([*([x.get("member") or ""] if mixed else []),
+        rows.append([x.get("member") or "",
                      "–" if x["t"] is None else f"{x['t']:g}", str(x["n"]), x["aggregator"],
                      _num(x.get("utility") if box else x.get("accuracy")),
                      _num(x.get("utility_sem") if box else x.get("sem")), ci_s,
                      str(x.get("items", ""))])
-    head = [*(["member"] if mixed else []), "t", "n", "aggregator",
+    head = ["member", "t", "n", "aggregator",
             "utility (±1)" if box else "accuracy", "SEM", "95% interval", "items"]
     diffs = []
-    for c in d.get("contrasts", []) if mixed else []:
+    for c in d.get("contrasts", []):
         ci = c.get("utility_ci") if box else c.get("ci")
-        what = (f"ensemble {c['aggregator']} − {c.get('vs_member')} alone"
-                if c.get("kind") == "vs-best-member"
-                else f"{c['aggregator']} − {c.get('vs_aggregator')}")
-        diffs.append([what, _num(c.get("utility_difference") if box else c.get("difference")),
+        diffs.append([contrast_text(c), c["aggregator"],
+                      _num(c.get("utility_difference") if box else c.get("difference")),
                       "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"])
     samples = d.get("samples") or {}
     cost = d.get("cost_usd")
@@ -315,7 +343,8 @@ def _eval_header(r: RunRecords) -> str:
              ("cost", "unknown" if cost is None else f"${cost:.4f}")]
     return (_facts(facts) + f"<p class=\"metric\">{html.escape(str(d.get('metric', '')))}</p>"
             + "<div class=\"tp\">" + _table(head, rows)
-            + (_table(["paired difference", "estimate", "95% interval"], diffs) if diffs
+            + (_table(["paired difference", "aggregator", "estimate", "95% interval"],
+                                     diffs) if diffs
                else "")
             + _png(r.path / "accuracy.png", "accuracy against n") + "</div>")
 
@@ -382,17 +411,15 @@ def _paired(recs: list[RunRecords]) -> str:
                 f"{html.escape(str(exc))}</p></section>")
     box = "utility_diff" in doc["results"][0]
     pre = "utility_" if box else ""
-    head = (["who"] if doc.get("mixed") else []) + [
-        "t", "n", "aggregator", "A", "B", "B − A", "SEM", "95% for the task",
-        f"95% for these {doc['shared']['items']}"]
+    head = ["who", "t", "n", "aggregator", "A", "B", "B − A", "SEM", "95% for the task",
+            f"95% for these {doc['shared']['items']}"]
     rows = []
     for r in doc["results"]:
         ci, ciq = r[pre + "ci"], r[pre + "ci_questions"]
-        rows.append(([r.get("member", "")] if doc.get("mixed") else []) + [
-            "–" if r["t"] is None else f"{r['t']:g}", str(r["n"]), r["aggregator"],
-            _num(r[pre + "a"]), _num(r[pre + "b"]), f"{r[pre + 'diff']:+.4f}",
-            _num(r[pre + "sem"]), f"[{ci[0]:+.3f}, {ci[1]:+.3f}]",
-            f"[{ciq[0]:+.3f}, {ciq[1]:+.3f}]"])
+        rows.append([r.get("member") or "", "–" if r["t"] is None else f"{r['t']:g}",
+                     str(r["n"]), r["aggregator"], _num(r[pre + "a"]), _num(r[pre + "b"]),
+                     f"{r[pre + 'diff']:+.4f}", _num(r[pre + "sem"]),
+                     f"[{ci[0]:+.3f}, {ci[1]:+.3f}]", f"[{ciq[0]:+.3f}, {ciq[1]:+.3f}]"])
     sh = doc["shared"]
     what = ("expected utility, ±1 units" if box else "accuracy")
     return ("<section class=\"paired\"><h2>Paired differences, B − A</h2>"

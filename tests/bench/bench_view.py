@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from ensemble.sampling.types import Sample
+from evals.outputs import write_outputs
 from evals.records import model_members, write_questions, write_samples, write_votes
-from evals.runner import EvalConfig, _write_outputs, analyse
+from evals.runner import EvalConfig, analyse
 from evals.view import build_view
 from tasks import Question
 
@@ -98,9 +99,9 @@ def synthetic_run(out: Path, qs: list[Question], *, seed: int = 0) -> int:
     write_votes(out, qs, model_members(TEMPS, NS), answers, rule="plurality")
     cfg = EvalConfig(task="mathqa", model="openai/synthetic", temperatures=TEMPS, ns=NS,
                      samples=K, bootstrap=200)
-    summary = analyse(cfg, qs, answers)
+    summary = analyse(cfg, qs, answers, population=len(qs))
     summary.update(requests=0, cost_usd=None, samples={"total": n, "from_store": n})
-    _write_outputs(out, summary)
+    write_outputs(out, summary)
     return n
 
 

@@ -283,14 +283,11 @@ def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any
             Column("SEM", drop=2), Column("95% for the task" if subset else "95% interval")]
     if subset:
         cols.append(Column(f"95% for these {items}", drop=1))
+    from evals.outputs import contrast_text
+
     rows = []
     for c in diffs:
-        if c.get("kind") == "ensemble":
-            what = f"n = {c['n']} − n = 1 at t = {c['t']:g}"
-        elif c.get("kind") == "aggregator":
-            what = f"{c['aggregator']} − {c.get('vs_aggregator')} at t = {c['t']:g}, n = {c['n']}"
-        else:
-            what = f"t = {c['t']:g} − t = {c['vs_t']:g} at n = {c['n']}"
+        what = contrast_text(c)
         val = c["utility_difference"] if box else c["difference"]
         row = [what, c["aggregator"], f"{val:+.4f}", _sem(c[prefix + "sem"]),
                _iv(c[prefix + "ci"])]
@@ -363,6 +360,8 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     """A mixed ensemble's tables: its members, the ensemble under each rule and each member
     alone, each rule minus majority / plurality on the same samples, and the ensemble under
     each rule minus its best member alone (no wider than `width`, no number cut)."""
+    from evals.outputs import contrast_text
+
     from .tables import Column, dropped_note, fit_table
 
     box = _scale(summary)[0]
@@ -394,10 +393,8 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
         d, gone3 = fit_table(
             [Column("difference", justify="left"), Column("estimate"), Column("SEM", drop=2),
              Column("95% for the task"), Column("95% for these", drop=1)],
-            [[f"ensemble {c['aggregator']} − {c['vs_member']} alone"
-              if c.get("kind") == "vs-best-member"
-              else f"{c['aggregator']} − {c['vs_aggregator']}",
-              f"{c[pre + 'difference' if box else 'difference']:+.4f}", _sem(c[pre + "sem"]),
+            [[contrast_text(c), f"{c[pre + 'difference' if box else 'difference']:+.4f}",
+              _sem(c[pre + "sem"]),
               _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"])] for c in summary["contrasts"]],
             width=width, title="Paired differences (the ensemble's same samples; "
             + ("utility, ±1 units" if box else "accuracy") + ")")
