@@ -1,11 +1,12 @@
-"""Evaluate a mixed ensemble: `ensemble eval TASK --ensemble SPEC.json`.
+"""Evaluate a mixed ensemble: `ensemble eval TASK --ensemble SPEC.json` (or `--spec`).
 
-A spec names the members (a model at a temperature, n votes each, behind its own endpoint) and
-the rules to score. Each member is sampled through its own `Sampler` (its endpoint's limits)
-into the run's one store, at least n samples per question (more: the estimates average over
-n-subsets and get intervals for the questions run). The report gives the ensemble under each
-rule, each member alone at its own n (majority / plurality), and each rule minus majority /
-plurality on the same samples (kind "aggregator"), all with 95% intervals.
+The run spec (`evals.spec.RunSpec`, the one spec of every run) names the members (a model at a
+temperature, n votes each, behind its own endpoint) and the rules to score. Each member is
+sampled through its own `Sampler` (its endpoint's limits) into the run's one store, at least n
+samples per question (more: the estimates average over n-subsets and get intervals for the
+questions run). The report gives the ensemble under each rule, each member alone at its own n
+(majority / plurality), and each rule minus majority / plurality on the same samples (kind
+"aggregator"), all with 95% intervals.
 
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at the member's temperature; utility in ±1 units.
 The theory behind the rules treats the members as groups of experts with one shared signal
@@ -17,18 +18,18 @@ structure: exact for one model at several temperatures, an approximation across 
                  {"model": "openai/b", "n": 1, "temperature": 1.0, "calibration": "runs/cal-b"}],
      "calibration": ["runs/calibrate-a"],
      "aggregators": ["majority", "lam-weighted", "robust"]}
+
+The members' spec is re-exported here (`load_spec`, `EnsembleSpec`, `MemberSpec`,
+`spec_schema`) for code that imports it from this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
@@ -36,6 +37,16 @@ from tasks import layout_of
 
 from .openanswers import refuse_open
 from .scoring import check_aggregators, default_aggregators
+from .spec import (
+    EnsembleSpec,
+    MemberSpec,
+    RunSpec,
+    check,
+    load_spec,
+    recorded_spec,
+    spec_schema,
+    write_spec,
+)
 
 __all__ = ["EnsembleSpec", "MemberSpec", "analyse_mixed", "ensemble_vote", "load_spec",
            "model_line", "run_mixed", "spec_schema"]
@@ -47,85 +58,11 @@ SHARED_SIGNAL = ("the rules treat the members as groups of experts sharing one s
                  "across models (docs/ensembles.md)")
 
 
-class MemberSpec(BaseModel):
-    """One member: `model` at `temperature`, `n` votes per decision."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o-mini")
-    api_base: str | None = Field(None, description="OpenAI-compatible base URL of its endpoint")
-    n: int = Field(ge=1, description="votes of this member per decision")
-    temperature: float = Field(ge=0, allow_inf_nan=False, description="sampling temperature")
-    lam: float | None = Field(None, ge=0, description="λ at this temperature (ψ_λ units)")
-    calibration: str | None = Field(None, description="calibration profile (or folder) giving "
-                                                      "this member's λ₁; λ = λ₁ / t")
-    samples: int | None = Field(None, ge=1, description="samples per question (default: "
-                                                        "the larger of n and --samples)")
-    label: str | None = Field(None, description="name in the tables (default model@t)")
-
-
-class EnsembleSpec(BaseModel):
-    """A mixed ensemble to evaluate (`ensemble eval TASK --ensemble SPEC.json`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    members: list[MemberSpec] = Field(min_length=1)
-    calibration: list[str] | None = Field(
-        None, description="profiles matched to members by (model, api_base)")
-    aggregators: list[str] | None = Field(
-        None, description="rules to score (default: majority or plurality; with every λ "
-                          "known also lam-weighted, and robust on binary tasks)")
-
-
-def spec_schema() -> dict[str, Any]:
-    """The JSON schema of a spec file."""
-    return EnsembleSpec.model_json_schema()
-
-
-_FIX = {
-    "members": 'give a list of members, e.g. [{"model": "openai/gpt-4o-mini", "n": 3, '
-               '"temperature": 0.7}]',
-    "model": "a litellm model string such as openai/gpt-4o-mini",
-    "n": "an integer >= 1 (votes of this member per decision)",
-    "temperature": "a number >= 0",
-    "lam": "a number >= 0 in ψ_λ units (λ at this member's temperature), or leave it out",
-    "samples": "an integer >= 1, at least n",
-    "calibration": "a path (member) or a list of paths (top level) to calibration profiles",
-    "aggregators": 'a list of rule names, e.g. ["majority", "lam-weighted", "robust"]',
-}
-
-
-def load_spec(path: str) -> EnsembleSpec:
-    """Read and validate a spec; a bad one is one InputError line naming the field and the fix."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"--ensemble {path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"--ensemble {path}: not UTF-8 text (a binary file?); give the JSON "
-                         "spec of the members") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--ensemble {path}: not JSON ({exc.msg} at line {exc.lineno})"
-                         ) from None
-    if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
-        doc["calibration"] = [doc["calibration"]]
-    try:
-        return EnsembleSpec.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        field = next((str(x) for x in reversed(err["loc"]) if isinstance(x, str)), "members")
-        fix = _FIX.get(field, "remove it (allowed: " + ", ".join(MemberSpec.model_fields)
-                       + " per member; members, calibration, aggregators at the top)")
-        raise InputError(f"--ensemble {path}: {loc}: {err['msg'].lower()}; fix: {fix}"
-                         ) from None
-
-
-def _members(spec: EnsembleSpec) -> tuple[Any, ...]:
+def _members(spec: RunSpec) -> tuple[Any, ...]:
     from ensemble.members import Member, resolve_members
 
-    ms = [Member(m.model, n=m.n, temperature=m.temperature, api_base=m.api_base, lam=m.lam,
-                 calibration=m.calibration) for m in spec.members]
+    ms = [Member(m.model, n=int(m.n or 0), temperature=m.temperature, api_base=m.api_base,
+                 lam=m.lam, calibration=m.calibration) for m in spec.members]
     from ensemble.providers.endpoints import normalise_api_base
 
     seen: dict[tuple[str, str | None, float], int] = {}
@@ -143,7 +80,7 @@ def _label(spec: Any, m: Any) -> str:
     return spec.label or f"{m.model}@t={m.temperature:g}"
 
 
-async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
+async def run_mixed(spec: RunSpec, cfg: Any) -> dict[str, Any]:
     """Draw every member, score the ensemble and each member alone; return the summary.
     `cfg` is the eval's `EvalConfig` (task, samples, limit, seed, data, out, limits, policy);
     its model, temperatures and ns are unused (the spec names the members)."""
@@ -163,6 +100,11 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
                          "drop --batch / --router")
     if cfg.adaptive:
         raise InputError("--adaptive scores one model; drop it with --ensemble")
+    check(spec, "--ensemble")
+    if not spec.ensemble:
+        raise InputError("the spec scores one model at several temperatures (n at the top): "
+                         "run it with `ensemble eval --spec FILE` (give each member its own n "
+                         "to score the members together)")
     cfg.validate_common()
     members = _members(spec)
     labels = [_label(s, m) for s, m in zip(spec.members, members, strict=True)]
@@ -191,6 +133,7 @@ async def run_mixed(spec: EnsembleSpec, cfg: Any) -> dict[str, Any]:
     from .rundir import claim_run_dir
 
     claim_run_dir(out, kind="eval", task=cfg.task, model=model_line(members, labels))
+    write_spec(out, recorded_spec(cfg, spec).model_copy(update={"aggregators": names}))
     drawn = await draw(task, questions, draws, out=out, policy=policy_of(cfg), build=build,
                        separate=True, whole=task.layout.group)
     t1 = time.perf_counter()
@@ -215,7 +158,7 @@ def model_line(members: Any, labels: list[str]) -> str:
     return " + ".join(f"{m.n}×{lb}" for m, lb in zip(members, labels, strict=True))
 
 
-def _rules(spec: EnsembleSpec, task: Any, questions: list[Any], lams: list[float | None]
+def _rules(spec: RunSpec, task: Any, questions: list[Any], lams: list[float | None]
            ) -> list[str]:
     """The rules to score, refused before any request when one cannot apply."""
     binary = all(len(q.choices) == 2 for q in questions)

@@ -38,10 +38,12 @@ from .scoring import (
     option_codes,
     row_builder,
 )
+from .spec import RunSpec, profile_lam1, recorded_spec, write_spec
 
 __all__ = [
     "EvalConfig",
     "analyse",
+    "config_of",
     "check_scorable",
     "finish",
     "run_facts",
@@ -127,6 +129,29 @@ class EvalConfig:
             raise InputError("--limit must be >= 1")
 
 
+def config_of(spec: RunSpec, **runtime: Any) -> EvalConfig:
+    """The EvalConfig of a run spec (`evals.spec`), with the options of the run's machinery
+    (provider limits and key, out, dry run, progress, batch, router) in `runtime`. One model's
+    run takes its endpoint from its members and its λ₁ from `lam1` or its calibration
+    profile; an ensemble's members are the spec's (`mixed.run_mixed`)."""
+    from dataclasses import fields
+
+    provider = runtime.pop("provider", None) or ProviderOptions()
+    run = {f.name: getattr(spec, f.name) for f in fields(EvalConfig)
+           if f.name in RunSpec.model_fields and getattr(spec, f.name) is not None}
+    run["adaptive"] = tuple(spec.adaptive or ())
+    run["aggregators"] = tuple(spec.aggregators or ())
+    if spec.ensemble:
+        return EvalConfig(provider=provider, **run, **runtime)
+    one = spec.members[0]
+    if one.api_base:
+        provider = ProviderOptions.build(provider, api_base=one.api_base)
+    if spec.lam1 is None and spec.calibration:
+        run["lam1"] = profile_lam1(spec.calibration[0], one.model)
+    return EvalConfig(model=one.model, temperatures=tuple(m.temperature for m in spec.members),
+                      ns=tuple(spec.n or ()), provider=provider, **run, **runtime)
+
+
 def load_task(cfg: EvalConfig) -> Task:
     """The task of a config (data, limit and seed passed to the tasks that read data)."""
     opts: dict[str, Any] = {}
@@ -202,6 +227,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     from .rundir import claim_run_dir
 
     claim_run_dir(out, kind="eval", task=cfg.task, model=cfg.model)
+    write_spec(out, recorded_spec(cfg))
     drawn = await draw(task, questions, members, out=out, policy=policy_of(cfg), build=build,
                        whole=task.layout.group)
     questions = drawn.questions

@@ -29,17 +29,25 @@ def register(subparsers: Any) -> None:
                     "estimate the vote's accuracy for each (t, n): exact, unbiased estimates "
                     "from the samples (box-ball: expected utility in ±1 units), with 95% "
                     "intervals for the task and for the questions run.")
-    p.add_argument("task", help="mathqa | boxball | jsonl")
+    p.add_argument("task", nargs="?",
+                   help="mathqa | boxball | jsonl (may come from --spec instead)")
     add_provider_args(p, model_required=False)
     p.add_argument("--t", type=temperature, nargs="+", help="temperatures")
     p.add_argument("--n", type=positive_int, nargs="+", help="group sizes")
+    p.add_argument("--spec", metavar="FILE",
+                   help="the run from a spec file instead of --model/--t: task, members (one "
+                        "model at several temperatures with n at the top, or members with "
+                        "their own n voting together), samples, rules, failure policy; flags "
+                        "given replace the file's values; a run folder (RUN or RUN/spec.json, "
+                        "which every run writes) repeats that run there (`ensemble schema "
+                        "run-spec`; docs/evals.md)")
     m = p.add_argument_group("rules and mixed ensembles (docs/ensembles.md; λ in ψ_λ units)")
     m.add_argument("--ensemble", metavar="SPEC.json",
-                   help="evaluate a mixed ensemble instead of --model/--t/--n: members (model, "
-                        "api_base, n, temperature, lam or calibration), calibration, "
-                        "aggregators (`ensemble eval --ensemble-schema` prints its schema)")
+                   help="the same as --spec (a mixed ensemble's spec: members with model, "
+                        "api_base, n, temperature, lam or calibration; calibration; "
+                        "aggregators)")
     m.add_argument("--ensemble-schema", action="store_true",
-                   help="print the JSON schema of an --ensemble spec and exit")
+                   help="print the JSON schema of a spec and exit")
     m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME",
                    help="rules to score beside majority / plurality: lam-weighted, robust "
                         "(binary tasks only); they need λ: --lam or --calibration")
@@ -55,11 +63,12 @@ def register(subparsers: Any) -> None:
                         "boxball L scenarios of its 216 (each asks 2 questions, one per ball "
                         "colour); the intervals 'for the task' then include the variation "
                         "between questions")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the question subset (--limit) and of the bootstrap")
+    p.add_argument("--seed", type=int,
+                   help="seed of the question subset (--limit) and of the bootstrap "
+                        "(default 0)")
     p.add_argument("--data", help="data file (mathqa: test.json; jsonl: .jsonl/.csv)")
     p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
-    p.add_argument("--bootstrap", type=positive_int, default=1000,
+    p.add_argument("--bootstrap", type=positive_int,
                    help="bootstrap resamples of the questions for the task's interval "
                         "(default 1000)")
     p.add_argument("--max-tokens", type=positive_int,
@@ -88,46 +97,22 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from ensemble.errors import InputError
-    from evals.runner import EvalConfig, run_eval
+    from evals.runner import config_of, run_eval
 
     if args.ensemble_schema:
-        from evals.mixed import spec_schema
+        from evals.spec import spec_schema
 
         emit_json(spec_schema())
         return 0
     batch, router = mode_options(args)
-    if args.ensemble:
-        given = [f for f, v in (("--model", args.model), ("--t", args.t), ("--n", args.n),
-                                ("--aggregator", args.aggregator), ("--lam", args.lam),
-                                ("--calibration", args.calibration)) if v]
-        if given:
-            raise InputError(f"--ensemble names the members, their n and t, and the rules: "
-                             f"drop {', '.join(given)}")
-    else:
-        missing = [f for f, v in (("--model", args.model), ("--t", args.t), ("--n", args.n))
-                   if not v]
-        if missing:
-            raise InputError(f"give {', '.join(missing)} (or --ensemble SPEC.json)")
-        if args.lam is not None and args.calibration:
-            raise InputError("give --lam or --calibration, not both")
-    lam1 = _profile_lam1(args.calibration, args.model) if args.calibration else args.lam
-    # a mixed ensemble's spec names its members: no model, t or n here
-    cfg = EvalConfig(task=args.task, model=args.model or "", temperatures=tuple(args.t or ()),
-                     ns=tuple(args.n or ()), samples=args.samples, limit=args.limit,
-                     seed=args.seed,
-                     data=args.data, out=args.out, provider=provider_options(args),
-                     bootstrap=args.bootstrap, max_tokens=args.max_tokens,
-                     skip_invalid=args.skip_invalid, fail_on_error=args.fail_on_error,
-                     max_cost=args.max_cost, adaptive=tuple(args.adaptive),
-                     max_n=args.max_n, stop_cost=args.stop_cost, dry_run=args.dry_run,
-                     progress=not args.json, on_status=status_printer,
-                     batch=batch, router=router, aggregators=tuple(args.aggregator),
-                     lam1=lam1, open=args.open, answer=args.answer)
-    if args.ensemble:
-        from evals.mixed import load_spec, run_mixed
+    spec, out = _spec(args)
+    cfg = config_of(spec, provider=provider_options(args), out=out, dry_run=args.dry_run,
+                    progress=not args.json, on_status=status_printer, batch=batch,
+                    router=router)
+    if spec.ensemble:
+        from evals.mixed import run_mixed
 
-        summary = run_sync(run_mixed(load_spec(args.ensemble), cfg))
+        summary = run_sync(run_mixed(spec, cfg))
     else:
         summary = run_sync(run_eval(cfg))
     if args.json:
@@ -141,25 +126,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_lam1(path: str, model: str | None) -> float:
-    """λ₁ of a calibration profile for --aggregator, checked before any request: fitted,
-    finite and >= 0, and of the model being evaluated."""
-    import math
-
+def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The run spec of the command line (evals.spec: a spec file with the flags given
+    replacing its values, or the flags alone) and the run folder (--out; a spec read from a
+    run folder runs there)."""
     from ensemble.errors import InputError
-    from ensemble.profile import CalibrationProfile
+    from evals.spec import check, from_flags, load_spec, spec_folder
 
-    prof = CalibrationProfile.load(path)
-    if prof.lam1 is None:
-        raise InputError(f"--calibration {path}: the profile has no fitted λ₁; give --lam or "
-                         "another profile")
-    if not math.isfinite(prof.lam1) or prof.lam1 < 0:
-        raise InputError(f"--calibration {path}: λ₁ = {prof.lam1:g} is not a rationality "
-                         "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
-    if model and prof.model != model:
-        raise InputError(f"--calibration {path} is a profile of {prof.model}, not of {model}: "
-                         "give the profile of the model evaluated (or --lam)")
-    return float(prof.lam1)
+    if args.spec and args.ensemble:
+        raise InputError("give --spec or --ensemble, not both (they read the same spec)")
+    path = args.spec or args.ensemble
+    flag = "--spec" if args.spec else "--ensemble"
+    where = f"{flag} {path}"
+    if path and (args.model or args.t):  # before reading it: the file names the members
+        raise InputError(f"{where} names the members: drop "
+                         + ", ".join(f for f, v in (("--model", args.model), ("--t", args.t))
+                                     if v))
+    if args.lam is not None and args.calibration:
+        raise InputError("give --lam or --calibration, not both")
+    given = {"task": args.task, "n": args.n, "samples": args.samples,
+             "aggregators": list(args.aggregator) or None, "lam1": args.lam,
+             "calibration": [args.calibration] if args.calibration else None,
+             "limit": args.limit, "seed": args.seed, "data": args.data,
+             "open": True if args.open else None, "answer": args.answer,
+             "max_tokens": args.max_tokens, "bootstrap": args.bootstrap,
+             "adaptive": list(args.adaptive) or None, "max_n": args.max_n,
+             "stop_cost": args.stop_cost, "fail_on_error": args.fail_on_error,
+             "max_cost": args.max_cost}
+    file = load_spec(path, flag=flag) if path else None
+    spec = from_flags(given, file=file, where=where, model=args.model, temperatures=args.t,
+                      api_base=args.api_base)
+    if not spec.task:
+        raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
+    if file is not None:
+        check(spec, where)
+    folder = spec_folder(path) if path and not args.out else None
+    return spec, args.out or (str(folder) if folder else None)
 
 
 def _table(summary: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
-"""`ensemble schema NAME`: the JSON schema of a file a run writes (summary.json, profile.json,
-calibration.json, an --ensemble spec), so other tools can validate what they read."""
+"""`ensemble schema NAME`: the JSON schema of a file a run writes or reads (summary.json,
+profile.json, calibration.json, a run spec), so other tools can validate what they read."""
 
 from __future__ import annotations
 
@@ -13,8 +13,12 @@ _FILES = {
     "eval-summary": ("evals.schemas", "EvalSummary", "summary.json of `ensemble eval`"),
     "calibration": ("evals.schemas", "CalibrationSummary",
                     "calibration.json of `ensemble calibrate`"),
-    "ensemble-spec": ("evals.mixed", "EnsembleSpec",
-                      "the SPEC.json of `ensemble eval TASK --ensemble SPEC.json`"),
+    "run-spec": ("evals.spec", "RunSpec",
+                 "the spec of `ensemble eval --spec FILE` (every run writes its own: "
+                 "RUN/spec.json)"),
+    "ensemble-spec": ("evals.spec", "EnsembleSpec",
+                      "the SPEC.json of `ensemble eval TASK --ensemble SPEC.json` (the run "
+                      "spec's fields, under this name)"),
     "profile": ("ensemble.profile", "CalibrationProfile",
                 "profile.json of `ensemble calibrate` (CalibrationProfile.load)"),
 }

@@ -1,0 +1,352 @@
+"""The run spec: what an eval run draws and how it is scored, one model for every run.
+
+A run is a task, its members, the samples each draws per question, the cells scored, the rules
+and the failure policy. A single model at temperatures t1..tk is k members (model, ti) scored
+alone at each group size of the top-level `n` (the cells of `ensemble eval --model M --t ...
+--n ...`); a mixed ensemble gives each member its own `n`, and its members vote together under
+each rule (`--ensemble`). The spec comes from the command line (`from_flags`), from a file
+(`ensemble eval --spec FILE`, or `--ensemble FILE`: the same), or from both: a flag given
+replaces the file's field. Every run records the spec it ran in `RUN/spec.json`
+(`write_spec`), so `ensemble eval --spec RUN/spec.json` repeats it there.
+
+    {"task": "boxball",
+     "members": [{"model": "openai/gpt-4o-mini", "temperature": 0.5},
+                 {"model": "openai/gpt-4o-mini", "temperature": 1.0}],
+     "n": [1, 3, 5], "samples": 10, "limit": 50}
+
+    {"task": "boxball",
+     "members": [{"model": "openai/a", "api_base": "http://127.0.0.1:8001/v1", "n": 2,
+                  "temperature": 1.0, "lam": 2.0},
+                 {"model": "openai/b", "n": 1, "temperature": 1.0, "calibration": "runs/cal-b"}],
+     "aggregators": ["majority", "lam-weighted", "robust"], "fail_on_error": 0.05}
+
+λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units: a member's `lam` at its temperature, `lam1` the one
+model's λ at t = 1 (λ = λ₁ / t).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ensemble.errors import InputError
+
+__all__ = ["FLAGS", "SPEC_FILE", "EnsembleSpec", "MemberSpec", "RunSpec", "check",
+           "from_flags", "load_spec", "profile_lam1", "recorded_spec", "spec_folder",
+           "spec_schema", "write_spec"]
+
+SPEC_FILE = "spec.json"
+
+
+class MemberSpec(BaseModel):
+    """One member: `model` at `temperature`; `n` its votes per decision in an ensemble."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o-mini")
+    api_base: str | None = Field(None, description="OpenAI-compatible base URL of its endpoint")
+    n: int | None = Field(None, ge=1, description="votes of this member per decision: the "
+                                                  "members vote together (leave it out when "
+                                                  "n is given at the top)")
+    temperature: float = Field(ge=0, allow_inf_nan=False, description="sampling temperature")
+    lam: float | None = Field(None, ge=0, description="λ at this temperature (ψ_λ units)")
+    calibration: str | None = Field(None, description="calibration profile (or folder) giving "
+                                                      "this member's λ₁; λ = λ₁ / t")
+    samples: int | None = Field(None, ge=1, description="samples per question (default: "
+                                                        "the larger of n and --samples)")
+    label: str | None = Field(None, description="name in the tables (default model@t)")
+
+
+class RunSpec(BaseModel):
+    """An eval run: the task, its members, the cells, the rules and the failure policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str | None = Field(None, description="mathqa | boxball | jsonl | a registered task "
+                                               "(or the command's TASK)")
+    members: list[MemberSpec] = Field(min_length=1)
+    n: list[int] | None = Field(None, min_length=1, description=(
+        "the cells of one model at several temperatures: each member alone at each group size "
+        "n (then no member has its own n)"))
+    samples: int | None = Field(None, ge=1, description="samples per question and member "
+                                                        "(default: the largest n)")
+    aggregators: list[str] | None = Field(
+        None, description="rules to score (default: majority or plurality; an ensemble with "
+                          "every λ known also lam-weighted, and robust on binary tasks)")
+    lam1: float | None = Field(None, ge=0, allow_inf_nan=False,
+                               description="one model's λ₁ (ψ_λ units at t = 1) for the rules")
+    calibration: list[str] | None = Field(
+        None, description="calibration profiles: an ensemble's matched to members by (model, "
+                          "api_base); one model's gives its λ₁")
+    limit: int | None = Field(None, ge=1, description="a random subset of the task (boxball: "
+                                                      "scenarios)")
+    seed: int | None = Field(None, ge=0, description="seed of the subset and the bootstrap")
+    data: str | None = Field(None, description="the task's data file")
+    open: bool | None = Field(None, description="mathqa: open answers (a number)")
+    answer: Literal["number", "math", "text"] | None = Field(
+        None, description="jsonl: the answer kind of rows without choices")
+    max_tokens: int | None = Field(None, ge=1, description="completion token limit per sample")
+    bootstrap: int | None = Field(None, ge=2, description="bootstrap resamples (default 1000)")
+    adaptive: list[Literal["bayes", "beta"]] | None = Field(
+        None, description="one model: stopping rules scored beside fixed n")
+    max_n: int | None = Field(None, ge=1, description="the adaptive rules' budget")
+    stop_cost: float | None = Field(None, gt=0, description="the bayes rule's cost per sample")
+    fail_on_error: float | None = Field(None, ge=0, description="failure policy: the share "
+                                                                "(< 1) or count of questions "
+                                                                "that may fail")
+    max_cost: float | None = Field(None, gt=0, description="stop spending above this (USD)")
+
+    @property
+    def ensemble(self) -> bool:
+        """The members vote together (each has its own n), not one model's cells."""
+        return any(m.n is not None for m in self.members)
+
+
+class EnsembleSpec(RunSpec):
+    """The run spec under the name `--ensemble` files were validated with (the same fields)."""
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON schema of a spec file."""
+    return RunSpec.model_json_schema()
+
+
+# a spec field -> the flag of `ensemble eval` that gives it
+FLAGS = {"task": "TASK", "n": "--n", "samples": "--samples", "aggregators": "--aggregator",
+         "lam1": "--lam", "calibration": "--calibration", "limit": "--limit", "seed": "--seed",
+         "data": "--data", "open": "--open", "answer": "--answer", "max_tokens": "--max-tokens",
+         "bootstrap": "--bootstrap", "adaptive": "--adaptive", "max_n": "--max-n",
+         "stop_cost": "--stop-cost", "fail_on_error": "--fail-on-error",
+         "max_cost": "--max-cost"}
+
+_FIX = {
+    "members": 'give a list of members, e.g. [{"model": "openai/gpt-4o-mini", "n": 3, '
+               '"temperature": 0.7}]',
+    "model": "a litellm model string such as openai/gpt-4o-mini",
+    "n": "an integer >= 1 (a member's votes per decision), or a list of them at the top",
+    "temperature": "a number >= 0",
+    "lam": "a number >= 0 in ψ_λ units (λ at this member's temperature), or leave it out",
+    "lam1": "a number >= 0 in ψ_λ units (one model's λ at t = 1), or leave it out",
+    "samples": "an integer >= 1, at least n",
+    "calibration": "a path (member) or a list of paths (top level) to calibration profiles",
+    "aggregators": 'a list of rule names, e.g. ["majority", "lam-weighted", "robust"]',
+    "task": "a task name, e.g. boxball",
+}
+
+
+def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec") -> RunSpec:
+    """Read and validate a spec file (a run folder: its spec.json); a bad one is one InputError
+    line naming the field and the fix."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / SPEC_FILE
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{flag} {path}: not UTF-8 text (a binary file?); give the JSON "
+                         "spec of the run") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{flag} {path}: not JSON ({exc.msg} at line {exc.lineno})"
+                         ) from None
+    if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
+        doc["calibration"] = [doc["calibration"]]
+    if isinstance(doc, dict) and isinstance(doc.get("n"), int):
+        doc["n"] = [doc["n"]]
+    return _validated(doc, f"{flag} {path}")
+
+
+def _validated(doc: Any, where: str, *, flags: tuple[str, ...] = ()) -> RunSpec:
+    """A RunSpec from a document, or one InputError line naming the field (or, for a field
+    in `flags`, the command-line flag that gave it) and the fix."""
+    try:
+        return RunSpec.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        top = str(err["loc"][0]) if err["loc"] else ""
+        if top in flags:
+            raise InputError(_flag_error(FLAGS[top], err)) from None
+        field = next((str(x) for x in reversed(err["loc"]) if isinstance(x, str)), "members")
+        fix = _FIX.get(field, "remove it (allowed: " + ", ".join(MemberSpec.model_fields)
+                       + " per member; " + ", ".join(RunSpec.model_fields) + " at the top)")
+        raise InputError(f"{where}: {loc}: {err['msg'].lower()}; fix: {fix}") from None
+
+
+def _flag_error(flag: str, err: Any) -> str:
+    """A flag's value out of its field's bounds, in the words of the other options' checks."""
+    got, ctx = err.get("input"), err.get("ctx") or {}
+    what = "an integer" if isinstance(got, int) else "a number"
+    for key, op in (("ge", ">="), ("gt", ">")):
+        if key in ctx:
+            return f"{flag} must be {what} {op} {ctx[key]}, got {got}"
+    return f"{flag} {got}: {err['msg'].lower()}"
+
+
+def spec_folder(path: str | os.PathLike[str]) -> Path | None:
+    """The run folder a spec was recorded in (RUN, or RUN/spec.json beside the run's store or
+    summary: a run stopped half-way too), where repeating it resumes; None for a spec written
+    elsewhere."""
+    p = Path(path)
+    folder = p if p.is_dir() else p.parent
+    ran = (folder / "summary.json").is_file() or (folder / "samples.sqlite").is_file()
+    return folder if ran and (p.is_dir() or p.name == SPEC_FILE) else None
+
+
+def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str = "",
+               model: str | None = None, temperatures: list[float] | None = None,
+               api_base: str | None = None) -> RunSpec:
+    """The spec of a command line: the file's, if any, with each field of `given` (spec field
+    -> the flag's value, for the flags given) replacing its own; or, without a file, one model
+    at `temperatures`. A flag that cannot apply to the file's run is one InputError line."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if file is None:
+        missing = [f for f, v in (("TASK", given.get("task")), ("--model", model),
+                                  ("--t", temperatures), ("--n", given.get("n"))) if not v]
+        if missing:
+            raise InputError(f"give {', '.join(missing)} (or --spec FILE)")
+        members = [{"model": model, "api_base": api_base, "temperature": t}
+                   for t in temperatures or ()]
+        return _validated({"members": members, **given}, "the command line",
+                          flags=tuple(given))
+    if model or temperatures:
+        raise InputError(f"{where} names the members: drop "
+                         + ", ".join(f for f, v in (("--model", model), ("--t", temperatures))
+                                     if v))
+    if file.ensemble:
+        wrong = [FLAGS[k] for k in ("n", "lam1", "adaptive", "max_n", "stop_cost")
+                 if k in given]
+        if wrong:
+            raise InputError(f"{where} is an ensemble (each member has its own n and λ): drop "
+                             f"{', '.join(wrong)} (a member's n, lam or calibration go in the "
+                             "spec)")
+    task = given.pop("task", None)
+    if task and file.task and task != file.task:
+        raise InputError(f"{where} is a run of {file.task}, the command's TASK {task}: give one "
+                         "(or make them the same)")
+    doc = file.model_dump(exclude_none=True)
+    if api_base:
+        if all(m.api_base for m in file.members):
+            raise InputError(f"every member of {where} names its api_base: drop --api-base")
+        for m in doc["members"]:
+            m.setdefault("api_base", api_base)
+    if task:
+        doc["task"] = task
+    return _validated({**doc, **given}, where, flags=tuple(given))
+
+
+def check(spec: RunSpec, where: str) -> None:
+    """The spec's run is a one-model grid (n at the top) or an ensemble (n per member), each
+    whole; else one InputError line naming the field and the fix."""
+    has = [i for i, m in enumerate(spec.members) if m.n is not None]
+    if spec.n is not None and has:
+        raise InputError(f"{where}: n is given at the top and for members.{has[0]}: give each "
+                         "member its own n (they vote together as an ensemble) or n at the top "
+                         "(each member alone at each n: one model at several temperatures), "
+                         "not both")
+    if spec.ensemble:
+        if len(has) < len(spec.members):
+            i = next(i for i, m in enumerate(spec.members) if m.n is None)
+            raise InputError(f"{where}: members.{i} has no n: give every member of an ensemble "
+                             "its votes per decision")
+        if spec.lam1 is not None:
+            raise InputError(f"{where}: lam1 is one model's λ₁: give each member its lam or "
+                             "calibration")
+        return
+    if spec.n is None:
+        raise InputError(f'{where}: give n: at the top, e.g. "n": [1, 3, 5] (each member '
+                         "alone at each n), or per member (they vote together)")
+    _check_one_model(spec, where)
+
+
+def _check_one_model(spec: RunSpec, where: str) -> None:
+    from ensemble.sampling.types import normalise_api_base
+
+    def endpoint(m: MemberSpec) -> tuple[str, str | None]:
+        return m.model, normalise_api_base(m.api_base) if m.api_base else None
+
+    first = spec.members[0]
+    seen: dict[float, int] = {}
+    for i, m in enumerate(spec.members):
+        if endpoint(m) != endpoint(first):
+            raise InputError(f"{where}: n at the top scores one model at several temperatures, "
+                             f"and members.{i} is another model or endpoint ({m.model}): give "
+                             "each member its own n to score them together, or run each model "
+                             "on its own and compare the runs")
+        extra = [f for f in ("lam", "calibration", "samples", "label") if getattr(m, f)]
+        if extra:
+            top = {"lam": "lam1", "calibration": "calibration", "samples": "samples"}
+            raise InputError(f"{where}: members.{i}.{extra[0]}: a member of one model's run (n "
+                             "at the top) takes model, api_base and temperature; "
+                             + (f"give {top[extra[0]]} at the top" if extra[0] in top
+                                else "its rows are named by their temperature"))
+        if m.temperature in seen:
+            raise InputError(f"{where}: members.{seen[m.temperature]} and {i} are both t = "
+                             f"{m.temperature:g}: give each temperature once")
+        seen[m.temperature] = i
+    if spec.calibration is not None and len(spec.calibration) != 1:
+        raise InputError(f"{where}: one model's run takes one calibration profile (its λ₁), "
+                         f"got {len(spec.calibration)}")
+
+
+def profile_lam1(path: str, model: str | None, *, flag: str = "--calibration") -> float:
+    """λ₁ of a calibration profile for one model's rules, checked before any request: fitted,
+    finite and >= 0, and of the model being evaluated."""
+    import math
+
+    from ensemble.profile import CalibrationProfile
+
+    prof = CalibrationProfile.load(path)
+    if prof.lam1 is None:
+        raise InputError(f"{flag} {path}: the profile has no fitted λ₁; give --lam or "
+                         "another profile")
+    if not math.isfinite(prof.lam1) or prof.lam1 < 0:
+        raise InputError(f"{flag} {path}: λ₁ = {prof.lam1:g} is not a rationality "
+                         "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
+    if model and prof.model != model:
+        raise InputError(f"{flag} {path} is a profile of {prof.model}, not of {model}: "
+                         "give the profile of the model evaluated (or --lam)")
+    return float(prof.lam1)
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def recorded_spec(cfg: Any, spec: RunSpec | None = None) -> RunSpec:
+    """The spec a run ran, from its `EvalConfig` (and, for an ensemble, its members' spec):
+    complete, with absolute paths and each member's endpoint, so that `ensemble eval --spec`
+    on it repeats the run."""
+    run = {"task": cfg.task, "samples": cfg.samples, "limit": cfg.limit, "seed": cfg.seed,
+           "data": _absolute(cfg.data), "open": cfg.open or None, "answer": cfg.answer,
+           "max_tokens": cfg.max_tokens, "bootstrap": cfg.bootstrap,
+           "fail_on_error": cfg.fail_on_error, "max_cost": cfg.max_cost}
+    base = cfg.provider.api_base
+    if spec is not None and spec.ensemble:
+        members = [m.model_copy(update={"api_base": m.api_base or base,
+                                        "calibration": _absolute(m.calibration)})
+                   for m in spec.members]
+        return spec.model_copy(update={**run, "members": members, "calibration": [
+            _absolute(c) for c in spec.calibration] if spec.calibration else None})
+    return RunSpec.model_validate({
+        "members": [{"model": cfg.model, "api_base": base, "temperature": t}
+                    for t in cfg.temperatures],
+        "n": list(cfg.ns), "aggregators": list(cfg.aggregators) or None, "lam1": cfg.lam1,
+        "adaptive": list(cfg.adaptive) or None, "max_n": cfg.max_n, "stop_cost": cfg.stop_cost,
+        **run})
+
+
+def write_spec(out: Path, spec: RunSpec) -> None:
+    """RUN/spec.json: the spec the run ran (only the fields set)."""
+    from ensemble.jsonio import dumps
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (SPEC_FILE + ".tmp")
+    tmp.write_text(dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, out / SPEC_FILE)
