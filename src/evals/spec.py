@@ -265,7 +265,7 @@ def check(spec: RunSpec, where: str) -> None:
 
 
 def _check_one_model(spec: RunSpec, where: str) -> None:
-    from ensemble.sampling.types import normalise_api_base
+    from ensemble.providers.endpoints import normalise_api_base
 
     def endpoint(m: MemberSpec) -> tuple[str, str | None]:
         return m.model, normalise_api_base(m.api_base) if m.api_base else None
