@@ -1,15 +1,29 @@
-"""What batch mode needs from a provider's Files and Batch API: the `BatchAPI` protocol and
-`BatchInfo`, a provider's batch as read from its API. A provider declares its Batch API in
-`Capabilities.batch_api`; litellm's is `ensemble.providers.litellm_batch.LiteLLMBatchAPI`.
+"""What batch mode needs from a provider's Files and Batch API: the `BatchAPI` protocol,
+`BatchInfo` (a provider's batch as read from its API) and `BatchCalls` (what every Batch API
+client shares: its calls under the one retry policy, their errors in the one translation
+table). A provider declares its Batch API in `Capabilities.batch_api`: litellm's is
+`ensemble.providers.litellm_batch.LiteLLMBatchAPI`, the openai SDK's
+`ensemble.providers.openai_batch.OpenAIBatchAPI`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
-__all__ = ["BATCH_ENDPOINT", "BatchAPI", "BatchInfo"]
+from ..errors import (
+    BadRequestError,
+    EndpointNotFoundError,
+    ModelNotFoundError,
+    ProviderError,
+    ProviderTimeoutError,
+)
+from .retry import RetryPolicy
+from .translate import exception_chain, reply_body, translate_error
+
+__all__ = ["BATCH_ENDPOINT", "BatchAPI", "BatchCalls", "BatchInfo"]
 
 BATCH_ENDPOINT = "/v1/chat/completions"
 
@@ -69,8 +83,9 @@ class BatchAPI(Protocol):
     endpoint: str  # the api_base, or the provider's name: shown and recorded, never a key
     model: str  # the model name the provider expects in a line's body
 
-    async def upload(self, data: bytes, *, filename: str) -> str:
-        """Upload a JSONL input file (purpose "batch"); its file id."""
+    async def upload(self, file: IO[bytes], *, filename: str) -> str:
+        """Upload a JSONL input file (purpose "batch") from an open binary file, streamed
+        (a paper-sized input file is never held whole); its file id."""
         ...
 
     async def create(self, file_id: str, *, metadata: dict[str, str]) -> BatchInfo: ...
@@ -88,3 +103,68 @@ class BatchAPI(Protocol):
                    ) -> tuple[list[BatchInfo], bool]:
         """A page of batches, newest first, and whether there are more."""
         ...
+
+
+class BatchCalls:
+    """What every Batch API client shares: each call bounded in time (`timeout` seconds, the
+    file transfers at least 600), retried under the one retry policy (`max_attempts`; a call
+    made with `retry=False` is tried once), and its failure translated by the one table
+    (`ensemble.providers.translate`), in the words of a Batch API: a 404 names a missing Batch
+    API or an unknown batch, a rejected call what was rejected."""
+
+    provider: str
+    endpoint: str
+
+    def __init__(self, target: str, *, api_base: str | None, timeout: float,
+                 max_attempts: int) -> None:
+        self.target = target
+        self.api_base = api_base
+        self.timeout = float(timeout)
+        self.max_attempts = int(max_attempts)
+        self.retry = RetryPolicy(max_attempts=self.max_attempts)
+
+    async def call(self, what: str, make: Callable[[float], Awaitable[Any]], *,
+                   retry: bool = True, timeout: float | None = None) -> Any:
+        """`await make(seconds)` under the policy; `make` starts the call with that timeout."""
+        wait = timeout or self.timeout
+
+        async def once() -> Any:
+            try:
+                return await asyncio.wait_for(make(wait), wait * 1.5 + 1.0)
+            except asyncio.TimeoutError:
+                exc: ProviderError = ProviderTimeoutError(
+                    f"no reply from {self.endpoint} to {what} within {wait:g} s",
+                    model=self.target, provider=self.provider, api_base=self.api_base,
+                    reason="timeout")
+                raise exc from None
+
+        policy = self.retry if retry else RetryPolicy(max_attempts=1)
+        return await policy.call(once, lambda raw: self.translate(raw, what))
+
+    def translate(self, raw: BaseException, what: str) -> ProviderError:
+        """The `ProviderError` of a failed call (`what`: "a file upload", "the batch X")."""
+        exc = translate_error(raw, model=self.target, api_base=self.api_base)
+        where = self.api_base or f"the {self.provider} API"
+        if exc.status == 404 or isinstance(exc, (EndpointNotFoundError, ModelNotFoundError)):
+            if isinstance(exc, EndpointNotFoundError):
+                err: ProviderError = EndpointNotFoundError(
+                    f"{where} has no Batch API ({what} answered 404): it does not offer "
+                    "/files and /batches there; run without --batch", model=self.target,
+                    provider=self.provider, status=404, api_base=self.api_base,
+                    reason="no Batch API")
+            else:
+                err = ModelNotFoundError(
+                    f"{where} does not know {what} (404): batches and files belong to the key "
+                    "and endpoint that created them; use the same --api-base and key",
+                    model=self.target, provider=self.provider, status=404,
+                    api_base=self.api_base, reason="batch not found")
+            return err
+        if type(exc) is BadRequestError:  # not a refusal: the call itself was rejected
+            body = reply_body(exception_chain(raw))
+            detail = " ".join(str((body or {}).get("message") or "").split())[:200] \
+                if isinstance(body, dict) else ""
+            return BadRequestError(f"{where} rejected {what} ({exc.status or 400}): "
+                                   f"{detail or 'no detail'}", model=self.target,
+                                   provider=self.provider, status=exc.status,
+                                   api_base=self.api_base, reason=exc.reason)
+        return exc

@@ -3,23 +3,13 @@ OpenAI-compatible base URL): the Batch API `LiteLLMProvider` declares."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import IO, Any
 
-from ..errors import (
-    BadRequestError,
-    EndpointNotFoundError,
-    InputError,
-    ModelNotFoundError,
-    ProviderError,
-    ProviderTimeoutError,
-)
-from .batch import BATCH_ENDPOINT, BatchInfo
+from ..errors import InputError, ModelNotFoundError
+from .batch import BATCH_ENDPOINT, BatchCalls, BatchInfo
 from .litellm_lib import litellm
-from .retry import RetryPolicy
-from .translate import exception_chain, reply_body, translate_error
 
 __all__ = ["BATCH_PROVIDERS", "LiteLLMBatchAPI"]
 
@@ -30,26 +20,22 @@ BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "li
 STREAMED = ("openai", "hosted_vllm", "litellm_proxy")
 
 
-class LiteLLMBatchAPI:
+class LiteLLMBatchAPI(BatchCalls):
     """The Files and Batch API of a provider, through litellm (OpenAI, Azure, Vertex, Bedrock,
     Mistral, vLLM and any OpenAI-compatible base URL).
 
-    Calls are retried under the one retry policy (`ensemble.providers.retry`): transient
-    errors (5xx, timeouts, dropped connections) up to `max_attempts`, 429 waits out its
-    Retry-After; except batch creation, which is never retried blind:
-    the caller looks for the batch by its metadata first (a create that timed out may have
-    succeeded).
+    Calls are retried under the one retry policy (`ensemble.providers.retry`, through
+    `BatchCalls`): transient errors (5xx, timeouts, dropped connections) up to
+    `max_attempts`, 429 waits out its Retry-After; except batch creation, which is never
+    retried blind: the caller looks for the batch by its metadata first (a create that timed
+    out may have succeeded).
     """
 
     def __init__(self, model: str, *, api_base: str | None, api_key: str | None,
                  timeout: float = 60.0, max_attempts: int = 6) -> None:
         ll = litellm()
-        self.target = model
-        self.api_base = api_base
+        super().__init__(model, api_base=api_base, timeout=timeout, max_attempts=max_attempts)
         self._key = api_key
-        self.timeout = float(timeout)
-        self.max_attempts = int(max_attempts)
-        self.retry = RetryPolicy(max_attempts=self.max_attempts)
         try:
             name, prov, _, _ = ll.get_llm_provider(model, api_base=api_base)
         except Exception:  # noqa: BLE001 - litellm raises a plain BadRequestError here
@@ -79,53 +65,14 @@ class LiteLLMBatchAPI:
 
     async def _call(self, what: str, fn: Any, *args: Any, retry: bool = True,
                     timeout: float | None = None, **kwargs: Any) -> Any:
-        wait = timeout or self.timeout
+        return await self.call(what, lambda wait: fn(*args, **self._kw(), timeout=wait,
+                                                     **kwargs),
+                               retry=retry, timeout=timeout)
 
-        async def once() -> Any:
-            try:
-                return await asyncio.wait_for(fn(*args, **self._kw(), timeout=wait, **kwargs),
-                                              wait * 1.5 + 1.0)
-            except asyncio.TimeoutError:
-                exc: ProviderError = ProviderTimeoutError(
-                    f"no reply from {self.endpoint} to {what} within {wait:g} s",
-                    model=self.target, provider=self.provider, api_base=self.api_base,
-                    reason="timeout")
-                raise exc from None
-
-        policy = self.retry if retry else RetryPolicy(max_attempts=1)
-        return await policy.call(once, lambda raw: self._translate(raw, what))
-
-    def _translate(self, raw: BaseException, what: str) -> ProviderError:
-        exc = translate_error(raw, model=self.target, api_base=self.api_base)
-        if exc.status == 404 or isinstance(exc, (EndpointNotFoundError, ModelNotFoundError)):
-            where = self.api_base or f"the {self.provider} API"
-            if isinstance(exc, EndpointNotFoundError):
-                err: ProviderError = EndpointNotFoundError(
-                    f"{where} has no Batch API ({what} answered 404): it does not offer "
-                    "/files and /batches there; run without --batch", model=self.target,
-                    provider=self.provider, status=404, api_base=self.api_base,
-                    reason="no Batch API")
-            else:
-                err = ModelNotFoundError(
-                    f"{where} does not know {what} (404): batches and files belong to the key "
-                    "and endpoint that created them; use the same --api-base and key",
-                    model=self.target, provider=self.provider, status=404,
-                    api_base=self.api_base, reason="batch not found")
-            return err
-        if type(exc) is BadRequestError:  # not a refusal: the call itself was rejected
-            body = reply_body(exception_chain(raw))
-            detail = " ".join(str((body or {}).get("message") or "").split())[:200] \
-                if isinstance(body, dict) else ""
-            where = self.api_base or f"the {self.provider} API"
-            return BadRequestError(f"{where} rejected {what} ({exc.status or 400}): "
-                                   f"{detail or 'no detail'}", model=self.target,
-                                   provider=self.provider, status=exc.status,
-                                   api_base=self.api_base, reason=exc.reason)
-        return exc
-
-    async def upload(self, data: bytes, *, filename: str) -> str:
+    async def upload(self, file: IO[bytes], *, filename: str) -> str:
+        # litellm hands the open file to the openai SDK, whose HTTP client streams it
         obj = await self._call("a file upload", litellm().acreate_file,
-                               file=(filename, data, "application/jsonl"), purpose="batch",
+                               file=(filename, file, "application/jsonl"), purpose="batch",
                                timeout=max(self.timeout, 600.0))
         return str(obj.id)
 
@@ -176,7 +123,7 @@ class LiteLLMBatchAPI:
                 async for line in resp.aiter_lines():
                     yield line.encode()
         except httpx.HTTPError as raw:
-            raise self._translate(raw, what) from None
+            raise self.translate(raw, what) from None
 
     async def cancel(self, batch_id: str) -> BatchInfo:
         obj = await self._call(f"the batch {batch_id}", litellm().acancel_batch,

@@ -18,9 +18,11 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
   `APIConnectionError` / `APITimeoutError` with the transport's exception as the cause), turned
   into `ensemble.errors` types by the same `translate_error` table the litellm path uses.
 - Cost from usage: `price_per_1k` when given, else litellm's price table read as a file
-  (`ensemble.providers.prices`), never by importing litellm.
-- Batch mode goes through litellm's Files/Batch API with this model, base and key
-  (`capabilities.batch_api`).
+  (`ensemble.providers.prices`), never by importing litellm; batch lines at the table's
+  Batch API rates.
+- Batch mode goes through the SDK's own Files and Batch API on this client
+  (`ensemble.providers.openai_batch`, `capabilities.batch_api`): litellm is not imported
+  (it would hold ~130 MB of a paper-sized batch run's memory).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
 from .endpoints import normalise_api_base
-from .litellm import litellm_batch_api, litellm_token_count, resolve_key
+from .litellm import litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
 from .translate import page_error, translate_error
@@ -96,7 +98,7 @@ class OpenAIProvider:
 
         self.model = model
         self.options = options or ProviderOptions()
-        self.target = model  # the litellm model string (batch mode goes through litellm)
+        self.target = model  # the litellm model string (token counts go through litellm)
         self.wire_model = model.split("/", 1)[1] if model.startswith("openai/") else model
         self.api_base = self.options.api_base
         # as litellm and the SDK do, OPENAI_BASE_URL / OPENAI_API_BASE move OpenAI's own API
@@ -121,17 +123,21 @@ class OpenAIProvider:
                                          batch_api=self.batch_api)
 
     def batch_api(self) -> Any:
-        """litellm's Files and Batch API for this model, endpoint and key (batch mode)."""
-        return litellm_batch_api(self.target, self.options, self._key)
+        """The SDK's Files and Batch API on this provider's client (batch mode)."""
+        from .openai_batch import OpenAIBatchAPI
+
+        return OpenAIBatchAPI(self.target, client=self.client, model=self.wire_model,
+                              api_base=self.api_base, timeout=self.options.timeout,
+                              max_attempts=self.options.max_attempts)
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
-        """USD at `price_per_1k` if given, else litellm's price table read as a file; at Batch
-        API rates through litellm (batch mode imports it anyway)."""
+        """USD at `price_per_1k` if given, else litellm's price table read as a file; batch
+        lines at the table's Batch API rates (None where it has none)."""
         if batch:
-            from .litellm import litellm_price
-
-            return litellm_price(self.target, prompt_tokens, completion_tokens, batch=True)
+            rates = token_price(self.target, batch=True)
+            return None if rates is None else (prompt_tokens * rates[0]
+                                               + completion_tokens * rates[1])
         return self._cost(prompt_tokens, completion_tokens)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:

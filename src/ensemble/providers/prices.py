@@ -18,7 +18,7 @@ __all__ = ["token_price"]
 _TABLE_FILE = "model_prices_and_context_window_backup.json"
 _table: dict[str, Any] | None = None
 _lock = threading.Lock()
-_cache: dict[str, tuple[float, float] | None] = {}
+_cache: dict[tuple[str, str, bool], tuple[float, float] | None] = {}
 
 
 def _load() -> dict[str, Any]:
@@ -40,22 +40,31 @@ def _load() -> dict[str, Any]:
         return _table
 
 
-def token_price(model: str, provider: str = "openai") -> tuple[float, float] | None:
+def token_price(model: str, provider: str = "openai", *, batch: bool = False
+                ) -> tuple[float, float] | None:
     """(prompt, completion) USD per token for a model string (`openai/gpt-4o-mini` or
-    `gpt-4o-mini`) from litellm's price table; None when the table has no price for it."""
-    if model in _cache:
-        return _cache[model]
+    `gpt-4o-mini`) from litellm's price table; None when the table has no price for it.
+    `batch`: its Batch API rates (`*_cost_per_token_batches`), None where it has none (half
+    the online price would be a guess, not a price)."""
+    slot = (model, provider, batch)
+    if slot in _cache:
+        return _cache[slot]
     name = model.split("/", 1)[1] if model.startswith(f"{provider}/") else model
     table = _load()
+    suffix = "_batches" if batch else ""
     price: tuple[float, float] | None = None
     for key in (model, name, f"{provider}/{name}"):
         info = table.get(key)
         if not isinstance(info, dict) or info.get("litellm_provider", provider) != provider:
             continue
-        pin = float(info.get("input_cost_per_token") or 0.0)
-        pout = float(info.get("output_cost_per_token") or 0.0)
-        if pin or pout:
-            price = (pin, pout)
+        pin, pout = (info.get(f"input_cost_per_token{suffix}"),
+                     info.get(f"output_cost_per_token{suffix}"))
+        if batch:
+            if pin is not None and pout is not None:
+                price = (float(pin), float(pout))
             break
-    _cache[model] = price
+        if pin or pout:
+            price = (float(pin or 0.0), float(pout or 0.0))
+            break
+    _cache[slot] = price
     return price
