@@ -45,9 +45,9 @@ import collections
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from ..errors import (
     BatchesSubmitted,
@@ -61,10 +61,11 @@ from ..providers.base import Choice, Provider
 from ..providers.batch import BATCH_ENDPOINT, BatchAPI, BatchInfo
 from ..providers.litellm_batch import LiteLLMBatchAPI
 from ..secrets import redact
+from .batch_input import input_files, input_lines
 from .batch_options import BatchOptions, batch_api_for, custom_id, line_error, parse_custom_id
 from .replies import checked_logprobs, checked_text, usable_tokens
 from .results import SampleFailure, SampleResult, failure_of
-from .run import LEASE_TTL, RunContext, contiguous, request_meta
+from .run import LEASE_TTL, RunContext, request_meta
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
 from .types import Sample, SampleRequest, request_key
 
@@ -86,6 +87,29 @@ def _resubmittable(exc: ProviderError) -> bool:
 class _Todo:
     key: str
     indices: list[int]
+
+
+class _Attempts:
+    """Submissions of each sample (key, index) in this run: a list of counts per key (a
+    paper-sized run has 298,500 samples: one (key, index) tuple each would hold ~40 MB)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, list[int]] = {}
+
+    def get(self, key: str, i: int) -> int:
+        row = self.by_key.get(key)
+        return row[i] if row is not None and i < len(row) else 0
+
+    def add(self, key: str, indices: Iterable[int]) -> int:
+        """Count one more submission of each; how many had been submitted before."""
+        row = self.by_key.setdefault(key, [])
+        again = 0
+        for i in indices:
+            if i >= len(row):
+                row.extend([0] * (i + 1 - len(row)))
+            again += row[i] > 0
+            row[i] += 1
+        return again
 
 
 class _BatchRun:
@@ -110,7 +134,7 @@ class _BatchRun:
         self.by_key: dict[str, list[int]] = collections.defaultdict(list)
         for ri, k in enumerate(self.keys):
             self.by_key[k].append(ri)
-        self.attempts: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.attempts = _Attempts()
         self.errors: dict[tuple[str, int], ProviderError] = {}
         self.per_line = 1 if ctx.n_ok is False else max_n
         self.stop: RunStopped | None = None
@@ -216,12 +240,15 @@ class _BatchRun:
         submit. Samples leased by another run are waited for; samples that used up their
         submissions, or failed for good, are left to the failure report."""
         ours = {r.id for r in self._pending()}
-        covered = {(k, i) for b, k, a, c in self.store.pending_lines() if b in ours
-                   for i in range(a, a + c)}
+        covered: dict[str, list[range]] = {}  # per key: the index ranges of live lines
+        for bid, k, start, count in self.store.pending_lines():
+            if bid in ours:
+                covered.setdefault(k, []).append(range(start, start + count))
         want: list[tuple[str, list[int]]] = []
         for key, ris in self.by_key.items():
             missing = sorted({i for ri in ris for i, x in enumerate(self.rows[ri]) if x is None})
-            free = [i for i in missing if (key, i) not in covered and self._may_submit(key, i)]
+            live = {i for r in covered.get(key, ()) for i in r}
+            free = [i for i in missing if i not in live and self._may_submit(key, i)]
             if free:
                 want.append((key, free))
         self.waiting_other = 0
@@ -241,93 +268,69 @@ class _BatchRun:
         err = self.errors.get((key, i))
         if err is not None and not _resubmittable(err):
             return False
-        return self.attempts[(key, i)] < self.opts.max_submissions
+        return self.attempts.get(key, i) < self.opts.max_submissions
 
-    def _lines(self, todo: list[_Todo]) -> list[tuple[BatchLine, bytes]]:
-        """The input lines (and their JSONL bytes) of the claimed samples."""
-        out = []
-        metas: dict[str, dict[str, Any]] = {}
-        for t in todo:
-            ri = self.by_key[t.key][0]
-            req = self.requests[ri]
-            if t.key not in metas:
-                body = {"model": self.api.model, "messages": [dict(m) for m in req.messages]}
-                params = dict(req.params.as_dict())
-                extra = params.pop("extra_body", None)
-                body.update(params)
-                if isinstance(extra, Mapping):
-                    body.update(extra)
-                metas[t.key] = body
-            for run in contiguous(t.indices):
-                for a in range(0, len(run), self.per_line):
-                    part = run[a:a + self.per_line]
-                    cid = custom_id(t.key, part[0], len(part))
-                    line_body: dict[str, Any] = dict(metas[t.key])
-                    if len(part) > 1:
-                        line_body["n"] = len(part)
-                    doc = {"custom_id": cid, "method": "POST", "url": BATCH_ENDPOINT,
-                           "body": line_body}
-                    data = (json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-                            + "\n").encode()
-                    out.append((BatchLine(cid, t.key, part[0], len(part)), data))
-        return out
-
-    def _files(self, lines: list[tuple[BatchLine, bytes]]
-               ) -> list[list[tuple[BatchLine, bytes]]]:
-        """Lines split into input files within `max_lines` and `max_bytes`."""
-        files: list[list[tuple[BatchLine, bytes]]] = [[]]
-        size = 0
-        for ln in lines:
-            if len(ln[1]) > self.opts.max_bytes:
-                raise InputError(f"one batch line is {len(ln[1])} bytes, more than the "
-                                 f"provider's {self.opts.max_bytes} per file")
-            if files[-1] and (len(files[-1]) >= self.opts.max_lines
-                              or size + len(ln[1]) > self.opts.max_bytes):
-                files.append([])
-                size = 0
-            files[-1].append(ln)
-            size += len(ln[1])
-        return [f for f in files if f]
+    def _body(self, key: str) -> dict[str, Any]:
+        """The body of a prompt's lines (the model, messages and parameters; `n` apart)."""
+        req = self.requests[self.by_key[key][0]]
+        body = {"model": self.api.model, "messages": [dict(m) for m in req.messages]}
+        params = dict(req.params.as_dict())
+        extra = params.pop("extra_body", None)
+        body.update(params)
+        if isinstance(extra, Mapping):
+            body.update(extra)
+        return body
 
     async def _submit(self, todo: list[_Todo]) -> None:
-        s = self.s
-        for chunk in self._files(self._lines(todo)):
-            if self.stop is not None:
-                break
-            lines = [ln for ln, _ in chunk]
-            now = time.time()
-            rid = uuid.uuid4().hex[:16]
-            rec = BatchRecord(id=rid, provider=self.api.provider, endpoint=self.api.endpoint,
-                              model=self.model, status="submitting", lines=len(lines),
-                              samples=sum(ln.count for ln in lines), created=now, updated=now)
-            self.store.add_batch(rec, lines, holder=s.holder)
-            self.submitting.add(rid)
-            try:
-                info = await self._upload_and_create(rid, b"".join(d for _, d in chunk))
-            except ProviderError as exc:
-                self.submitting.discard(rid)
-                self.store.close_batch(rid, status="abandoned")
-                self._fail_lines(lines, exc)
-                if exc.systemic or not _resubmittable(exc):
-                    self._stop_for(exc)
-                continue
-            finally:
-                self.submitting.discard(rid)
-            self._created(rid, info)
-            for ln in lines:
-                for i in ln.indices:
-                    if self.attempts[(ln.key, i)]:
-                        s.stats.retries += 1
-                    self.attempts[(ln.key, i)] += 1
-            self.lines_submitted += len(lines)
-            s.stats.requests += len(lines)
-            self.submitted_ids.append(info.id)
-            s.say(f"batch: submitted {info.id} ({len(lines)} requests, {rec.samples} samples)"
-                   f" to {self.api.endpoint}; status {info.status}")
+        """The claimed samples as input files (`ensemble.sampling.batch_input`: written line by
+        line to temporary files, uploaded from there), each a batch."""
+        # every file written before the first is submitted: a line too large for a file
+        # stops the run before anything is paid for
+        files = list(input_files(
+            input_lines(((t.key, t.indices) for t in todo), self._body, self.per_line),
+            max_lines=self.opts.max_lines, max_bytes=self.opts.max_bytes))
+        try:
+            for chunk, file in files:
+                if self.stop is not None:
+                    break
+                await self._submit_file(chunk, file)
+                file.close()  # deletes it
+        finally:
+            for _, file in files:
+                file.close()
         self.poll = self.opts.poll_initial
 
-    async def _upload_and_create(self, rid: str, data: bytes) -> BatchInfo:
-        file_id = await self.api.upload(data, filename=f"ensemble-{rid}.jsonl")
+    async def _submit_file(self, lines: list[BatchLine], file: IO[bytes]) -> None:
+        s = self.s
+        now = time.time()
+        rid = uuid.uuid4().hex[:16]
+        rec = BatchRecord(id=rid, provider=self.api.provider, endpoint=self.api.endpoint,
+                          model=self.model, status="submitting", lines=len(lines),
+                          samples=sum(ln.count for ln in lines), created=now, updated=now)
+        self.store.add_batch(rec, lines, holder=s.holder)
+        self.submitting.add(rid)
+        try:
+            info = await self._upload_and_create(rid, file)
+        except ProviderError as exc:
+            self.submitting.discard(rid)
+            self.store.close_batch(rid, status="abandoned")
+            self._fail_lines(lines, exc)
+            if exc.systemic or not _resubmittable(exc):
+                self._stop_for(exc)
+            return
+        finally:
+            self.submitting.discard(rid)
+        self._created(rid, info)
+        for ln in lines:
+            s.stats.retries += self.attempts.add(ln.key, ln.indices)
+        self.lines_submitted += len(lines)
+        s.stats.requests += len(lines)
+        self.submitted_ids.append(info.id)
+        s.say(f"batch: submitted {info.id} ({len(lines)} requests, {rec.samples} samples)"
+              f" to {self.api.endpoint}; status {info.status}")
+
+    async def _upload_and_create(self, rid: str, file: IO[bytes]) -> BatchInfo:
+        file_id = await self.api.upload(file, filename=f"ensemble-{rid}.jsonl")
         self.store.update_batch(rid, input_file_id=file_id)
         try:
             return await self.api.create(file_id, metadata={SUBMISSION_KEY: rid})
@@ -365,10 +368,10 @@ class _BatchRun:
         """Records a dead process left "submitting": adopt their batch if the provider has
         it, else drop them (their lines are planned again)."""
         now = time.time()
-        live_holders = {h for _, _, h, exp in self.store.leases() if exp > now}
-        for rec in self.store.batches(pending=True):
-            if rec.status != "submitting" or not self._ours(rec):
-                continue
+        stale = [r for r in self.store.batches(pending=True)
+                 if r.status == "submitting" and self._ours(r)]
+        live_holders = self.store.live_holders(now) if stale else set()
+        for rec in stale:
             if batch_holder(rec.id) in live_holders:
                 continue  # another process is submitting it right now
             found = None
@@ -483,7 +486,7 @@ class _BatchRun:
         for ln in lines:
             for i in ln.indices:
                 self.errors[(ln.key, i)] = exc
-                self.attempts[(ln.key, i)] += 1
+            self.attempts.add(ln.key, ln.indices)
 
     def _stop_for(self, exc: ProviderError) -> None:
         if self.stop is None:
@@ -562,7 +565,7 @@ class _BatchRun:
                 exc = excs[eid]
                 out.append(failure_of(
                     exc, request=ri, tag=self.requests[ri].tag, key=key, indices=idx,
-                    suffix=(f" (after {self.attempts[(key, idx[0])]} submissions)"
+                    suffix=(f" (after {self.attempts.get(key, idx[0])} submissions)"
                             if _resubmittable(exc) else "")))
         return out
 

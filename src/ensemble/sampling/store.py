@@ -35,6 +35,7 @@ import json
 import os
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -319,11 +320,12 @@ class SampleStore:
         out = {}
         for idx, text, fr, pt, ct, cost, lat, lp, source in rows:
             if idx in wanted:
+                # the few finish reasons and sources shared, not one string per sample
                 out[idx] = Sample(key=key, index=idx, text=text,
-                                  answer=_parse(parser, text), finish_reason=fr,
+                                  answer=_parse(parser, text), finish_reason=_shared(fr),
                                   prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
                                   latency_s=lat, logprobs=json.loads(lp) if lp else None,
-                                  cached=True, source=source)
+                                  cached=True, source=_shared(source))
         return out
 
     def put(self, sample: Sample, *, model: str, request_json: str | dict[str, Any] | None = None,
@@ -574,6 +576,13 @@ class SampleStore:
                 raise StoreError(f"cannot close a batch in the store {self.path}: {exc}") \
                     from None
 
+    def live_holders(self, now: float) -> set[str]:
+        """The holders of leases that expire after `now` (one row each, however many
+        samples they hold)."""
+        with self._lock:
+            return {h for (h,) in self._conn.execute(
+                "SELECT DISTINCT holder FROM leases WHERE expires > ?", (now,))}
+
     def leases(self) -> list[tuple[str, int, str, float]]:
         """Every lease: (key, idx, holder, expires)."""
         with self._lock:
@@ -585,6 +594,11 @@ class SampleStore:
                 return int(self._conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
             return int(self._conn.execute("SELECT COUNT(*) FROM samples WHERE key = ?",
                                           (key,)).fetchone()[0])
+
+
+def _shared(word: Any) -> Any:
+    """One string object for every copy of a short word ("stop", "batch")."""
+    return sys.intern(word) if type(word) is str and len(word) <= 32 else word
 
 
 def _parse(parser: Parser | None, text: str | None) -> str | None:
