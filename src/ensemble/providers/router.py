@@ -115,9 +115,10 @@ class RouterProvider:
 
         if not is_router(router):
             raise InputError(f"RouterProvider needs a litellm Router, got {type(router).__name__}")
-        deployments = router.get_model_list(model_name=model) or []
+        registry = router.registry()  # litellm's public view of its deployments
+        deployments = registry.deployments(model_name=model) or []
         if not deployments:
-            names = sorted({str(d.get("model_name")) for d in (router.get_model_list() or [])})
+            names = sorted({str(d.get("model_name")) for d in (registry.deployments() or [])})
             raise InputError(f"the router has no deployment for the model {model!r}; its model "
                              f"groups are: {', '.join(names) or 'none'} (--model names a group)")
         o = options or ProviderOptions()
