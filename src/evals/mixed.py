@@ -240,12 +240,10 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
     """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
     the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
     minus the main vote, and the ensemble under each rule minus its best member alone."""
-    from .intervals import bootstrap_counts
     from .runner import load_task
-    from .scoring import ensemble_cells, row_builder, widen
+    from .scoring import ensemble_cells, run_rows, widen
 
     layout = layout_of(cfg.task)
-    box = layout.utility
     ns = [m.n for m in members]
     base = aggregators[0]
     cells, alone = ensemble_cells(layout, questions, answers, ns=ns,
@@ -254,10 +252,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
     if population is None:
         population = load_task(cfg).population()
     total = max(population, items)
-    unit = layout.unit
-    g = np.random.default_rng(cfg.seed)
-    resamples = bootstrap_counts(items, cfg.bootstrap, g)
-    row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
+    row = run_rows(layout, items=items, total=total, seed=cfg.seed, bootstrap=cfg.bootstrap)
 
     big = sum(ns)
     results = [row(cells[r], diff=False, member="ensemble", t=None, n=big, aggregator=r)

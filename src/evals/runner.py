@@ -23,7 +23,6 @@ from ensemble.sampling.batch import BatchOptions
 from tasks import Question, Task, layout_of
 
 from .draw import DrawMember, Drawn, DrawPolicy, draw, estimate, requests_of
-from .intervals import bootstrap_counts
 from .openanswers import build_task
 from .scoring import (
     ESTIMATOR,
@@ -36,7 +35,7 @@ from .scoring import (
     item_cells,
     lam_at,
     option_codes,
-    row_builder,
+    run_rows,
 )
 from .spec import RunSpec, profile_lam1, recorded_spec, write_spec
 
@@ -325,10 +324,8 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
         population = load_task(cfg).population()
     total = max(population, items)
     unit = layout.unit
-    g = np.random.default_rng(cfg.seed)
-    resamples = bootstrap_counts(items, cfg.bootstrap, g)
     keys = [(rule, n) for n in ns] + [("random-follow", 1)]
-    row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
+    row = run_rows(layout, items=items, total=total, seed=cfg.seed, bootstrap=cfg.bootstrap)
 
     results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
                for ti, t in enumerate(temps) for key in keys]
@@ -408,11 +405,8 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     ns = sorted(set(cfg.ns))
     cells = item_cells(layout, questions, answers, ns)
     items = cells[0][main, ns[0]].items
-    total = summary["population"]["total"]
-    unit = summary["population"]["unit"]
-    g = np.random.default_rng(cfg.seed + 1)
-    resamples = bootstrap_counts(items, cfg.bootstrap, g)
-    row = row_builder(box=box, total=total, unit=unit, items=items, resamples=resamples, rng=g)
+    row = run_rows(layout, items=items, total=summary["population"]["total"], seed=cfg.seed + 1,
+                   bootstrap=cfg.bootstrap)
 
     if box:
         scen, joint, loc = box_layout(questions)

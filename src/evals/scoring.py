@@ -21,7 +21,7 @@ from ensemble.qr import lam_at_temperature
 from tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
-from .intervals import Summary, summarise
+from .intervals import Summary, bootstrap_counts, summarise
 
 __all__ = [
     "ESTIMATOR",
@@ -38,6 +38,7 @@ __all__ = [
     "lam_at",
     "option_codes",
     "row_builder",
+    "run_rows",
     "widen",
 ]
 
@@ -55,6 +56,16 @@ ESTIMATOR = {
            "(the paper's bootstrap over subsets, without its Monte-Carlo noise)",
 }
 
+
+
+def run_rows(layout: TaskLayout, *, items: int, total: int, seed: int,
+             bootstrap: int) -> Callable[..., dict[str, Any]]:
+    """The row builder of one table of a run: `bootstrap` resamples of its `items` drawn once
+    from `seed` and shared by every row (see `row_builder`)."""
+    g = np.random.default_rng(seed)
+    resamples = bootstrap_counts(items, bootstrap, g)
+    return row_builder(box=layout.utility, total=total, unit=layout.unit, items=items,
+                       resamples=resamples, rng=g)
 
 
 def row_builder(*, box: bool, total: int, unit: str, items: int, resamples: Any,
