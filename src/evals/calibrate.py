@@ -251,7 +251,7 @@ def _write(cfg: CalibrationConfig, out: Path, qs: list[Question], fits: list[Lam
     from .records import now_iso
 
     meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.api_base),
-            "endpoint": drawn.endpoints[0],
+            "endpoint": drawn.endpoints[0], "served_by": drawn.served_by[0],
             "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
             "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,
             "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,

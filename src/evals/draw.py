@@ -63,7 +63,8 @@ class Drawn:
     rows[g * Q + q] the samples of member g for question q, answers[g] a (Q, k_g) array of
     what each counts as (None: invalid, or not one of the question's choices), the samplers'
     stats, the failed questions, the wall time of sampling, and per member the endpoint its
-    samples came from (the store key's endpoint identity; None: the provider's public one)."""
+    samples came from (the store key's endpoint identity; None: the provider's public one) and
+    the provider that drew them (`Sampler.provider_name`: "openai" for the SDK, "litellm", ...)."""
 
     questions: list[Question]
     rows: list[list[Any]]
@@ -72,6 +73,7 @@ class Drawn:
     failed: FailedQuestions
     wall_s: float
     endpoints: list[str | None]
+    served_by: list[str]
 
 
 Build = Callable[[Question, float, int], SampleRequest]
@@ -141,6 +143,7 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
     results: list[Any] = [None] * len(groups)
     stats: list[Any] = [None] * len(groups)
     identity: list[Any] = [None] * len(groups)
+    names: list[str] = [""] * len(groups)
 
     async def one(i: int) -> None:
         first = members[groups[i][0]]
@@ -154,6 +157,7 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
             results[i] = await s.run(reqs, parser=task.parse)
             stats[i] = s.stats
             identity[i] = s.provider.identity
+            names[i] = s.provider_name
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(len(groups))))
@@ -176,11 +180,12 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
     failed = FailedQuestions(ids=tuple(ids), reasons=reasons, total_questions=len(qs))
     rows, qs = without_failed(rows, qs, len(members), failed, whole=whole)
     endpoints: list[str | None] = [None] * len(members)
+    served_by = [""] * len(members)
     for i, group in enumerate(groups):
         for g in group:
-            endpoints[g] = identity[i]
+            endpoints[g], served_by[g] = identity[i], names[i]
     qs, answers = answers_of(task, qs, rows, len(members))
-    return Drawn(qs, rows, answers, stats, failed, wall, endpoints)
+    return Drawn(qs, rows, answers, stats, failed, wall, endpoints, served_by)
 
 
 def answers_of(task: Task, questions: list[Question], rows: list[list[Any]], members: int

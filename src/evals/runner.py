@@ -244,7 +244,8 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     (stats,) = drawn.stats
     summary.update(run_facts(drawn, [stats], out=out, t1=t1))
     summary.update({"data": _data_notes(task), "notes": list(stats.notes),
-                    "provider": cfg.provider.public(), "endpoint": drawn.endpoints[0]})
+                    "provider": cfg.provider.public(), "endpoint": drawn.endpoints[0],
+                    "served_by": drawn.served_by[0]})
     return finish(out, summary)
 
 

@@ -197,6 +197,8 @@ class EvalSummary(BaseModel):
     # where the samples came from (the store key's endpoint: the normalised api_base, a local
     # model's weights checksum; None: the provider's own public endpoint)
     endpoint: str | None = None
+    # the provider that drew the samples: "openai" (the official SDK), "litellm", "local", ...
+    served_by: str | None = None
     created: str
     version: str
 
