@@ -40,3 +40,30 @@ def box_parse():
     from tasks import get_task
 
     return get_task("boxball").parse
+
+
+@pytest.fixture(scope="module")
+def serve_app():
+    """`serve_app(app, **runner_options) -> port`: an aiohttp app served on 127.0.0.1 from its
+    own event-loop thread (`ensemble._sync.LoopThread`, as the servers use), stopped when the
+    module's tests end."""
+    from aiohttp import web
+
+    from ensemble._sync import LoopThread
+
+    started = []
+
+    def serve(app, **options) -> int:
+        thread, runner = LoopThread("test-app"), web.AppRunner(app, **options)
+
+        async def startup():
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+
+        thread.start(startup)
+        started.append((thread, runner))
+        return int(runner.addresses[0][1])
+
+    yield serve
+    for thread, runner in started:
+        thread.stop(runner.cleanup)

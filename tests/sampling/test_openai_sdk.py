@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import pytest
 
@@ -40,14 +39,12 @@ def test_the_model_string_picks_the_provider_and_the_sampler_shows_it(monkeypatc
 
 
 @pytest.fixture(scope="module")
-def capture():
+def capture(serve_app):
     """An OpenAI-compatible server on 127.0.0.1 that records each request's headers and body
     and answers n choices with usage."""
     from aiohttp import web
 
     seen: list[tuple[dict, dict]] = []
-    state: dict = {}
-    ready = threading.Event()
 
     async def chat(request):
         body = await request.json()
@@ -62,23 +59,9 @@ def capture():
                                   "usage": {"prompt_tokens": 1000, "completion_tokens": 200 * n,
                                             "total_tokens": 1000 + 200 * n}})
 
-    def run():
-        loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", chat)
-        runner = web.AppRunner(app)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        state["port"] = site._server.sockets[0].getsockname()[1]
-        state["loop"] = loop
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    ready.wait(10)
-    yield f"http://127.0.0.1:{state['port']}/v1", seen
-    state["loop"].call_soon_threadsafe(state["loop"].stop)
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    yield f"http://127.0.0.1:{serve_app(app)}/v1", seen
 
 
 def _draw(url, model, provider, **params):

@@ -95,32 +95,13 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def hostile():
+def hostile(serve_app):
     """An aiohttp server on 127.0.0.1 whose route /MODE/v1 misbehaves in the way MODE says."""
-    import threading
-
     from aiohttp import web
 
-    state = {}
-    ready = threading.Event()
-
-    def run():
-        loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_post("/{mode}/v1/chat/completions", _handler)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        state["port"] = site._server.sockets[0].getsockname()[1]
-        state["loop"] = loop
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    ready.wait(10)
-    yield state["port"]
-    state["loop"].call_soon_threadsafe(state["loop"].stop)
+    app = web.Application()
+    app.router.add_post("/{mode}/v1/chat/completions", _handler)
+    yield serve_app(app, shutdown_timeout=0.1)
 
 
 def complete(api_base, *, n=1, key=SECRET, timeout=1.0):

@@ -232,8 +232,7 @@ class SimulatedServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        self.port = sock.getsockname()[1]
+        self.port = int(self._runner.addresses[0][1])  # the port bound (0: one the OS chose)
 
     async def _shutdown(self) -> None:
         """Stop listening, then cancel the batches still running and wait for them."""
