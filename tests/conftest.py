@@ -29,7 +29,7 @@ def smollm2_path() -> Path:
 @pytest.fixture(scope="session")
 def box_questions():
     """The 400 box-and-ball questions."""
-    from tasks import get_task
+    from ensemble.tasks import get_task
 
     return get_task("boxball").questions()
 
@@ -37,7 +37,7 @@ def box_questions():
 @pytest.fixture(scope="session")
 def box_parse():
     """The box-and-ball answer parser."""
-    from tasks import get_task
+    from ensemble.tasks import get_task
 
     return get_task("boxball").parse
 

@@ -6,8 +6,8 @@ import pytest
 
 from ensemble import Decision, Ensemble, vote
 from ensemble.errors import InputError
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 QS = get_task("boxball").questions()
 CLEAR_L = next(q for q in QS if q.posterior > 0.9)

@@ -13,8 +13,8 @@ import pytest
 
 from ensemble import Ensemble
 from ensemble.errors import DataError, InputError
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 BINARY = bytes(range(256)) * 4  # not UTF-8, not YAML, not JSON
 
@@ -116,7 +116,7 @@ def test_interrupting_sample_without_a_store_does_not_promise_one(tmp_path):
 
 
 def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
-    from evals.records import read_questions, read_samples
+    from ensemble.evals.records import read_questions, read_samples
 
     run = tmp_path / "run"
     run.mkdir()

@@ -12,8 +12,8 @@ from ensemble.calibration import fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
 from ensemble.jsonio import loads
 from ensemble.qr import psi
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 P = np.array([q.posterior for q in get_task("boxball").questions()])
 

@@ -79,8 +79,8 @@ def test_readme_calibration_demo_is_typical_and_says_what_a_rejection_means():
     import numpy as np
 
     from ensemble.calibration import fit_joint, fit_lambda
+    from ensemble.tasks import get_task
     from ensemble.testing import SimulatedExpert
-    from tasks import get_task
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     serve = re.search(r"ensemble testing serve --lam (\S+) --bias (\S+) --seed (\d+)", readme)

@@ -103,7 +103,7 @@ def test_two_real_local_models_ensembled_on_mathqa(smollm2_path, gemma_path, mat
     import time
 
     from ensemble import Member
-    from tasks import get_task
+    from ensemble.tasks import get_task
 
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
     qs = list(get_task("mathqa", data=mathqa_path).questions())[:3]

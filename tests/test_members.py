@@ -7,10 +7,10 @@ import pytest
 
 from ensemble import Ensemble, Member, resolve_members
 from ensemble.errors import InputError
+from ensemble.evals.calibrate import CalibrationConfig, run_calibration
 from ensemble.sampling.options import ProviderOptions
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from evals.calibrate import CalibrationConfig, run_calibration
-from tasks import get_task
 
 MODEL = "openai/sim-expert"
 

@@ -187,7 +187,7 @@ def test_inline_markup_is_rendered_and_escaped():
 
 
 def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
-    from evals.calibrate import recommend
+    from ensemble.evals.calibrate import recommend
 
     fits = _fits()
     rec = recommend(
@@ -307,7 +307,7 @@ def test_the_p_value_columns_say_which_test_they_show(tmp_path):
 
 
 def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
-    from evals.calibrate import recommend
+    from ensemble.evals.calibrate import recommend
 
     rows = [
         {
@@ -392,7 +392,7 @@ def test_lambda_plot_starts_at_zero_and_clips_intervals():
 def test_accuracy_plot_spans_the_metric_with_a_chance_line():
     import matplotlib.pyplot as plt
 
-    from evals.outputs import accuracy_figure
+    from ensemble.evals.outputs import accuracy_figure
 
     rows = [
         {

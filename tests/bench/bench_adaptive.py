@@ -32,6 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ensemble.evals.adaptive import (
+    _credit,
+    adaptive_eval,
+    boxball_inputs,
+    replay,
+    values_from_correct,
+)
+from ensemble.evals.runner import EvalConfig, select_questions
 from ensemble.qr import psi
 from ensemble.stopping import (
     DEFAULT_COST,
@@ -42,9 +50,7 @@ from ensemble.stopping import (
     expected_performance,
     prior_from_calibration,
 )
-from evals.adaptive import _credit, adaptive_eval, boxball_inputs, replay, values_from_correct
-from evals.runner import EvalConfig, select_questions
-from tasks import get_task
+from ensemble.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "adaptiveconsistency_beta.json"

@@ -80,8 +80,8 @@ def issue_eval(delay: float, d: str) -> None:
 
 def paper(delay: float, data: str, d: str) -> None:
     sys.path.insert(0, str(ROOT))
+    from ensemble.tasks import get_task
     from ensemble.testing import answer_key_from_questions
-    from tasks import get_task
 
     key = answer_key_from_questions(get_task("mathqa", data=data).questions())
     kf = os.path.join(d, "key.json")

@@ -29,9 +29,9 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
+from ensemble.evals.calibrate import recommend  # noqa: E402
 from ensemble.report import write_report  # noqa: E402
-from evals.calibrate import recommend  # noqa: E402
-from tasks import get_task  # noqa: E402
+from ensemble.tasks import get_task  # noqa: E402
 
 
 def main() -> int:

@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evals.analysis import vote_accuracy_loop, vote_values  # noqa: E402
-from evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
-from tasks import Question, get_task  # noqa: E402
+from ensemble.evals.analysis import vote_accuracy_loop, vote_values  # noqa: E402
+from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
+from ensemble.tasks import Question, get_task  # noqa: E402
 
 REPS, Q, K, T, NS = 1000, 500, 20, 3, [1, 3, 5]
 LETTERS = ("A", "B", "C", "D", "E")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ensemble import Ensemble
-from tasks import get_task
+from ensemble.tasks import get_task
 
 MATHQA = Path(__file__).resolve().parents[3] / "shared" / "data" / "mathqa" / "test.json"
 model = sys.argv[1]

@@ -47,8 +47,8 @@ def main() -> None:
                                           "test.json"))
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
+    from ensemble.tasks import get_task
     from ensemble.testing import answer_key_from_questions
-    from tasks import get_task
 
     key = answer_key_from_questions(get_task("mathqa", data=a.data).questions())
     with tempfile.TemporaryDirectory() as d:

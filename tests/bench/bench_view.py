@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ensemble.evals.outputs import write_outputs
+from ensemble.evals.records import model_members, write_questions, write_samples, write_votes
+from ensemble.evals.runner import EvalConfig, analyse
+from ensemble.evals.view import build_view
 from ensemble.sampling.types import Sample
-from evals.outputs import write_outputs
-from evals.records import model_members, write_questions, write_samples, write_votes
-from evals.runner import EvalConfig, analyse
-from evals.view import build_view
-from tasks import Question
+from ensemble.tasks import Question
 
 ROOT = Path(__file__).resolve().parents[2]
 MATHQA = [ROOT.parent / "shared" / "data" / "mathqa" / "test.json"]
@@ -48,7 +48,7 @@ WORDS = ("the total is so we divide by then multiply each part gives rate speed 
 def questions(n: int = 2985) -> list[Question]:
     path = next((p for p in MATHQA if p.exists()), None)
     if path is not None:
-        from tasks import get_task
+        from ensemble.tasks import get_task
 
         return list(get_task("mathqa", data=str(path)).questions())[:n]
     rng = random.Random(0)

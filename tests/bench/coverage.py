@@ -46,13 +46,13 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
+from ensemble.evals.analysis import box_utility, plurality_exact  # noqa: E402
+from ensemble.evals.compare import RunData, compare_runs  # noqa: E402
+from ensemble.evals.records import QuestionRecord  # noqa: E402
+from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
+from ensemble.evals.scoring import box_layout  # noqa: E402
 from ensemble.sampling.options import ProviderOptions  # noqa: E402
-from evals.analysis import box_utility, plurality_exact  # noqa: E402
-from evals.compare import RunData, compare_runs  # noqa: E402
-from evals.records import QuestionRecord  # noqa: E402
-from evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
-from evals.scoring import box_layout  # noqa: E402
-from tasks import Question, get_task  # noqa: E402
+from ensemble.tasks import Question, get_task  # noqa: E402
 
 PROBIT_C = math.sqrt(2 * math.pi) / 4
 LETTERS = ("A", "B", "C", "D", "E")
@@ -430,7 +430,7 @@ def truth_box_group(experts: Sequence[PlantedExpert], questions: Sequence[Questi
                     ns: Sequence[int], rule: Any) -> float:
     """The exact mean utility (±1 units) over the scenarios of `questions` of a mixed ensemble:
     member g is `experts[g]` with `ns[g]` votes, `rule` a group rule of `evals.analysis`."""
-    from evals.groups import box_group_exact
+    from ensemble.evals.groups import box_group_exact
 
     scen, joint, loc = box_layout(list(questions))
     probs = np.zeros((len(experts), len(scen), 2, 3))
@@ -448,9 +448,9 @@ def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
                     t: float = 1.0, seed0: int = 0) -> list[Tally]:
     """`ensemble eval boxball --ensemble`: each rule's utility and each rule − majority, for
     planted members λ₁ = lams with ns votes each; both intervals and the bias."""
+    from ensemble.evals.groups import group_rule
+    from ensemble.evals.mixed import analyse_mixed
     from ensemble.members import Member
-    from evals.groups import group_rule
-    from evals.mixed import analyse_mixed
 
     experts = [PlantedExpert(lam1=lam) for lam in lams]
     members = [Member(f"planted-{g}", n=n, temperature=t, lam=lam / t)
@@ -512,8 +512,8 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
     import asyncio
     import tempfile
 
+    from ensemble.evals.runner import run_eval
     from ensemble.testing import SimulatedServer
-    from evals.runner import run_eval
 
     expert = PlantedExpert(lam1=lam1)
     task_truth = {n: truth_box(expert, BOX, 1.0, n) for n in ns}
@@ -545,9 +545,9 @@ def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0
     import asyncio
     import tempfile
 
+    from ensemble.evals.compare import load_run
+    from ensemble.evals.runner import run_eval
     from ensemble.testing import SimulatedServer
-    from evals.compare import load_run
-    from evals.runner import run_eval
 
     ea, eb = PlantedExpert(lam1=lams[0]), PlantedExpert(lam1=lams[1])
     task_truth = {n: truth_box(eb, BOX, 1.0, n) - truth_box(ea, BOX, 1.0, n) for n in ns}

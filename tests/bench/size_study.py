@@ -42,7 +42,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
-from tasks import get_task  # noqa: E402
+from ensemble.tasks import get_task  # noqa: E402
 
 LAM1, BIAS, SAMPLES, TEMPS = 4.0, -0.5, 10, (0.5, 1.0)
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ensemble.errors import InputError
+from ensemble.evals.adaptive import adaptive_eval, boxball_inputs, replay, values_from_correct
 from ensemble.stopping import BayesRule, BetaPrior, BetaRule, FixedRule, StopSpec, fit_prior
-from evals.adaptive import adaptive_eval, boxball_inputs, replay, values_from_correct
 
 ALL_ORDERS_4 = np.array(list(itertools.permutations(range(4))))
 

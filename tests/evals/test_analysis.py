@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from ensemble.errors import InputError
-from ensemble.theory import expected_utility, majority_f, report_structure_from_probs
-from evals.analysis import (
+from ensemble.evals.analysis import (
     box_counts_estimate,
     box_utility,
     box_values,
@@ -17,7 +16,8 @@ from evals.analysis import (
     plurality_exact,
     vote_values,
 )
-from evals.intervals import summarise
+from ensemble.evals.intervals import summarise
+from ensemble.theory import expected_utility, majority_f, report_structure_from_probs
 
 # one scenario where both colours can show, one where red shows only in the right box
 JOINT = np.array([[[0.18, 0.32], [0.42, 0.08]], [[0.3, 0.0], [0.3, 0.4]]])
@@ -231,8 +231,8 @@ def test_identical_answers_have_no_noise_and_k_equal_n_falls_back_to_the_task_in
 
 
 def test_a_scenario_missing_a_question_is_left_out_with_a_warning():
-    from evals.runner import EvalConfig, analyse, select_questions
-    from tasks import get_task
+    from ensemble.evals.runner import EvalConfig, analyse, select_questions
+    from ensemble.tasks import get_task
 
     cfg = EvalConfig(task="boxball", model="m", temperatures=(1.0,), ns=(1, 3), samples=5,
                      limit=10, seed=1)

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
+from ensemble.evals.compare import compare_runs, load_run
+from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.sampling.options import ProviderOptions
 from ensemble.testing import SimulatedServer
-from evals.compare import compare_runs, load_run
-from evals.runner import EvalConfig, run_eval
 
 
 def _run(tmp_path, name, lam1, *, seed, limit=15, samples=6, ns=(1, 3), temps=(0.5, 1.0)):
@@ -130,7 +130,7 @@ def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path):
 def mixed_runs(tmp_path_factory):
     """Two mixed ensembles of the same members' labels, through real HTTP: A's strong member
     at λ₁ = 2, B's at λ₁ = 8 (the weak one the same), three rules each."""
-    from evals.mixed import load_spec, run_mixed
+    from ensemble.evals.mixed import load_spec, run_mixed
 
     base = tmp_path_factory.mktemp("mixed-cmp")
     with SimulatedServer(lam1=1.0, seed=1) as weak, SimulatedServer(lam1=2.0, seed=2) as s2, \

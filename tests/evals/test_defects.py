@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
+from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.sampling.options import ProviderOptions
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
-from evals.runner import EvalConfig, run_eval
-from tasks import get_task
 
 
 def _cli(*args, columns: int | None = None):

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ensemble.evals.analysis import box_utility
+from ensemble.evals.runner import EvalConfig, run_eval, select_questions
 from ensemble.qr import psi
 from ensemble.sampling.options import ProviderOptions
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
-from evals.analysis import box_utility
-from evals.runner import EvalConfig, run_eval, select_questions
-from tasks import get_task
 
 
 def res(summary, t, n, agg):

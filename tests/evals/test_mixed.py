@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 from ensemble.errors import InputError
-from ensemble.sampling.options import ProviderOptions
-from ensemble.testing import SimulatedServer
-from evals.groups import (
+from ensemble.evals.groups import (
     box_group_exact,
     box_group_values,
     group_rule,
     vote_group_values,
 )
-from evals.mixed import load_spec, run_mixed
-from evals.runner import EvalConfig, run_eval
-from evals.scoring import box_layout
-from tasks import get_task
+from ensemble.evals.mixed import load_spec, run_mixed
+from ensemble.evals.runner import EvalConfig, run_eval
+from ensemble.evals.scoring import box_layout
+from ensemble.sampling.options import ProviderOptions
+from ensemble.tasks import get_task
+from ensemble.testing import SimulatedServer
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_box_group_estimate_is_unbiased_against_planted_probabilities(box):
         assert abs(d.mean() - exact[r]) < 4 * d.std(ddof=1) / np.sqrt(len(d)), r
     # the exact target is the aggregators module's group utility (independent code)
     from ensemble.aggregators import group_utility_with_invalid
-    from evals.analysis import state_weights
+    from ensemble.evals.analysis import state_weights
 
     mu, w0, w1 = state_weights(joint)
     q = [np.einsum("sc,gsc->sg", w, probs[..., i]) for w in (w0, w1) for i in (0, 1)]
@@ -140,7 +140,7 @@ def _check_records(run, s, labels, ns, ks):
     contrasts of its summary."""
     from collections import Counter
 
-    from evals.records import read_questions, read_samples, read_votes
+    from ensemble.evals.records import read_questions, read_samples, read_votes
 
     qs = list(read_questions(run))
     samples = list(read_samples(run))
@@ -185,8 +185,8 @@ def _check_records(run, s, labels, ns, ks):
 def test_widened_member_has_the_ensembles_layout():
     # member g alone, in the ensemble's jackknife layout: its weights are the ensemble's
     # block for g, so the paired difference's variance counts its samples once
-    from evals.analysis import vote_values
-    from evals.scoring import widen as _widen
+    from ensemble.evals.analysis import vote_values
+    from ensemble.evals.scoring import widen as _widen
 
     rng = np.random.default_rng(0)
     codes = [rng.integers(-1, 3, size=(20, 4)), rng.integers(-1, 3, size=(20, 3))]

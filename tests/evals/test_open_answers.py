@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
+from ensemble.evals.compare import compare_runs, load_run
+from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.sampling.options import ProviderOptions
+from ensemble.tasks import get_task
 from ensemble.testing import OpenAnswers, SimulatedServer
 from ensemble.testing.openexpert import open_question_text
-from evals.compare import compare_runs, load_run
-from evals.runner import EvalConfig, run_eval
-from tasks import get_task
 
 
 def exact_plurality(rho: float, m: int, n: int) -> float:
@@ -95,7 +95,7 @@ def test_open_run_records_spellings_and_options(open_run):
     assert set(spelled) <= set(recs[0]["choices"]) and sum(
         sum(v.values()) for v in spelled.values()) == 10
     # and the viewer shows them
-    from evals.view import build_view
+    from ensemble.evals.view import build_view
 
     page = build_view([out]).path.read_text()
     some = next(iter(spelled[recs[0]["correct"]]))

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from ensemble.errors import InputError
+from ensemble.evals.spec import RunSpec, from_flags, load_spec
 from ensemble.testing import SimulatedServer
-from evals.spec import RunSpec, from_flags, load_spec
 
 
 def _cli(*args, timeout=300):

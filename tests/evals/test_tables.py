@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
-from tasks import get_task
 
 
 def _eval(base, out, *extra):

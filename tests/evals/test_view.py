@@ -24,21 +24,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ensemble.jsonio import loads
-from ensemble.sampling.options import ProviderOptions
-from ensemble.sampling.types import Sample
-from ensemble.testing import SimulatedServer
-from evals.calibrate import CalibrationConfig, run_calibration
-from evals.records import (
+from ensemble.evals.calibrate import CalibrationConfig, run_calibration
+from ensemble.evals.records import (
     model_members,
     read_samples,
     write_questions,
     write_samples,
     write_votes,
 )
-from evals.runner import EvalConfig, run_eval
-from evals.view import build_view, embed_json
-from tasks import Question
+from ensemble.evals.runner import EvalConfig, run_eval
+from ensemble.evals.view import build_view, embed_json
+from ensemble.jsonio import loads
+from ensemble.sampling.options import ProviderOptions
+from ensemble.sampling.types import Sample
+from ensemble.tasks import Question
+from ensemble.testing import SimulatedServer
 
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(
@@ -327,7 +327,7 @@ def _shown(page: Path, frag: str, tmp: Path) -> set[str]:
 @needs_chromium
 def test_filters_and_search_in_the_browser(runs, tmp_path):
     """Each filter, set through the page's address, shows exactly the questions it names."""
-    from evals.records import read_votes
+    from ensemble.evals.records import read_votes
 
     page = build_view([runs / "a"], page_size=100).path
     samples = list(read_samples(runs / "a"))
@@ -354,7 +354,7 @@ def test_filters_and_search_in_the_browser(runs, tmp_path):
 
 @needs_chromium
 def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
-    from evals.records import read_votes
+    from ensemble.evals.records import read_votes
 
     page = build_view([runs / "a", runs / "b"], page_size=100).path
 
@@ -370,7 +370,7 @@ def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
 # -- a mixed ensemble (`ensemble eval --ensemble`) ---------------------------------------------
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    from evals.mixed import load_spec, run_mixed
+    from ensemble.evals.mixed import load_spec, run_mixed
 
     base = tmp_path_factory.mktemp("mixed")
     with SimulatedServer(lam1=1.0, seed=1, invalid_rate=0.1) as a, \
@@ -403,7 +403,7 @@ def test_mixed_run_page_has_member_rows_and_the_ensembles_votes(mixed):
 
 @needs_chromium
 def test_chromium_renders_a_mixed_run(mixed, tmp_path):
-    from evals.records import read_votes
+    from ensemble.evals.records import read_votes
 
     page = build_view([mixed], page_size=50).path
     dom = _chromium(["--dump-dom", page.as_uri()], tmp_path / "p").stdout
@@ -469,7 +469,7 @@ def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path):
 
 # -- issue 21: the two-run page's paired table, the calibration page's words, the plot's scale --
 def test_two_run_page_has_the_paired_table_compare_computes(runs):
-    from evals.compare import compare_runs, load_run as compare_run
+    from ensemble.evals.compare import compare_runs, load_run as compare_run
 
     page = build_view([runs / "a", runs / "b"]).path.read_text(encoding="utf-8")
     assert "Paired differences, B − A" in page
@@ -492,7 +492,7 @@ def test_box_ball_plot_is_scaled_to_its_intervals():
     # utilities of 0.38-0.46 (accuracy 0.69-0.73) on a −1..1 axis looked flat
     import matplotlib.pyplot as plt
 
-    from evals.outputs import accuracy_figure
+    from ensemble.evals.outputs import accuracy_figure
 
     rows = [{"t": 1.0, "n": n, "aggregator": "majority", "accuracy": (1 + u) / 2, "sem": 0.01,
              "ci": [0, 1], "utility": u, "utility_sem": 0.01,

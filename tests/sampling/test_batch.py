@@ -25,8 +25,8 @@ from ensemble.sampling.client import LiteLLMProvider
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.store import SCHEMA_VERSION, SampleStore
 from ensemble.sampling.types import Sample, SampleRequest
+from ensemble.tasks import get_task
 from ensemble.testing import BatchPlan, SimulatedServer
-from tasks import get_task
 
 MODEL = "openai/x"
 TASK = get_task("boxball")

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     import asyncio, sys
     from ensemble.sampling.sampler import Sampler
     from ensemble.sampling.types import SampleRequest
-    from tasks import get_task
+    from ensemble.tasks import get_task
     t = get_task("boxball")
     qs = t.questions()[:40]
     reqs = [SampleRequest.of(q.prompt, temperature=1.0, k=5) for q in qs]

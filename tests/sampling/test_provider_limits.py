@@ -13,8 +13,8 @@ import pytest
 
 from ensemble import Ensemble
 from ensemble.jsonio import loads
+from ensemble.tasks import get_task
 from ensemble.testing import FaultPlan, SimulatedServer
-from tasks import get_task
 
 pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
 

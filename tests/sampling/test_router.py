@@ -12,8 +12,8 @@ from ensemble.jsonio import loads
 from ensemble.sampling.router import RouterProvider
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 TASK = get_task("boxball")
 QS = TASK.questions()

@@ -13,8 +13,8 @@ import sys
 import httpx
 import pytest
 
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 UPSTREAM_KEY = "sk-upstream-for-the-command-0123456789"
 SERVE_KEY = "serve-key-from-the-env-42"

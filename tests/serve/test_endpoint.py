@@ -18,8 +18,8 @@ import pytest
 
 from ensemble.sampling.parsing import choice_parser
 from ensemble.serve import RequestLog, VotingServer, parse_config
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
-from tasks import get_task
 
 SERVE_KEY = "serve-key-for-clients-0123"
 UPSTREAM_KEY = "sk-upstream-secret-abcdef0123456789"

@@ -14,8 +14,8 @@ import pytest
 from ensemble.sampling.parsing import choice_parser
 from ensemble.sampling.store import SampleStore
 from ensemble.serve import RequestLog, VotingServer, parse_config
+from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
-from tasks import get_task
 
 QS = get_task("boxball").questions()
 PARSE = choice_parser(["L", "R"])

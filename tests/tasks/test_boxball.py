@@ -2,8 +2,8 @@ from fractions import Fraction
 
 import pytest
 
-from tasks import get_task
-from tasks.boxball import BoxBallTask, Scenario, posterior_from_prompt
+from ensemble.tasks import get_task
+from ensemble.tasks.boxball import BoxBallTask, Scenario, posterior_from_prompt
 
 
 def test_paper_grid_has_400_questions_with_exact_posteriors():

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ensemble.errors import DataError, InputError
-from tasks import get_task
+from ensemble.tasks import get_task
 
 
 def test_jsonl_fields(tmp_path):

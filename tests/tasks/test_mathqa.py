@@ -6,8 +6,8 @@ import re
 import pytest
 
 from ensemble.errors import DataError, InputError
-from tasks import get_task
-from tasks.mathqa import PROMPT_TEMPLATE, parse_options
+from ensemble.tasks import get_task
+from ensemble.tasks.mathqa import PROMPT_TEMPLATE, parse_options
 
 
 def test_all_2985_records_parse_with_counted_exceptions(mathqa_path):

@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from ensemble.sampling.batch import custom_id
+from ensemble.tasks import get_task
 from ensemble.testing import INDEX_HEADER, BatchPlan, SimulatedServer
-from tasks import get_task
 
 QS = get_task("boxball").questions()
 

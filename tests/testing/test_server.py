@@ -156,7 +156,7 @@ def _mc_reference(a, b, K, lam, n, draws=200_000, seed=0):
 
 
 def test_multiple_choice_accuracy_model(mathqa_path):
-    from tasks import get_task
+    from ensemble.tasks import get_task
 
     a, b, lam1, nq = 3.0, 2.0, 1.0, 400
     qs = get_task("mathqa", data=mathqa_path, limit=nq, seed=1).questions()

@@ -20,8 +20,8 @@ import numpy as np
 
 from ensemble.aggregators import group_aggregator_f, group_utility
 from ensemble.qr import psi
+from ensemble.tasks.boxball import BoxBallTask
 from ensemble.theory import group_worst_case_regret
-from tasks.boxball import BoxBallTask
 
 CONFIGS = [
     [(1, 2.0), (1, 8.0)],

@@ -269,7 +269,7 @@ def embed_json(obj: Any) -> str:
 
 # -- page -------------------------------------------------------------------------------------
 def _asset(name: str) -> str:
-    return resources.files("evals").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("ensemble.evals").joinpath(name).read_text(encoding="utf-8")
 
 
 def _png(path: Path, alt: str) -> str:

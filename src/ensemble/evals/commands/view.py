@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals.view import build_view
+    from ensemble.evals.view import build_view
 
     runs = [args.run] + ([args.run_b] if args.run_b else [])
     res = build_view(runs, out=args.out, page_size=args.page_size)

@@ -97,10 +97,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from evals.runner import config_of, run_eval
+    from ensemble.evals.runner import config_of, run_eval
 
     if args.ensemble_schema:
-        from evals.spec import spec_schema
+        from ensemble.evals.spec import spec_schema
 
         emit_json(spec_schema())
         return 0
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                     progress=not args.json, on_status=status_printer, batch=batch,
                     router=router)
     if spec.ensemble:
-        from evals.mixed import run_mixed
+        from ensemble.evals.mixed import run_mixed
 
         summary = run_sync(run_mixed(spec, cfg))
     else:
@@ -131,7 +131,7 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
     replacing its values, or the flags alone) and the run folder (--out; a spec read from a
     run folder runs there)."""
     from ensemble.errors import InputError
-    from evals.spec import check, from_flags, load_spec, spec_folder
+    from ensemble.evals.spec import check, from_flags, load_spec, spec_folder
 
     if args.spec and args.ensemble:
         raise InputError("give --spec or --ensemble, not both (they read the same spec)")
@@ -224,7 +224,7 @@ def table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
 
 def _scale(summary: dict[str, Any]) -> tuple[bool, int | None, int | None, str, bool]:
     """(utility metric, items, task's items, unit, a random subset)."""
-    from evals.outputs import run_layout
+    from ensemble.evals.outputs import run_layout
 
     pop = summary.get("population", {})
     items, total = pop.get("items"), pop.get("total")
@@ -285,7 +285,7 @@ def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any
             Column("SEM", drop=2), Column("95% for the task" if subset else "95% interval")]
     if subset:
         cols.append(Column(f"95% for these {items}", drop=1))
-    from evals.outputs import contrast_text
+    from ensemble.evals.outputs import contrast_text
 
     rows = []
     for c in diffs:
@@ -362,7 +362,7 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     """A mixed ensemble's tables: its members, the ensemble under each rule and each member
     alone, each rule minus majority / plurality on the same samples, and the ensemble under
     each rule minus its best member alone (no wider than `width`, no number cut)."""
-    from evals.outputs import contrast_text
+    from ensemble.evals.outputs import contrast_text
 
     from .tables import Column, dropped_note, fit_table
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ensemble.answers import merge_same, spellings
 
 if TYPE_CHECKING:
-    from tasks import Task
+    from ensemble.tasks import Task
 
 __all__ = ["build_task", "is_open", "join_options", "open_options", "open_questions", "refuse_open",
            "score_open"]
@@ -48,7 +48,7 @@ def build_task(name: str, opts: dict[str, Any], *, open_answers: bool, answer: s
     """`get_task(name, **opts)` with the open-answer options that were asked for (`--open`:
     open_answers=True; `--answer`); a task without such an option refuses it in one line."""
     from ensemble.errors import InputError
-    from tasks import get_task
+    from ensemble.tasks import get_task
 
     flags = {"open_answers": ("--open", open_answers), "answer": ("--answer", answer)}
     try:

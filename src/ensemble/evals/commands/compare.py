@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals.compare import compare_runs, load_run
+    from ensemble.evals.compare import compare_runs, load_run
 
     doc = compare_runs(load_run(args.run_a), load_run(args.run_b), reps=args.bootstrap,
                        seed=args.seed)

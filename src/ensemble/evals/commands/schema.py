@@ -10,13 +10,13 @@ from ensemble.cliargs import emit_json
 
 # name -> (module, class): imported only when asked for
 _FILES = {
-    "eval-summary": ("evals.schemas", "EvalSummary", "summary.json of `ensemble eval`"),
-    "calibration": ("evals.schemas", "CalibrationSummary",
+    "eval-summary": ("ensemble.evals.schemas", "EvalSummary", "summary.json of `ensemble eval`"),
+    "calibration": ("ensemble.evals.schemas", "CalibrationSummary",
                     "calibration.json of `ensemble calibrate`"),
-    "run-spec": ("evals.spec", "RunSpec",
+    "run-spec": ("ensemble.evals.spec", "RunSpec",
                  "the spec of `ensemble eval --spec FILE` (every run writes its own: "
                  "RUN/spec.json)"),
-    "ensemble-spec": ("evals.spec", "EnsembleSpec",
+    "ensemble-spec": ("ensemble.evals.spec", "EnsembleSpec",
                       "the SPEC.json of `ensemble eval TASK --ensemble SPEC.json` (the run "
                       "spec's fields, under this name)"),
     "profile": ("ensemble.profile", "CalibrationProfile",

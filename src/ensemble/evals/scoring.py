@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from ensemble.errors import InputError
 from ensemble.qr import lam_at_temperature
-from tasks import TaskLayout
+from ensemble.tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
 from .intervals import Summary, bootstrap_counts, summarise

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ensemble.errors import InputError
-from tasks import TaskLayout
+from ensemble.tasks import TaskLayout
 
 from .records import (
     QUESTIONS_FILE,

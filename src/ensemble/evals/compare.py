@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
-from tasks import TaskLayout, layout_of
+from ensemble.tasks import TaskLayout, layout_of
 
 from .analysis import ItemValues
 from .intervals import bootstrap_counts, summarise

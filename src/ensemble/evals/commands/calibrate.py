@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from evals.calibrate import CalibrationConfig, run_calibration
+    from ensemble.evals.calibrate import CalibrationConfig, run_calibration
 
     batch, router = mode_options(args)
     cfg = CalibrationConfig(

@@ -191,7 +191,7 @@ def get_task(name: str, **options: Any) -> Task:
                if not hasattr(task, a)]
     if missing:
         raise InputError(f"task {name!r} does not declare {', '.join(missing)}: subclass "
-                         "tasks.TaskBase (docs/tasks.md) or give them")
+                         "ensemble.tasks.TaskBase (docs/tasks.md) or give them")
     return task
 
 
@@ -217,7 +217,7 @@ def _load_builtin() -> None:
 
     for mod in ("boxball", "mathqa", "jsonl"):
         try:
-            importlib.import_module(f"tasks.{mod}")
+            importlib.import_module(f"ensemble.tasks.{mod}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"tasks.{mod}":
+            if exc.name != f"ensemble.tasks.{mod}":
                 raise

@@ -33,7 +33,7 @@ import numpy as np
 
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
-from tasks import layout_of
+from ensemble.tasks import layout_of
 
 from .openanswers import refuse_open
 from .scoring import check_aggregators, default_aggregators

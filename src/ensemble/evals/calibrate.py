@@ -18,7 +18,7 @@ from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, p
 from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
 from ensemble.sampling.types import SampleRequest
-from tasks import Question, Task, get_task, layout_of
+from ensemble.tasks import Question, Task, get_task, layout_of
 
 __all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
            "run_calibration"]

@@ -20,7 +20,7 @@ import numpy as np
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
-from tasks import Question, Task, layout_of
+from ensemble.tasks import Question, Task, layout_of
 
 from .draw import DrawMember, Drawn, DrawPolicy, draw, estimate, requests_of
 from .openanswers import build_task

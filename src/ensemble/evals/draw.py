@@ -26,7 +26,7 @@ import numpy as np
 from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch import BatchOptions
 from ensemble.sampling.types import SampleRequest
-from tasks import Question, Task
+from ensemble.tasks import Question, Task
 
 from .failures import FailedQuestions
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
-from tasks import TaskLayout, layout_of
+from ensemble.tasks import TaskLayout, layout_of
 
 __all__ = ["accuracy_figure", "contrast_text", "interval", "run_layout", "write_outputs"]
 
