@@ -10,8 +10,9 @@
 
 A model string is served by the factory registered for its prefix (the part before the first
 "/" or ":", or the whole string), else by the default, litellm (every provider litellm knows,
-and any OpenAI-compatible `api_base`). Built in: `local` (the embedded llama.cpp model) and
-`openai` (the official openai SDK; `ENSEMBLE_PROVIDER=litellm` sends it to litellm).
+and any OpenAI-compatible `api_base`). Built in: `local` (the embedded llama.cpp model),
+`openai` (the official openai SDK; `ENSEMBLE_PROVIDER=litellm` sends it to litellm) and
+`replay` (samples recorded in a file, `providers.replay`).
 Each factory imports its provider module only when called, so this module imports nothing
 concrete and no import cycle can form through it; provider modules never import it back.
 """
@@ -59,7 +60,15 @@ def _openai(model: str, options: ProviderOptions) -> Provider:
     return _litellm(model, options)
 
 
-_factories: dict[str, ProviderFactory] = {"local": _local, "openai": _openai}
+def _replay(model: str, options: ProviderOptions) -> Provider:
+    """`replay/<path>`: the samples recorded in a run folder or a JSONL recording."""
+    from .replay import ReplayProvider
+
+    return ReplayProvider(model, options)
+
+
+_factories: dict[str, ProviderFactory] = {"local": _local, "openai": _openai,
+                                          "replay": _replay}
 _default: ProviderFactory = _litellm
 
 

@@ -1,0 +1,248 @@
+"""Replay recorded samples: a provider that answers from a recording, never from a model.
+
+    ensemble eval mathqa --model replay/runs/my-run --t 0.7 --n 1 3 5 --samples 10
+    Ensemble("replay/recording.jsonl", n=10, stop="bayes", choices=[...])
+
+The model string is `replay/<path>` (or `replay:<path>`), with `#<member>` to pick one member
+of a mixed run (`replay/runs/mixed#cheap`). The path is
+
+- a run folder of this project (or its `samples.jsonl`): every sample of `samples.jsonl`, its
+  prompt read from `questions.jsonl` beside it by the sample's `id`, keyed by (prompt, t);
+- a minimal JSONL recording, one line per prompt: `{"prompt": "...", "samples": [...]}` or
+  `{"id": "q1", "samples": [...]}` (the prompt then read from a `questions.jsonl` beside the
+  file, as in a run folder), optionally `"t"`; each sample is the reply's text, or an object
+  `{"text": ..., "tokens": ..., "cost_usd": ...}`. Without `t` it serves every temperature.
+
+Sample i of a prompt is recorded sample i, always: a request for samples `first_index` ..
+`first_index + n - 1` gets exactly those recorded replies, with their recorded completion
+tokens and cost (repriced with `price_per_1k` when the recording has no cost), and no request
+leaves the machine. Past the end of a recording, or for a prompt the recording does not hold,
+the reply is one `RecordingExhausted` error naming the prompt and what was recorded; it is
+systemic (every further request would fail alike), so a run stops there instead of inventing
+a sample. The prompt is a request's last message (what the simulated expert reads too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, ProviderError
+from .base import Capabilities, Choice, Completion
+from .options import ProviderOptions
+from .params import SamplingParams
+
+__all__ = ["Recording", "RecordingExhausted", "ReplayProvider", "RecordedSample",
+           "load_recording"]
+
+PREFIXES = ("replay/", "replay:")
+
+
+class RecordingExhausted(ProviderError):
+    """A replay was asked for a sample the recording does not hold (past its end, or a prompt
+    it never saw). Systemic: a replay cannot draw a new sample."""
+
+    systemic = True
+
+
+@dataclass(frozen=True)
+class RecordedSample:
+    """One recorded reply: its text, completion tokens and cost (None: unknown)."""
+
+    text: str | None
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Recorded samples per (prompt, t); t None serves every temperature."""
+
+    path: str
+    member: str | None
+    samples: Mapping[tuple[str, float | None], tuple[RecordedSample, ...]]
+
+    def get(self, prompt: str, t: float) -> tuple[RecordedSample, ...] | None:
+        got = self.samples.get((prompt, float(t)))
+        return got if got is not None else self.samples.get((prompt, None))
+
+
+def _split(model: str) -> tuple[Path, str | None]:
+    rest = next((model[len(p):] for p in PREFIXES if model.startswith(p)), "")
+    path, _, member = rest.partition("#")
+    if not path:
+        raise InputError(f"{model!r}: a replay names its recording, e.g. replay/runs/my-run "
+                         "or replay/recording.jsonl")
+    return Path(path), (member or None)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"replay: cannot read {path} ({exc.strerror or exc}); give a run "
+                         "folder or a JSONL recording") from None
+    except UnicodeDecodeError:
+        raise InputError(f"replay: {path} is not UTF-8 text; give a JSONL recording") from None
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"replay: {path} line {no} is not JSON ({exc.msg}); a recording "
+                             "has one JSON object per line") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"replay: {path} line {no} is not a JSON object")
+        out.append(doc)
+    return out
+
+
+def _prompts(folder: Path, where: Path) -> dict[str, str]:
+    qfile = folder / "questions.jsonl"
+    if not qfile.is_file():
+        raise InputError(f"replay: {where} names questions by id but there is no "
+                         f"questions.jsonl beside it; give each line its \"prompt\"")
+    return {str(d["id"]): str(d["prompt"]) for d in _lines(qfile) if "id" in d and "prompt" in d}
+
+
+def _sample(x: Any, where: str) -> RecordedSample:
+    if x is None or isinstance(x, str):
+        return RecordedSample(x)
+    if isinstance(x, dict):
+        tok, cost = x.get("tokens"), x.get("cost_usd")
+        return RecordedSample(None if x.get("text") is None else str(x["text"]),
+                              None if tok is None else int(tok),
+                              None if cost is None else float(cost))
+    raise InputError(f"replay: {where}: a sample is its reply text or an object with "
+                     f"\"text\", got {type(x).__name__}")
+
+
+def load_recording(model: str) -> Recording:
+    """Read the recording a `replay/...` model string names (see the module docstring)."""
+    path, member = _split(model)
+    if path.is_dir():
+        path = path / "samples.jsonl"
+    docs = _lines(path)
+    folder = path.parent
+    out: dict[tuple[str, float | None], dict[int, RecordedSample]] = {}
+    if docs and "samples" not in docs[0]:  # this project's samples.jsonl
+        prompts = _prompts(folder, path)
+        labels = sorted({str(d["member"]) for d in docs if d.get("member") is not None})
+        if labels and member is None:
+            raise InputError(f"replay: {path} is a mixed run: name its member, e.g. "
+                             f"replay/{folder}#{labels[0]} (members: {', '.join(labels)})")
+        if member is not None and member not in labels:
+            raise InputError(f"replay: {path} has no member {member!r} (members: "
+                             f"{', '.join(labels) or 'none: drop #' + member})")
+        for no, d in enumerate(docs, 1):
+            if member is not None and d.get("member") != member:
+                continue
+            try:
+                key: tuple[str, float | None] = (prompts[str(d["id"])], float(d["t"]))
+                out.setdefault(key, {})[int(d["sample"])] = _sample(d, f"{path} line {no}")
+            except KeyError as exc:
+                raise InputError(f"replay: {path} line {no}: no {exc.args[0]!r} (a sample "
+                                 "line has id, t, sample, text; its id in questions.jsonl)"
+                                 ) from None
+    else:
+        prompts = {}
+        for no, d in enumerate(docs, 1):
+            if not isinstance(d.get("samples"), list):
+                raise InputError(f"replay: {path} line {no}: give \"samples\": a list of "
+                                 "replies in order")
+            if "prompt" in d:
+                prompt = str(d["prompt"])
+            elif "id" in d:
+                prompts = prompts or _prompts(folder, path)
+                if str(d["id"]) not in prompts:
+                    raise InputError(f"replay: {path} line {no}: id {d['id']!r} is not in "
+                                     f"{folder / 'questions.jsonl'}")
+                prompt = prompts[str(d["id"])]
+            else:
+                raise InputError(f"replay: {path} line {no}: give \"prompt\" or \"id\"")
+            t = None if d.get("t") is None else float(d["t"])
+            out[(prompt, t)] = {i: _sample(x, f"{path} line {no}")
+                                for i, x in enumerate(d["samples"])}
+    samples: dict[tuple[str, float | None], tuple[RecordedSample, ...]] = {}
+    for key, by_index in out.items():
+        n = 0
+        while n in by_index:  # a recording serves its samples 0..n-1 without a gap
+            n += 1
+        samples[key] = tuple(by_index[i] for i in range(n))
+    return Recording(str(path), member, samples)
+
+
+class ReplayProvider:
+    """A provider (see `ensemble.providers.Provider`) serving a recording's samples."""
+
+    name = "replay"
+
+    def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
+        self.model = model
+        self.options = options or ProviderOptions()
+        self.recording = load_recording(model)
+        digest = hashlib.sha256(str(Path(self.recording.path).resolve()).encode()
+                                ).hexdigest()[:16]
+        self.api_base: str | None = None
+        self.identity: str | None = f"replay:{digest}:{self.recording.member or ''}"
+        self.endpoint = ("replay", self.identity, "-")
+        self.capabilities = Capabilities(max_concurrency=None, supports_n=True, batch_api=None)
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return f"ReplayProvider({self.recording.path!r}, member={self.recording.member!r})"
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def price(self, prompt_tokens: int, completion_tokens: int, *,
+              batch: bool = False) -> float | None:
+        p = self.options.price_per_1k
+        return None if p is None else (prompt_tokens * p[0] + completion_tokens * p[1]) / 1000
+
+    def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
+        return None
+
+    def _cost(self, s: RecordedSample) -> float | None:
+        if s.cost_usd is not None:
+            return s.cost_usd
+        return None if s.tokens is None else self.price(0, s.tokens)
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
+                       n: int = 1, first_index: int = 0,
+                       headers: Mapping[str, str] | None = None,
+                       timeout: float = 60.0) -> Completion:
+        prompt = str(messages[-1].get("content", "")) if messages else ""
+        t = float(params.temperature)
+        rec = self.recording.get(prompt, t)
+        where = f"replay {self.recording.path}"
+        if rec is None:
+            raise RecordingExhausted(
+                f"{where} holds no samples of the prompt {prompt[:60]!r} at t = {t:g}: a "
+                "replay serves only what was recorded (same prompt and temperature)",
+                model=self.model, provider="replay", reason="not recorded")
+        if first_index + n > len(rec):
+            raise RecordingExhausted(
+                f"{where} holds {len(rec)} samples of the prompt {prompt[:60]!r} at t = {t:g}, "
+                f"and sample {len(rec) if first_index <= len(rec) else first_index} was asked: "
+                f"a replay never invents one; ask for at most {len(rec)} samples",
+                model=self.model, provider="replay", reason="past the recording")
+        got = rec[first_index:first_index + n]
+        self.requests += 1
+        tokens = [s.tokens for s in got]
+        costs = [self._cost(s) for s in got]
+        return Completion(
+            choices=tuple(Choice(text=s.text, finish_reason="stop") for s in got),
+            prompt_tokens=None,
+            completion_tokens=None if None in tokens else sum(x or 0 for x in tokens),
+            cost_usd=None if None in costs else float(sum(x or 0.0 for x in costs)),
+            latency_s=0.0)
