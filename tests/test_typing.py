@@ -45,10 +45,10 @@ def test_mypy_strict_sees_real_types_from_outside_the_repo(tmp_path):
     text = out.stdout + out.stderr
     revealed = [line.split("Revealed type is ", 1)[1] for line in text.splitlines()
                 if "Revealed type is" in line]
-    assert revealed[0] == '"ensemble.api.Decision"', text
+    assert revealed[0] == '"ensemble.decision.Decision"', text
     assert revealed[1] == '"str | None"', text
-    assert "list[ensemble.api.Decision]" in revealed[2], text
-    assert revealed[3] == '"ensemble.api.Decision"', text  # @vote keeps the call typed
-    assert revealed[4:6] == ['"ensemble.api.Decision"'] * 2, text  # .adecide, async def
+    assert "list[ensemble.decision.Decision]" in revealed[2], text
+    assert revealed[3] == '"ensemble.decision.Decision"', text  # @vote keeps the call typed
+    assert revealed[4:6] == ['"ensemble.decision.Decision"'] * 2, text  # .adecide, async def
     assert revealed[6] == '"float | None"', text  # .ensemble is the Ensemble
     assert "error" not in text.replace("Revealed", ""), text

@@ -61,8 +61,8 @@ _EXPORTS: dict[str, str] = {
     "get_aggregator": ".aggregators",
     "aggregator_names": ".aggregators",
     "Ensemble": ".api",
-    "Decision": ".api",
-    "vote": ".api",
+    "Decision": ".decision",
+    "vote": ".vote",
     "Member": ".members",
     "resolve_members": ".members",
     # calibration
@@ -105,13 +105,14 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         get_aggregator as get_aggregator,
     )
     from .api import (
-        Decision as Decision,
         Ensemble as Ensemble,
-        vote as vote,
     )
     from .calibration import (
         LambdaFit as LambdaFit,
         fit_lambda as fit_lambda,
+    )
+    from .decision import (
+        Decision as Decision,
     )
     from .errors import (
         AuthenticationError as AuthenticationError,
@@ -188,4 +189,7 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         fit_prior as fit_prior,
         get_stopping_rule as get_stopping_rule,
         prior_from_calibration as prior_from_calibration,
+    )
+    from .vote import (
+        vote as vote,
     )

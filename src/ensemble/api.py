@@ -1,4 +1,5 @@
-"""Voting in Python code: `Ensemble(...).decide(prompt)` and the `@vote` decorator.
+"""Voting in Python code: `Ensemble(...).decide(prompt)` (the `@vote` decorator is `ensemble.vote`,
+what it returns `ensemble.decision.Decision`).
 
     from ensemble import Ensemble
     ens = Ensemble(model="openai/gpt-4o-mini", temperature=0.5, n=5, choices=["L", "R"])
@@ -12,18 +13,15 @@ work inside and outside a running event loop (Jupyter included).
 from __future__ import annotations
 
 import collections
-import functools
-import inspect
 import json
 import os
 import threading
-from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, cast, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .aggregators import Vote, get_aggregator
-from .answers import AnswerKind, Structured, merge_same, resolve_answer, spellings
+from .answers import AnswerKind, resolve_answer
+from .decision import Decision, confidence, tally
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
 from .providers.base import Provider
@@ -36,109 +34,11 @@ from .sampling.types import Message, Sample, SampleRequest, as_messages
 if TYPE_CHECKING:
     from .stopping import StopSpec
 
-__all__ = ["AsyncVoted", "Decision", "Ensemble", "Member", "Voted", "vote"]
+__all__ = ["HISTORY_MAX", "Ensemble", "Prompt"]
 
-P = ParamSpec("P")
 HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prior is fitted from
 
 Prompt = str | Sequence[Message]
-
-
-@dataclass(frozen=True, repr=False)
-class Decision:
-    """The ensemble's decision on one prompt, with its votes and every sample behind it.
-
-    decision:     the winning answer, typed by the answer kind: the choice (str), a float for
-                  answer="number", the LaTeX string for "math", the text as most often
-                  written for "text", a model instance for structured outputs (None: no
-                  valid vote, or an unresolved tie).
-    votes:        canonical answer -> count of valid votes (all members pooled); for choices
-                  the choice itself.
-    spellings:    canonical answer -> {raw spelling: votes} (open answers: "1,250" and
-                  "$1,250" both vote for "1250").
-    fields:       structured outputs: field name ("outer.inner" when nested) -> its `Vote`
-                  (.votes, .margin, .invalid, .spellings, .value the typed winner).
-    answer:       the answer kind's name (choice, number, math, text, structured).
-    margin:       top count minus the runner-up's.
-    samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
-                  member in the order of `Ensemble.members`.
-    n_invalid:    replies whose answer could not be parsed.  tie: the top was tied.
-    aggregator:   the rule that decided; credit: answer -> its share of the decision.
-    cost_usd:     the samples' cost (None: unknown price).
-    member_votes: answer -> valid votes, per member (one entry for a one-model Ensemble).
-    lams:         the λ each member voted with (ψ_λ units, at its temperature; None: unknown).
-    stop:         the stopping rule when samples were drawn adaptively (`stop=`), else None;
-                  `n_samples` is then what it used (at most the Ensemble's max_n).
-    """
-
-    # statically `str | None` (choices, the default); an open kind stores its typed value here
-    # (float for "number", a model instance for structured outputs): cast where it matters
-    decision: str | None
-    votes: dict[str, int]
-    samples: tuple[Sample, ...]
-    margin: int
-    n_invalid: int
-    tie: bool
-    aggregator: str
-    credit: dict[str, float]
-    cost_usd: float | None
-    prompt_tokens: int
-    completion_tokens: int
-    member_votes: tuple[dict[str, int], ...] = ()
-    lams: tuple[float | None, ...] = ()
-    stop: str | None = None
-    spellings: dict[str, dict[str, int]] = field(default_factory=dict)
-    fields: dict[str, Vote] = field(default_factory=dict)
-    answer: str = "choice"
-
-    @property
-    def n_samples(self) -> int:
-        """Samples drawn for this decision (all members)."""
-        return len(self.samples)
-
-    def __str__(self) -> str:
-        votes = ", ".join(f"{k}: {v}" for k, v in sorted(self.votes.items(), key=lambda kv: -kv[1]))
-        parts = [votes] if votes else []
-        if self.n_invalid:
-            parts.append(f"{self.n_invalid} invalid")
-        if self.stop:
-            parts.append(f"{self.n_samples} samples, stop={self.stop}")
-        return f"{self.decision} ({'; '.join(parts)})"
-
-    def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()
-        extra = ""
-        if len(self.member_votes) > 1:
-            extra += f", member_votes={list(self.member_votes)!r}"
-        if self.stop:
-            extra += f", stop={self.stop!r}"
-        return (f"Decision(decision={self.decision!r}, votes={self.votes!r}, "
-                f"n={len(self.samples)}, invalid={self.n_invalid}, tie={self.tie}, "
-                f"aggregator={self.aggregator!r}{extra}, cost_usd={self.cost_usd!r})")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as plain JSON values (samples included; ±∞ λ as `ensemble.jsonio`)."""
-        return {
-            "decision": _plain(self.decision), "votes": dict(self.votes), "margin": self.margin,
-            "n_invalid": self.n_invalid, "tie": self.tie, "aggregator": self.aggregator,
-            "credit": dict(self.credit), "cost_usd": self.cost_usd,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
-            "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
-            "spellings": {k: dict(v) for k, v in self.spellings.items()},
-            "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
-                              "margin": f.margin, "n_invalid": f.n_invalid}
-                       for name, f in self.fields.items()},
-            "samples": [{"index": s.index, "text": s.text, "answer": s.answer,
-                         "valid": s.valid, "finish_reason": s.finish_reason,
-                         "completion_tokens": s.completion_tokens, "cost_usd": s.cost_usd,
-                         "latency_s": s.latency_s, "cached": s.cached} for s in self.samples],
-        }
-
-    def to_json(self, *, indent: int | None = None) -> str:
-        """`to_dict()` as JSON text (±∞ as null plus a `k_inf` sign marker)."""
-        from .jsonio import dumps
-
-        return dumps(self.to_dict(), indent=indent)
 
 
 class Ensemble:
@@ -398,42 +298,16 @@ class Ensemble:
         return messages
 
     def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision:
-        kind = self.answer_kind
-        samples = [s for row in rows for s in row]
-        answers = [s.answer for s in samples]
-        if kind.is_open:
-            answers = merge_same(kind, answers)
-        groups = [g for g, row in enumerate(rows) for _ in row] if len(rows) > 1 else None
-        weights = [_confidence(s) for s in samples] if self.aggregator_name == "weighted" else None
-        choices = None if kind.is_open else self.choices
+        weighted = self.aggregator_name == "weighted"
+        choices = None if self.answer_kind.is_open else self.choices
+        weights = ([confidence(s) for row in rows for s in row] if weighted else None)
 
-        def aggregate(keys: list[str | None]) -> Vote:
+        def aggregate(keys: list[str | None], groups: list[int] | None) -> Vote:
             return self.aggregator(keys, choices=choices, weights=weights, groups=groups)
 
-        v = aggregate(answers)
-        spelled: dict[str, dict[str, int]] = {}
-        fields: dict[str, Vote] = {}
-        decision: Any = v.decision
-        if kind.is_open:
-            spelled = spellings(answers, [kind.extract(s.text or "") if a is not None else None
-                                          for s, a in zip(samples, answers, strict=True)])
-            if isinstance(kind, Structured):
-                decision, fields = kind.vote_fields(answers, aggregate)
-            elif v.decision is not None:
-                decision = kind.value(v.decision, spelled.get(v.decision, {}))
-        costs = [s.cost_usd for s in samples]
-        cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
-        ends = [sum(len(r) for r in rows[:g + 1]) for g in range(len(rows))]
-        member_votes = [dict(Counter(a for a in answers[end - len(row):end] if a is not None))
-                        for row, end in zip(rows, ends, strict=True)]
-        return Decision(
-            decision=decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
-            n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
-            cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
-            completion_tokens=sum(s.completion_tokens or 0 for s in samples),
-            member_votes=tuple(member_votes), lams=tuple(m.lam for m in self.members),
-            stop=self.stop_spec.stop if self.stop_spec is not None else None,
-            spellings=spelled, fields=fields, answer=kind.name)
+        return tally(rows, kind=self.answer_kind, aggregate=aggregate,
+                     lams=tuple(m.lam for m in self.members),
+                     stop=self.stop_spec.stop if self.stop_spec is not None else None)
 
     async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]]
                              ) -> Any:
@@ -457,81 +331,6 @@ class Ensemble:
                     _, top, second = answer_counts(pilot)
                     self._history.append((top, second))
             return result
-
-    async def _sample_pooled(self, messages: Sequence[tuple[dict[str, str], ...]],
-                             spec: StopSpec) -> list[Any]:
-        """Adaptive sampling over members, the rule applied to the pooled votes.
-
-        Per prompt, votes are drawn in rounds: one more sample from every member that has not
-        reached its n. After the pilot rounds (at least `spec.first_draw()` pooled votes; the
-        bayes prior is fitted from them across the prompts and this Ensemble's earlier
-        decisions), a new round is drawn while the rule asks for more and some member has
-        budget left. Member g's i-th vote is its stored sample i (as in a fixed run), so a
-        rerun on a store costs nothing; without a store, an in-memory one keeps the drawn
-        samples for the call.
-        """
-        import asyncio
-        import contextlib
-
-        from .sampling.sampler import Sampler, SampleResult
-        from .sampling.store import SampleStore
-        from .stopping import answer_counts
-
-        store = self._get_store()
-        scratch = SampleStore(":memory:") if store is None else None
-        G, P = len(self.members), len(messages)
-        rows: list[list[list[Sample]]] = [[[] for _ in range(G)] for _ in range(P)]
-        failures: list[list[Any]] = [[] for _ in range(G)]
-        failed: set[int] = set()
-
-        async with contextlib.AsyncExitStack() as stack:
-            samplers = [await stack.enter_async_context(Sampler(
-                m.model, options=m.options, provider=self._provider_for(m),
-                store=store or scratch)) for m in self.members]
-
-            async def draw_round(p: int) -> bool:
-                """One more vote from each member with budget left; False if none had any."""
-                todo = [g for g in range(G) if len(rows[p][g]) < self.members[g].n]
-                if not todo or p in failed:
-                    return False
-
-                async def one(g: int) -> None:
-                    req = SampleRequest(messages[p], self._params[g], len(rows[p][g]) + 1)
-                    res = await samplers[g].run([req], parser=self.parser)
-                    if res.failures or res.stopped is not None:
-                        failed.add(p)
-                        failures[g] += [replace(f, request=p) for f in res.failures]
-                        return
-                    rows[p][g] = [s for s in res.rows[0] if s is not None]
-
-                await asyncio.gather(*(one(g) for g in todo))
-                return True
-
-            def pooled(p: int) -> list[str | None]:
-                return [s.answer for g in range(G) for s in rows[p][g]]
-
-            async def pilot(p: int) -> None:
-                while len(pooled(p)) < spec.first_draw() and await draw_round(p):
-                    pass
-
-            await asyncio.gather(*(pilot(p) for p in range(P)))
-            if spec.needs_pilot:
-                counts = [answer_counts(pooled(p)) for p in range(P) if p not in failed]
-                rule = spec.rule_from_counts([c[1] for c in counts] + [h[0] for h in self._history],
-                                             [c[2] for c in counts] + [h[1] for h in self._history])
-                self._history.extend((c[1], c[2]) for c in counts)
-            else:
-                rule = spec.rule()
-
-            async def finish(p: int) -> None:
-                while p not in failed and rule.more(pooled(p)) > 0 and await draw_round(p):
-                    pass
-
-            await asyncio.gather(*(finish(p) for p in range(P)))
-        if scratch is not None:
-            scratch.close()
-        return [SampleResult(rows=[list(rows[p][g]) for p in range(P)], failures=failures[g])
-                for g in range(G)]
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
@@ -560,7 +359,11 @@ class Ensemble:
                              f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
         if self.stop_spec is not None and len(self.members) > 1:
-            results = await self._sample_pooled(messages, self.stop_spec)
+            from .pooling import sample_pooled
+
+            results = await sample_pooled(
+                self.members, self._params, messages, self.stop_spec, parser=self.parser,
+                history=self._history, store=self._get_store(), provider_for=self._provider_for)
         else:
             results = list(await asyncio.gather(*(self._sample_member(g, messages)
                                                   for g in range(len(self.members)))))
@@ -572,9 +375,9 @@ class Ensemble:
                 raise_for_failures(r, len(messages))
         out: list[Decision | EnsembleError] = []
         for ri in range(len(messages)):
-            rows = [r.rows[ri] for r in results]
-            if any(s is None for row in rows for s in row) or any(
-                    f.request == ri for f in failures):
+            rows = [[s for s in r.rows[ri] if s is not None] for r in results]
+            drawn = all(len(row) == len(r.rows[ri]) for row, r in zip(rows, results, strict=True))
+            if not drawn or any(f.request == ri for f in failures):
                 mine = [f for f in failures if f.request == ri]
                 stopped = next((r.stopped for r in results if r.stopped is not None), None)
                 why = mine[0].message if mine else str(stopped)
@@ -607,93 +410,3 @@ _ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choice
                    "parser",
                    "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
                    "store", "options", "provider", "extra_body")
-
-
-def _plain(value: Any) -> Any:
-    """A decision as a JSON value (a structured output's model instance as its dict)."""
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
-
-
-def _confidence(s: Sample) -> float:
-    """exp(mean token logprob) of a sample: a confidence weight in (0, 1]; 1 when unknown."""
-    import math
-
-    try:
-        toks = s.logprobs["content"]
-        lps = [t["logprob"] for t in toks]
-        return math.exp(sum(lps) / len(lps)) if lps else 1.0
-    except (TypeError, KeyError):
-        return 1.0
-
-
-class Voted(Protocol[P]):
-    """A prompt builder decorated with `@vote`: calling it returns the ensemble's Decision."""
-
-    @property
-    def ensemble(self) -> Ensemble: ...
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Decision: ...
-
-    def adecide(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, Decision]: ...
-
-
-class AsyncVoted(Protocol[P]):
-    """An `async def` prompt builder decorated with `@vote`: awaiting it gives the Decision."""
-
-    @property
-    def ensemble(self) -> Ensemble: ...
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, Decision]: ...
-
-
-class _VoteDecorator:
-    """What `vote(...)` returns: applied to a prompt builder, a function returning Decisions."""
-
-    def __init__(self, ens: Ensemble) -> None:
-        self.ensemble = ens
-
-    @overload
-    def __call__(self, fn: Callable[P, Awaitable[Prompt]]) -> AsyncVoted[P]: ...
-
-    @overload
-    def __call__(self, fn: Callable[P, Prompt]) -> Voted[P]: ...
-
-    def __call__(self, fn: Callable[P, Any]) -> AsyncVoted[P] | Voted[P]:
-        ens = self.ensemble
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Decision:
-                return await ens.adecide(await fn(*args, **kwargs))
-
-            async_wrapper.ensemble = ens  # type: ignore[attr-defined]
-            return cast("AsyncVoted[P]", async_wrapper)
-
-        @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> Decision:
-            return ens.decide(fn(*args, **kwargs))
-
-        async def adecide(*args: P.args, **kwargs: P.kwargs) -> Decision:
-            return await ens.adecide(fn(*args, **kwargs))
-
-        wrapper.adecide = adecide  # type: ignore[attr-defined]
-        wrapper.ensemble = ens  # type: ignore[attr-defined]
-        return cast("Voted[P]", wrapper)
-
-
-def vote(model: str | None = None, **options: Any) -> _VoteDecorator:
-    """Decorator: the function builds a prompt; calling it returns the ensemble's Decision.
-
-        @vote("openai/gpt-4o-mini", temperature=0.5, n=5, choices=["positive", "negative"])
-        def sentiment(text: str) -> str:
-            return f"Is this review positive or negative? {text}"
-
-        sentiment("Great film!").decision
-        await sentiment.adecide("Great film!")      # async variant
-
-    Takes what `Ensemble` takes (members=, calibration=, stop=, ...). An `async def` prompt
-    builder gives an async function returning the Decision. Type checkers see the decorated
-    function's parameters, `Decision` as its result, and its `.adecide` and `.ensemble`
-    (`Voted` / `AsyncVoted`).
-    """
-    return _VoteDecorator(Ensemble(model, **options))

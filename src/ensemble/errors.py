@@ -32,6 +32,8 @@ API keys: every message passes through `ensemble.secrets.redact` when the error 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
@@ -197,7 +199,7 @@ class SamplingFailed(EnsembleError):
     reason); the message is one line summarising them.
     """
 
-    def __init__(self, message: str, *, failures: list[object] | None = None) -> None:
+    def __init__(self, message: str, *, failures: Sequence[object] | None = None) -> None:
         self.failures = list(failures or [])
         super().__init__(message)
 

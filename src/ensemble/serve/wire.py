@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..api import Decision
+    from ..decision import Decision
     from ..sampling.types import Sample
 
 __all__ = ["ChatRequest", "RequestRejected", "completion_chunks", "completion_doc",

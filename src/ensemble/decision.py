@@ -1,0 +1,172 @@
+"""What an ensemble decides on one prompt: `Decision` (the winning answer, its votes and every
+sample behind it) and `tally`, which aggregates the members' samples into one."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .aggregators import Vote
+from .answers import AnswerKind, Structured, merge_same, spellings
+from .sampling.types import Sample
+
+__all__ = ["Decision", "confidence", "plain", "tally"]
+
+
+@dataclass(frozen=True, repr=False)
+class Decision:
+    """The ensemble's decision on one prompt, with its votes and every sample behind it.
+
+    decision:     the winning answer, typed by the answer kind: the choice (str), a float for
+                  answer="number", the LaTeX string for "math", the text as most often
+                  written for "text", a model instance for structured outputs (None: no
+                  valid vote, or an unresolved tie).
+    votes:        canonical answer -> count of valid votes (all members pooled); for choices
+                  the choice itself.
+    spellings:    canonical answer -> {raw spelling: votes} (open answers: "1,250" and
+                  "$1,250" both vote for "1250").
+    fields:       structured outputs: field name ("outer.inner" when nested) -> its `Vote`
+                  (.votes, .margin, .invalid, .spellings, .value the typed winner).
+    answer:       the answer kind's name (choice, number, math, text, structured).
+    margin:       top count minus the runner-up's.
+    samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
+                  member in the order of `Ensemble.members`.
+    n_invalid:    replies whose answer could not be parsed.  tie: the top was tied.
+    aggregator:   the rule that decided; credit: answer -> its share of the decision.
+    cost_usd:     the samples' cost (None: unknown price).
+    member_votes: answer -> valid votes, per member (one entry for a one-model Ensemble).
+    lams:         the λ each member voted with (ψ_λ units, at its temperature; None: unknown).
+    stop:         the stopping rule when samples were drawn adaptively (`stop=`), else None;
+                  `n_samples` is then what it used (at most the Ensemble's max_n).
+    """
+
+    # statically `str | None` (choices, the default); an open kind stores its typed value here
+    # (float for "number", a model instance for structured outputs): cast where it matters
+    decision: str | None
+    votes: dict[str, int]
+    samples: tuple[Sample, ...]
+    margin: int
+    n_invalid: int
+    tie: bool
+    aggregator: str
+    credit: dict[str, float]
+    cost_usd: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    member_votes: tuple[dict[str, int], ...] = ()
+    lams: tuple[float | None, ...] = ()
+    stop: str | None = None
+    spellings: dict[str, dict[str, int]] = field(default_factory=dict)
+    fields: dict[str, Vote] = field(default_factory=dict)
+    answer: str = "choice"
+
+    @property
+    def n_samples(self) -> int:
+        """Samples drawn for this decision (all members)."""
+        return len(self.samples)
+
+    def __str__(self) -> str:
+        votes = ", ".join(f"{k}: {v}" for k, v in sorted(self.votes.items(), key=lambda kv: -kv[1]))
+        parts = [votes] if votes else []
+        if self.n_invalid:
+            parts.append(f"{self.n_invalid} invalid")
+        if self.stop:
+            parts.append(f"{self.n_samples} samples, stop={self.stop}")
+        return f"{self.decision} ({'; '.join(parts)})"
+
+    def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()
+        extra = ""
+        if len(self.member_votes) > 1:
+            extra += f", member_votes={list(self.member_votes)!r}"
+        if self.stop:
+            extra += f", stop={self.stop!r}"
+        return (f"Decision(decision={self.decision!r}, votes={self.votes!r}, "
+                f"n={len(self.samples)}, invalid={self.n_invalid}, tie={self.tie}, "
+                f"aggregator={self.aggregator!r}{extra}, cost_usd={self.cost_usd!r})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain JSON values (samples included; ±∞ λ as `ensemble.jsonio`)."""
+        return {
+            "decision": plain(self.decision), "votes": dict(self.votes), "margin": self.margin,
+            "n_invalid": self.n_invalid, "tie": self.tie, "aggregator": self.aggregator,
+            "credit": dict(self.credit), "cost_usd": self.cost_usd,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
+            "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
+            "spellings": {k: dict(v) for k, v in self.spellings.items()},
+            "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
+                              "margin": f.margin, "n_invalid": f.n_invalid}
+                       for name, f in self.fields.items()},
+            "samples": [{"index": s.index, "text": s.text, "answer": s.answer,
+                         "valid": s.valid, "finish_reason": s.finish_reason,
+                         "completion_tokens": s.completion_tokens, "cost_usd": s.cost_usd,
+                         "latency_s": s.latency_s, "cached": s.cached} for s in self.samples],
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """`to_dict()` as JSON text (±∞ as null plus a `k_inf` sign marker)."""
+        from .jsonio import dumps
+
+        return dumps(self.to_dict(), indent=indent)
+
+
+
+def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
+          aggregate: Callable[[list[str | None], list[int] | None], Vote],
+          lams: tuple[float | None, ...], stop: str | None) -> Decision:
+    """The Decision of one prompt from its samples, member by member (`rows[g]`: member g's).
+
+    `aggregate(keys, groups)` is the rule over the pooled answers (groups: each vote's member,
+    None for one member); open answer kinds merge equal answers first and the decision is the
+    kind's typed value (a structured output is voted field by field)."""
+    samples = [s for row in rows for s in row]
+    answers = [s.answer for s in samples]
+    if kind.is_open:
+        answers = merge_same(kind, answers)
+    groups = [g for g, row in enumerate(rows) for _ in row] if len(rows) > 1 else None
+
+    def vote(keys: list[str | None]) -> Vote:
+        return aggregate(keys, groups)
+
+    v = vote(answers)
+    spelled: dict[str, dict[str, int]] = {}
+    fields: dict[str, Vote] = {}
+    decision: Any = v.decision
+    if kind.is_open:
+        spelled = spellings(answers, [kind.extract(s.text or "") if a is not None else None
+                                      for s, a in zip(samples, answers, strict=True)])
+        if isinstance(kind, Structured):
+            decision, fields = kind.vote_fields(answers, vote)
+        elif v.decision is not None:
+            decision = kind.value(v.decision, spelled.get(v.decision, {}))
+    costs = [s.cost_usd for s in samples]
+    cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
+    ends = [sum(len(r) for r in rows[:g + 1]) for g in range(len(rows))]
+    member_votes = [dict(Counter(a for a in answers[end - len(row):end] if a is not None))
+                    for row, end in zip(rows, ends, strict=True)]
+    return Decision(
+        decision=decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
+        n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
+        cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
+        completion_tokens=sum(s.completion_tokens or 0 for s in samples),
+        member_votes=tuple(member_votes), lams=lams, stop=stop,
+        spellings=spelled, fields=fields, answer=kind.name)
+
+
+def plain(value: Any) -> Any:
+    """A decision as a JSON value (a structured output's model instance as its dict)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def confidence(s: Sample) -> float:
+    """exp(mean token logprob) of a sample: a confidence weight in (0, 1]; 1 when unknown."""
+    try:
+        toks = s.logprobs["content"]
+        lps = [t["logprob"] for t in toks]
+        return math.exp(sum(lps) / len(lps)) if lps else 1.0
+    except (TypeError, KeyError):
+        return 1.0
