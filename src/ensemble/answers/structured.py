@@ -167,6 +167,9 @@ class Structured(OpenKind):
                     values[name] = kind._build(sub)
                 continue
             v = vote_column(kind, column, aggregate)
+            if isinstance(v.value, float) and v.value.is_integer() and _unwrap_optional(
+                    self.model.model_fields[name].annotation) is int:
+                v = replace(v, value=int(v.value))  # an int field's decision is 8, not 8.0
             fields[prefix + name] = v
             if v.decision is not None:
                 values[name] = v.value

@@ -1,15 +1,21 @@
 """The voting endpoint's routes, on aiohttp's web server.
 
     POST /v1/chat/completions   the ensemble's decision as a chat.completion (or its chunks)
-    GET  /v1/models             the served names
+    POST /v1/responses          the same as a Responses API `response` (or its events)
+    POST /v1/completions        the same as a legacy `text_completion` (prompt-style clients)
+    GET  /v1/models             the served names;  GET /v1/models/{id}: one of them
     GET  /health                {"status": "ok", ...} (no key needed)
 
-Each request is decided by its served name's Ensemble (`ensembles.ServedEnsembles`), whose
-endpoints' limiters are shared by every request of the process. At most `max_queue` requests
-are admitted at once (being decided or waiting for an upstream slot); past that a request gets
-429 with Retry-After instead of a place in an unbounded queue. A client that disconnects
-cancels its request: its pending samples are never requested, and those already drawn stay in
-the store (when there is one). Every error is OpenAI's error object; messages are redacted.
+Every POST route goes through one pipeline (`_serve`): its wire (`Wire`: chat's, or
+`serve.responses` / `serve.completions`) reads the body as the chat request it stands for; the
+request is decided by its served name's Ensemble (`ensembles.ServedEnsembles`), whose
+endpoints' limiters are shared by every request of the process; the `chat.completion` is
+written back in the route's own format. At most `max_queue` requests are admitted at once
+(being decided or waiting for an upstream slot); past that a request gets 429 with Retry-After
+instead of a place in an unbounded queue. A client that disconnects cancels its request: its
+pending samples are never requested; with a store, the samples already requested are still
+received and stored (a repeat does not pay for them again). Every error is OpenAI's error
+object; messages are redacted.
 """
 
 from __future__ import annotations
@@ -33,18 +39,12 @@ from ..errors import (
 from ..profile import public_api_base
 from ..secrets import redact
 from .auth import authorized
+from .completions import COMPLETIONS
 from .config import ServeConfig
 from .ensembles import ServedEnsembles, parse_overrides
 from .logs import RequestLog, RequestRecord
-from .wire import (
-    ChatRequest,
-    RequestRejected,
-    completion_chunks,
-    completion_doc,
-    error_doc,
-    json_decision,
-    parse_chat_request,
-)
+from .responses import RESPONSES
+from .wire import CHAT, ChatRequest, RequestRejected, Wire, completion_doc, error_doc, json_decision
 
 __all__ = ["CLIENT_CLOSED", "VotingApp", "upstream_failure"]
 
@@ -93,7 +93,10 @@ class VotingApp:
         app = web.Application(middlewares=[self._middleware])
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self.chat)
+            app.router.add_post(f"{prefix}/responses", self.responses)
+            app.router.add_post(f"{prefix}/completions", self.completions)
             app.router.add_get(f"{prefix}/models", self.models)
+            app.router.add_get(f"{prefix}/models/{{model}}", self.model)
         app.router.add_get("/health", self.health)
         app.on_cleanup.append(self._cleanup)
         return app
@@ -120,7 +123,8 @@ class VotingApp:
             self.log.write(RequestRecord(request.method, request.path, exc.status,
                                          time.perf_counter() - t0, error=exc.reason))
             what = {404: f"no route {request.path}; the endpoint serves POST "
-                         "/v1/chat/completions, GET /v1/models and GET /health",
+                         "/v1/chat/completions, /v1/responses and /v1/completions, GET "
+                         "/v1/models and GET /health",
                     405: f"{request.method} is not allowed on {request.path}",
                     413: "the request body is too large"}.get(exc.status, exc.reason)
             return _error(exc.status, what, code=exc.reason.lower().replace(" ", "_"))
@@ -135,17 +139,38 @@ class VotingApp:
             {"id": name, "object": "model", "created": created, "owned_by": "ensemble",
              "ensemble": self.ensembles.describe(name)} for name in self.ensembles.names]})
 
+    async def model(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        if self.ensembles.served(name) is None:
+            return _error(404, f"The model `{name}` does not exist on this endpoint; it "
+                               f"serves: {', '.join(self.ensembles.names)}", param="model",
+                          code="model_not_found")
+        return web.json_response({"id": name, "object": "model", "created": int(time.time()),
+                                  "owned_by": "ensemble",
+                                  "ensemble": self.ensembles.describe(name)})
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._logged(request, CHAT)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._logged(request, RESPONSES)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._logged(request, COMPLETIONS)
+
+    async def _logged(self, request: web.Request, wire: Wire) -> web.StreamResponse:
         t0 = time.perf_counter()
         rec: dict[str, Any] = {"method": request.method, "path": request.path}
         status = 500
         try:
-            resp = await self._chat(request, rec)
+            resp = await self._serve(request, wire, rec)
             status = resp.status
             return resp
         except asyncio.CancelledError:
             status = CLIENT_CLOSED
-            rec["error"] = "client disconnected; its pending samples were cancelled"
+            rec["error"] = ("client disconnected; its pending samples were cancelled"
+                            + ("" if self.config.store is None else
+                               " (those already requested are stored when they arrive)"))
             raise
         except (ConnectionResetError, web.HTTPException):
             raise  # the client went away mid-stream; aiohttp's own replies
@@ -157,7 +182,8 @@ class VotingApp:
             self.log.write(RequestRecord(status=status, seconds=time.perf_counter() - t0,
                                          **rec))
 
-    async def _chat(self, request: web.Request, rec: dict[str, Any]) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, wire: Wire, rec: dict[str, Any]
+                     ) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
@@ -166,10 +192,10 @@ class VotingApp:
                                "bytes", code="request_too_large")
         except (json.JSONDecodeError, UnicodeDecodeError):
             rec["error"] = "malformed JSON"
-            return _error(400, "the request body is not valid JSON; send a chat completion "
-                               "request as a JSON object")
+            return _error(400, f"the request body is not valid JSON; send {wire.what} as a "
+                               "JSON object")
         try:
-            req = parse_chat_request(body)
+            req, info = wire.parse(body)
             rec["model"] = req.model
             served = self.ensembles.served(req.model)
             if served is None:
@@ -178,7 +204,7 @@ class VotingApp:
                                       f"endpoint; it serves: {names}", status=404,
                                       param="model", code="model_not_found")
             overrides = parse_overrides(req.overrides, served)
-            ens = self.ensembles.get(req.model, overrides, req.response_format)
+            ens = self.ensembles.get(req.model, overrides, req.response_format, req.sampling)
         except RequestRejected as exc:
             rec["error"] = str(exc)
             return _error(exc.status, str(exc), exc.etype, param=exc.param, code=exc.code)
@@ -193,20 +219,35 @@ class VotingApp:
                           code="queue_full", headers={"Retry-After": "1"})
         self.active += 1
         try:
-            return await self._decide(request, req, ens, rec)
+            doc = await self._decide(req, ens, rec)
         finally:
             self.active -= 1
+        if isinstance(doc, web.Response):
+            return doc
+        doc = wire.render(doc, req, info)
+        if not req.stream:
+            return web.json_response(doc)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                       "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        for frame in wire.frames(doc, req, info):
+            await resp.write(frame.encode())
+        await resp.write_eof()
+        return resp
 
-    async def _decide(self, request: web.Request, req: ChatRequest, ens: Any,
-                      rec: dict[str, Any]) -> web.StreamResponse:
+    async def _decide(self, req: ChatRequest, ens: Any, rec: dict[str, Any]
+                      ) -> dict[str, Any] | web.Response:
+        """The `chat.completion` of a request's decision, or the error reply."""
         timeout = self.config.timeout_for(req.model)
         try:
             decision = await asyncio.wait_for(ens.adecide(req.messages), timeout)
         except asyncio.TimeoutError:
             rec["error"] = f"no decision within {timeout:g} s"
+            kept = ("the samples already requested are kept in its store as they arrive"
+                    if self.config.store is not None else "the samples drawn are not kept "
+                    "(start the endpoint with --store to keep them for a retry)")
             return _error(504, f"no decision within the endpoint's request timeout "
-                               f"({timeout:g} s); the samples drawn are kept in its store",
-                          "timeout", code="request_timeout")
+                               f"({timeout:g} s); {kept}", "timeout", code="request_timeout")
         except InputError as exc:
             rec["error"] = str(exc)
             return _error(400, str(exc))
@@ -216,16 +257,7 @@ class VotingApp:
             return _error(status, message, "upstream_error", code=code)
         rec.update(samples=decision.n_samples, decision=json_decision(decision),
                    margin=decision.margin, stream=req.stream)
-        doc = completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored)
         if req.ignored:
             rec["note"] = f"ignored {','.join(req.ignored)}"
-        if not req.stream:
-            return web.json_response(doc)
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                       "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        for chunk in completion_chunks(doc, include_usage=req.include_usage):
-            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
+        return completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored,
+                              logprobs=req.logprobs)

@@ -79,16 +79,19 @@ def _members(served: ServedModel) -> list[Member]:
 
 
 def build_ensemble(served: ServedModel, *, store: str | None = None,
-                   overrides: Overrides | None = None, answer: Any = None) -> Ensemble:
+                   overrides: Overrides | None = None, answer: Any = None,
+                   sampling: tuple[tuple[str, Any], ...] = ()) -> Ensemble:
     """The Ensemble a served name stands for, with a request's overrides applied (`answer`: a
-    request's structured-output model, in place of the served answer kind)."""
+    request's structured-output model, in place of the served answer kind; `sampling`: the
+    Ensemble keywords a request adds, e.g. logprobs)."""
     overrides = overrides or Overrides()
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
     kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
                           "answer": answer if answer is not None else served.answer,
                           "stop": stop, "calibration": served.calibration,
-                          "system": served.system, "seed": served.seed, "store": store}
+                          "system": served.system, "seed": served.seed, "store": store,
+                          **dict(sampling)}
     if served.max_tokens is not None:
         kw["max_tokens"] = served.max_tokens
     if served.members is not None:
@@ -106,11 +109,13 @@ class ServedEnsembles:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self._built: dict[tuple[str, Overrides, str], Ensemble] = {}
+        self._built: dict[tuple[str, Overrides, str, tuple[tuple[str, Any], ...]],
+                          Ensemble] = {}
         self._models: dict[str, Any] = {}  # schema digest -> its pydantic model
         for name, served in config.models.items():
             try:
-                self._built[(name, Overrides(), "")] = build_ensemble(served, store=config.store)
+                self._built[(name, Overrides(), "", ())] = build_ensemble(served,
+                                                                          store=config.store)
             except InputError as exc:
                 raise InputError(f"served model {name!r}: {exc}") from None
 
@@ -122,9 +127,11 @@ class ServedEnsembles:
         return self.config.models.get(name)
 
     def get(self, name: str, overrides: Overrides | None = None,
-            response_format: Any = None) -> Ensemble:
-        """The Ensemble for a served name, a request's overrides and its structured-output
-        schema (each variant built once: one limiter per upstream whatever the variant)."""
+            response_format: Any = None, sampling: tuple[tuple[str, Any], ...] = ()
+            ) -> Ensemble:
+        """The Ensemble for a served name, a request's overrides, its structured-output
+        schema and the sampling keywords it adds (`ChatRequest.sampling`: logprobs); each
+        variant built once: one limiter per upstream whatever the variant."""
         answer, schema = None, ""
         if response_format is not None:
             from .schemas import json_schema_of, model_from_schema, schema_key
@@ -135,17 +142,17 @@ class ServedEnsembles:
                 answer = self._models.get(schema)
                 if answer is None:
                     answer = self._models[schema] = model_from_schema(*spec)
-        key = (name, overrides or Overrides(), schema)
+        key = (name, overrides or Overrides(), schema, sampling)
         ens = self._built.get(key)
         if ens is None:
             ens = build_ensemble(self.config.models[name], store=self.config.store,
-                                 overrides=overrides, answer=answer)
+                                 overrides=overrides, answer=answer, sampling=sampling)
             self._built[key] = ens
         return ens
 
     def describe(self, name: str) -> dict[str, Any]:
         """What `GET /v1/models` says about a served name (no endpoint, no key)."""
-        ens = self._built[(name, Overrides(), "")]
+        ens = self._built[(name, Overrides(), "", ())]
         return {"members": [{"model": m.model, "n": m.n, "temperature": m.temperature}
                             for m in ens.members],
                 "aggregator": ens.aggregator_name,
@@ -154,11 +161,13 @@ class ServedEnsembles:
 
     def warm_up(self) -> None:
         """Import litellm now if a member needs it (~4 s here), so that the first request does
-        not stall the event loop while it loads."""
+        not stall the event loop while it loads (`openai/...` members go through the openai
+        SDK and need none)."""
         from ..providers.base import is_local_model
+        from ..providers.openai import serves
 
-        if any(not is_local_model(m.model) for ens in self._built.values()
-               for m in ens.members):
+        if any(not is_local_model(m.model) and not serves(m.model)
+               for ens in self._built.values() for m in ens.members):
             from ..providers.litellm_lib import litellm
 
             litellm()

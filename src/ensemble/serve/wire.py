@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +27,15 @@ if TYPE_CHECKING:
     from ..decision import Decision
     from ..sampling.types import Sample
 
-__all__ = ["ChatRequest", "RequestRejected", "completion_chunks", "completion_doc",
-           "ensemble_doc", "error_doc", "parse_chat_request"]
+__all__ = ["CHAT", "ChatRequest", "RequestRejected", "Wire", "completion_chunks",
+           "completion_doc", "ensemble_doc", "error_doc", "parse_chat_request"]
 
 ROLES = ("system", "developer", "user", "assistant")
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "prediction")
 # sampling parameters the served ensemble sets itself: a request's are ignored, and said so
 IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
-           "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs")
+           "presence_penalty", "frequency_penalty", "logit_bias")
+MAX_TOP_LOGPROBS = 20
 MAX_CHOICES = 16
 CHUNK_CHARS = 64
 
@@ -63,6 +64,16 @@ class ChatRequest:
     overrides: Any = None  # the raw `ensemble` object of extra_body (checked per model)
     response_format: Any = None  # a json_schema response format (checked by serve.schemas)
     ignored: tuple[str, ...] = ()  # sampling parameters the request set (the ensemble's rule)
+    logprobs: bool = False  # the chosen sample's own logprobs in the reply
+    top_logprobs: int | None = None
+
+    @property
+    def sampling(self) -> tuple[tuple[str, Any], ...]:
+        """The Ensemble keywords this request adds to the served ones (its logprobs)."""
+        if not self.logprobs:
+            return ()
+        return (("logprobs", True),) + ((("top_logprobs", self.top_logprobs),)
+                                        if self.top_logprobs is not None else ())
 
 
 def _text(content: Any, i: int) -> str:
@@ -132,12 +143,31 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
         raise RequestRejected(f"n must be an integer from 1 to {MAX_CHOICES}, got {n!r}",
                               param="n")
+    logprobs, top = _logprobs(body)
     return ChatRequest(model=model, messages=_messages(body.get("messages")),
                        stream=bool(stream), include_usage=bool((opts or {}).get("include_usage")),
                        n=n, overrides=body.get("ensemble"),
                        response_format=fmt if isinstance(fmt, Mapping)
                        and fmt.get("type") == "json_schema" else None,
-                       ignored=tuple(k for k in IGNORED if body.get(k) is not None))
+                       ignored=tuple(k for k in IGNORED if body.get(k) is not None),
+                       logprobs=logprobs, top_logprobs=top)
+
+
+def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int | None]:
+    """(logprobs, top_logprobs) of a chat request: the chosen sample's own logprobs are
+    asked of the upstream and carried in the reply."""
+    want = body.get("logprobs")
+    if want not in (True, False, None):
+        raise RequestRejected(f"logprobs must be a boolean, got {want!r}", param="logprobs")
+    top = body.get("top_logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) \
+                or not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise RequestRejected(f"top_logprobs must be an integer from 0 to "
+                                  f"{MAX_TOP_LOGPROBS}, got {top!r}", param="top_logprobs")
+        if not want:
+            raise RequestRejected("top_logprobs needs logprobs: true", param="top_logprobs")
+    return bool(want), top
 
 
 def error_doc(message: str, etype: str = "invalid_request_error", *, param: str | None = None,
@@ -167,10 +197,14 @@ def _representatives(d: Decision, k: int) -> list[Sample]:
     return out
 
 
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
 def json_decision(d: Decision) -> Any:
     """The decision as a JSON value (a structured output's model as its fields)."""
-    dump = getattr(d.decision, "model_dump", None)
-    return dump(mode="json") if callable(dump) else d.decision
+    return _plain(d.decision)
 
 
 def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] = ()
@@ -183,9 +217,10 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
         "aggregator": d.aggregator, "stop": d.stop,
         "temperatures": sorted({m.temperature for m in members}),
     }
-    if d.fields:  # structured outputs: each field's own vote
-        doc["fields"] = {name: {"decision": f.decision, "votes": dict(f.counts),
-                                "margin": f.margin, "invalid": f.n_invalid}
+    if d.fields:  # structured outputs: each field's own vote, its decision typed (8, not "8")
+        doc["fields"] = {name: {"decision": _plain(f.value) if f.decision is not None else None,
+                                "votes": dict(f.counts), "margin": f.margin,
+                                "invalid": f.n_invalid}
                          for name, f in d.fields.items()}
     if ignored:
         doc["ignored"] = list(ignored)
@@ -196,19 +231,22 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
 
 
 def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
-                   ignored: Sequence[str] = (), completion_id: str | None = None
-                   ) -> dict[str, Any]:
+                   ignored: Sequence[str] = (), completion_id: str | None = None,
+                   logprobs: bool = False) -> dict[str, Any]:
     """The `chat.completion` answering a request with the ensemble's decision. A structured
     output (a `response_format` schema) is answered with the voted object as JSON: each field
-    is its own vote's winner, so no single sample need hold them all."""
-    if d.fields:
-        voted = json_decision(d)
-        content = "" if voted is None else json.dumps(voted)
-        choices = [{"index": 0, "message": {"role": "assistant", "content": content},
+    is its own vote's winner, so no single sample need hold them all; when no reply validates,
+    with the first sample's text (as for any decision without a valid vote). With `logprobs`,
+    each choice carries its sample's own logprobs as the upstream sent them (a voted object
+    is no one sample's text: null)."""
+    voted = json_decision(d) if d.fields else None
+    if voted is not None:
+        choices = [{"index": 0, "message": {"role": "assistant", "content": json.dumps(voted)},
                     "logprobs": None, "finish_reason": "stop"}]
     else:
         choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
-                    "logprobs": None, "finish_reason": s.finish_reason or "stop"}
+                    "logprobs": s.logprobs if logprobs else None,
+                    "finish_reason": s.finish_reason or "stop"}
                    for i, s in enumerate(_representatives(d, n))]
     if not choices:  # pragma: no cover - a decision always has samples
         choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
@@ -237,9 +275,10 @@ def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
         yield {**head, "choices": [{"index": j, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}], **extra}
         text = ch["message"]["content"]
-        for i in range(0, len(text), CHUNK_CHARS):
+        for i in range(0, len(text), CHUNK_CHARS):  # the logprobs ride on the first piece
             yield {**head, "choices": [{"index": j, "delta": {"content": text[i:i + CHUNK_CHARS]},
-                                        "logprobs": None, "finish_reason": None}], **extra}
+                                        "logprobs": ch["logprobs"] if i == 0 else None,
+                                        "finish_reason": None}], **extra}
         final: dict[str, Any] = {**head, "choices": [{"index": j, "delta": {}, "logprobs": None,
                                                       "finish_reason": ch["finish_reason"]}],
                                  **extra}
@@ -248,3 +287,25 @@ def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
         yield final
     if include_usage:
         yield {**head, "choices": [], "usage": doc["usage"]}
+
+
+def _chat_frames(doc: Mapping[str, Any], req: ChatRequest, info: Any) -> Iterator[str]:
+    for chunk in completion_chunks(doc, include_usage=req.include_usage):
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """How one route reads and writes: `parse` a body as the chat request it stands for (and
+    what else the route needs to answer), `render` the decided `chat.completion` in the
+    route's format, `frames` it as server-sent events."""
+
+    what: str  # what a body should be, for the malformed-JSON error
+    parse: Callable[[Any], tuple[ChatRequest, Any]]
+    render: Callable[[dict[str, Any], ChatRequest, Any], dict[str, Any]]
+    frames: Callable[[dict[str, Any], ChatRequest, Any], Iterator[str]]
+
+
+CHAT = Wire("a chat completion request", lambda body: (parse_chat_request(body), None),
+            lambda doc, req, info: doc, _chat_frames)

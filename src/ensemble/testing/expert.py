@@ -297,6 +297,20 @@ class SimulatedExpert:
         return (f"<reason>simulated: read option {letters[read]}</reason>\n"
                 f"<answer>{letters[choice]}</answer>")
 
+    def logprobs_for(self, reply: Reply, top: int, key: str, index: int) -> dict[str, Any]:
+        """The OpenAI `logprobs` object of sample `index` of a prompt (`key`): the answer token
+        with its top logprobs (a binary prompt's log P(L), log P(R)), then, for a reply with
+        an `<answer>` tag, the closing tag's token with a logprob of its own, drawn from
+        (seed, prompt, index): each sample's logprobs are its own, so a client can tell which
+        sample's it was given."""
+        payload = self.logprobs_payload(reply.text, reply.logprobs, top)
+        if "</answer>" in reply.text:
+            own = -round(float(self._rng("logprob", key, index).random()) * 4.0 + 1e-3, 6)
+            payload["content"].append({"token": "</answer>", "logprob": own, "bytes": None,
+                                       "top_logprobs": [{"token": "</answer>", "logprob": own,
+                                                         "bytes": None}][:max(top, 1)]})
+        return payload
+
     @staticmethod
     def logprobs_payload(text: str, lp: dict[str, float] | None, top: int) -> dict[str, Any]:
         """The OpenAI `logprobs` object of a reply: the answer token with its top logprobs."""

@@ -108,8 +108,7 @@ class FakeExpertProvider:
                                       response_format=dict(params.extra).get("response_format"))
             lp: Any = None
             if params.logprobs:
-                lp = self.expert.logprobs_payload(reply.text, reply.logprobs,
-                                                  params.top_logprobs or 0)
+                lp = self.expert.logprobs_for(reply, params.top_logprobs or 0, key, start + j)
             choices.append(Choice(text=reply.text, finish_reason="stop", logprobs=lp))
         with self._lock:
             self.requests += 1

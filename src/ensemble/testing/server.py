@@ -67,7 +67,8 @@ __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
 class ServedReply:
     """One chat completion the server answered (`ServerStats.replies`, in order served): the
     request's last message, temperature, sample indices, the texts and the usage it reported
-    (the true ones: before `echo_key` or `usage` misreport them)."""
+    (the true ones: before `echo_key` or `usage` misreport them), and the logprobs served when
+    the request asked for them."""
 
     number: int  # the request's number (1, 2, ...: order of arrival)
     prompt: str
@@ -76,6 +77,7 @@ class ServedReply:
     texts: tuple[str, ...]
     prompt_tokens: int
     completion_tokens: int
+    logprobs: tuple[Any, ...] = ()  # per choice, the logprobs served (when asked)
 
 
 @dataclass
@@ -465,8 +467,7 @@ class SimulatedServer:
             choice: dict[str, Any] = {"index": j, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": reply.text}}
             if want_lp:
-                choice["logprobs"] = self.expert.logprobs_payload(reply.text, reply.logprobs,
-                                                                  top_lp)
+                choice["logprobs"] = self.expert.logprobs_for(reply, top_lp, pkey, idx)
             choices.append(choice)
             with self.lock:
                 self.stats.served[(pkey, idx)] += 1
@@ -478,9 +479,9 @@ class SimulatedServer:
         ptoks, ctoks = self.expert.usage(messages, texts)
         if self.keep_replies:
             with self.lock:
-                self.stats.replies.append(ServedReply(number, prompt, temperature,
-                                                      tuple(range(start, start + k)), texts,
-                                                      ptoks, ctoks))
+                self.stats.replies.append(ServedReply(
+                    number, prompt, temperature, tuple(range(start, start + k)), texts, ptoks,
+                    ctoks, tuple(c.get("logprobs") for c in choices) if want_lp else ()))
         model = str(body.get("model", ""))
         return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",
