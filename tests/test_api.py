@@ -78,3 +78,16 @@ def test_chat_messages_and_invalid_counted():
 def test_bad_options(kw):
     with pytest.raises(InputError):
         Ensemble("openai/sim-expert", **kw)
+
+
+@pytest.mark.parametrize("provider", ["openai", "litellm"])
+def test_sequential_decides_reuse_connections(provider, monkeypatch):
+    # the sync API runs on one event loop per Ensemble: its client's connections stay open
+    # between calls (against a hosted provider, one TLS handshake instead of one per call)
+    monkeypatch.setenv("ENSEMBLE_PROVIDER", provider)
+    with SimulatedServer(lam1=5.0, seed=2) as srv:
+        with Ensemble("openai/sim-expert", api_base=srv.base_url, temperature=0.5, n=3,
+                      choices=["L", "R"]) as ens:
+            decided = [ens.decide(f"{CLEAR_L.prompt} ({i})").decision for i in range(20)]
+        assert srv.stats.requests >= 20 and len(decided) == 20
+        assert srv.stats.connections <= 2, srv.stats.connections

@@ -1,7 +1,8 @@
 """Event loops for sync code: run a coroutine to completion inside or outside a running loop
-(`run_sync`), keep a loop on a background thread (`LoopThread`, what the voting endpoint and the
-simulated server run on in tests and notebooks), and serve until SIGINT or SIGTERM
-(`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do)."""
+(`run_sync`, what a one-shot command does), keep a loop on a background thread (`LoopThread`:
+what each `Ensemble`'s sync calls run on, so its connections outlive a call, and what the
+voting endpoint and the simulated server run on in tests and notebooks), and serve until SIGINT
+or SIGTERM (`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,28 @@ class LoopThread:
     def running(self) -> bool:
         return self._thread is not None
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` in the loop and wait for its result (its error raised here). Called from
+        any thread but the loop's own; an interrupted wait (Ctrl-C) cancels the coroutine."""
+        loop = self.loop
+        if loop is None:
+            coro.close()
+            raise RuntimeError(f"{self.name}: the loop is not running (start it first)")
+        try:
+            inside = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            inside = False
+        if inside:
+            coro.close()
+            raise RuntimeError(f"{self.name}: a sync call from inside its own event loop would "
+                               "wait for itself; await the async form instead")
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
     def start(self, startup: Callable[[], Coroutine[Any, Any, None]], *,
               timeout: float = 30.0) -> None:
         if self._thread is not None:
@@ -98,6 +121,16 @@ class LoopThread:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout)
             self._thread = self.loop = None
+
+    def stop_soon(self) -> None:
+        """Ask the loop to end (its tasks cancelled, then closed) without waiting: what a
+        finaliser may do from any thread, the loop's own included."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(loop.stop)
+            except RuntimeError:  # closed in between
+                pass
 
     @staticmethod
     def _close(loop: asyncio.AbstractEventLoop) -> None:

@@ -16,9 +16,11 @@ import collections
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+import weakref
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from ._sync import LoopThread, run_sync
 from .aggregators import Vote, get_aggregator
 from .answers import AnswerKind, resolve_answer
 from .decision import Decision, confidence, tally
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HISTORY_MAX", "Ensemble", "Prompt"]
 
+T = TypeVar("T")
 HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prior is fitted from
 
 Prompt = str | Sequence[Message]
@@ -94,8 +97,10 @@ class Ensemble:
     parameters go in `extra_body={...}`. Unknown keywords are an error that names the closest
     known one.
 
-    The Ensemble keeps what it opens (the embedded local model's servers, the store) until
-    `close()` (or `with Ensemble(...) as ens:`), so repeated `decide` calls reuse them.
+    The Ensemble keeps what it opens (its providers' HTTP clients and their connections, the
+    embedded local model's servers, the store) until `close()` (or `with Ensemble(...) as
+    ens:`), so repeated `decide` calls reuse them: the sync calls run on one event loop of the
+    Ensemble's own, on a background thread started by the first of them.
     """
 
     def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
@@ -190,6 +195,8 @@ class Ensemble:
         self._given_provider = provider
         self._providers: dict[tuple[str, ProviderOptions], Provider] = {}
         self._lock = threading.Lock()
+        self._loop = LoopThread("ensemble-sync")
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def _make_aggregator(self, name: str, *, tie: str, invalid: str, seed: int | None) -> Any:
         from .aggregators import aggregator_info
@@ -273,10 +280,22 @@ class Ensemble:
             store.close()
 
     def close(self) -> None:
-        """`aclose()` from sync code."""
-        from ._sync import run_sync
+        """`aclose()` from sync code; then the event loop of the sync calls ends."""
+        with self._lock:
+            running = self._loop.running
+        if running:
+            self._loop.stop(self.aclose)
+        else:
+            run_sync(self.aclose())
 
-        run_sync(self.aclose())
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the Ensemble's event loop (started on first use) and wait."""
+        with self._lock:
+            if not self._loop.running:
+                self._loop.start(_started)
+                if self._finalizer is None:  # an Ensemble never closed ends its loop
+                    self._finalizer = weakref.finalize(self, self._loop.stop_soon)
+        return self._loop.run(coro)
 
     def __enter__(self) -> Ensemble:
         return self
@@ -392,16 +411,12 @@ class Ensemble:
 
     def decide(self, prompt: Prompt) -> Decision:
         """Draw the samples of `prompt` and aggregate them. Works inside a running event loop
-        too (Jupyter): the request then runs on a worker thread."""
-        from ._sync import run_sync
-
-        return run_sync(self.adecide(prompt))
+        too (Jupyter): the request runs on the Ensemble's own loop, on its thread."""
+        return self._run(self.adecide(prompt))
 
     def decide_many(self, prompts: Sequence[Prompt]) -> list[Decision]:
         """Decide many prompts concurrently (sync form of `adecide_many`)."""
-        from ._sync import run_sync
-
-        return run_sync(self.adecide_many(prompts))
+        return self._run(self.adecide_many(prompts))
 
 
 _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",
@@ -410,3 +425,7 @@ _ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choice
                    "parser",
                    "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
                    "store", "options", "provider", "extra_body")
+
+
+async def _started() -> None:
+    """The sync calls' loop needs nothing set up."""

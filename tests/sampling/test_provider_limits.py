@@ -89,6 +89,33 @@ def test_fifty_concurrent_decides_share_one_limit():
         assert srv.stats.requests == 50 and srv.stats.max_in_flight <= 4
 
 
+def test_sync_and_async_callers_of_one_ensemble_share_one_limit():
+    # one limiter per endpoint per process: eight threads calling decide() (the Ensemble's own
+    # event loop) and one caller awaiting adecide_many on a loop of its own never have more
+    # than max_concurrency requests in flight between them
+    import threading
+
+    with SimulatedServer(lam1=3.0, latency=0.05) as srv:
+        with Ensemble(MODEL, api_base=srv.base_url, max_concurrency=3, temperature=1.0, n=1,
+                      choices=["L", "R"]) as ens:
+            decided: list[object] = []
+
+            def sync_caller(k: int) -> None:
+                decided.extend(ens.decide(q.prompt) for q in QS[5 * k:5 * k + 5])
+
+            def async_caller() -> None:
+                decided.extend(asyncio.run(ens.adecide_many([q.prompt for q in QS[40:50]])))
+
+            threads = [threading.Thread(target=sync_caller, args=(k,)) for k in range(8)]
+            threads.append(threading.Thread(target=async_caller))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert len(decided) == 50 and srv.stats.requests == 50
+        assert srv.stats.max_in_flight == 3  # reached, never passed
+
+
 def test_two_ensembles_on_one_endpoint_share_the_tighter_limit():
     with SimulatedServer(lam1=3.0, latency=0.05) as srv:
         a = Ensemble(MODEL, api_base=srv.base_url, max_concurrency=6, n=1)

@@ -21,7 +21,8 @@ What it enforces, all at once:
 Waiters queue in FIFO order and a release wakes exactly one waiter per free slot (no herd of
 wake-ups: the cost per request does not grow with the number of waiting requests). State is
 guarded by a threading lock and waiters are futures of their own event loops, so the limiter is
-shared across threads and loops (the sync API runs a loop per call).
+shared across threads and loops: each Ensemble's sync calls run on a loop of its own, and async
+callers on theirs.
 
 Written here rather than taken from asyncio-throttle: that throttle is bound to one event loop,
 knows neither cool-downs nor token budgets, and wakes its waiters by polling.

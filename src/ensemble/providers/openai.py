@@ -6,11 +6,14 @@ CPU on every request on top of the SDK it wraps. Everything else stays on litell
 (`ensemble.providers.litellm`); `ENSEMBLE_PROVIDER=litellm` sends `openai/...` there too.
 Registered for the `openai` prefix in `ensemble.providers.registry`.
 
-- One client per endpoint (base URL and key) and event loop, shared by every provider of the
-  process that uses it, with the SDK's own HTTP client (`DefaultAsyncHttpxClient`) and a
-  connection pool as large as the largest concurrency asked of it (a pool smaller than the
-  limiter silently caps concurrency). The SDK's own retries are
-  off (`max_retries=0`): retries, limits and backpressure are the sampler's.
+- Each provider owns one client, made on first use with the SDK's own HTTP client
+  (`DefaultAsyncHttpxClient`) and a connection pool of `max_concurrency` connections (a pool
+  smaller than the limiter silently caps concurrency), and closed by `aclose()`. Its
+  connections live as long as the provider: an `Ensemble` keeps its providers and runs its
+  sync calls on one event loop, so they outlive a call. A client is bound to the event loop it
+  was made in; used from another loop (a loop per `asyncio.run`), the provider makes a new
+  one. The SDK's own retries are off (`max_retries=0`): retries, limits and backpressure are
+  the sampler's.
 - The request goes through the SDK's public `post` with the body as JSON and the reply read as
   JSON here: parameters pass through as given (`response_format`, `extra_body`, logprobs), and
   a reply that is not a chat completion is named for what it is.
@@ -30,10 +33,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
@@ -59,20 +60,6 @@ def serves(model: str) -> bool:
     if os.environ.get(PROVIDER_ENV, "").strip().lower() == "litellm":
         return False
     return model.startswith("openai/") and len(model) > len("openai/")
-
-
-@dataclass
-class _Lease:
-    """A shared client, bound to the event loop it was made in."""
-
-    client: Any
-    loop: asyncio.AbstractEventLoop
-    size: int
-    users: int = 0
-
-
-_clients: dict[tuple[tuple[str, str, str], int], _Lease] = {}
-_clients_lock = threading.Lock()
 
 
 def _new_client(base_url: str, key: str | None, size: int) -> Any:
@@ -109,7 +96,8 @@ class OpenAIProvider:
         self.endpoint = endpoint_key("openai", self.api_base, self._key)
         # the store key's endpoint: the same as litellm's, so both providers share samples
         self.identity = normalise_api_base(self.api_base) if self.api_base else None
-        self._lease: _Lease | None = None
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         price = self.options.price_per_1k
         self._price: tuple[float, float] | None = (
             None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
@@ -155,20 +143,20 @@ class OpenAIProvider:
                 model=self.model, provider="openai", reason="no API key")
 
     async def aclose(self) -> None:
-        lease, self._lease = self._lease, None
-        if lease is not None:
-            await _release(lease)
+        """Close the client and its connections (a client of another, finished event loop is
+        dropped: its connections ended with that loop)."""
+        client, loop = self._client, self._client_loop
+        self._client = self._client_loop = None
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.close()
 
     def client(self) -> Any:
-        """The endpoint's `AsyncOpenAI` client on the running event loop (shared)."""
-        lease = self._lease
+        """This provider's `AsyncOpenAI` client on the running event loop."""
         loop = asyncio.get_running_loop()
-        if lease is None or lease.loop is not loop:
-            if lease is not None:  # the sampler moved to another event loop: the old one is gone
-                _forget(lease)
-            self._lease = lease = _acquire(self.endpoint, self.base_url, self._key,
-                                           self.options.max_concurrency, loop)
-        return lease.client
+        if self._client is None or self._client_loop is not loop:
+            self._client = _new_client(self.base_url, self._key, self.options.max_concurrency)
+            self._client_loop = loop
+        return self._client
 
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
                        n: int = 1, first_index: int = 0,
@@ -261,38 +249,3 @@ def _response_format(value: Any) -> Any:
         return {"type": "json_schema",
                 "json_schema": {"name": value.__name__, "schema": schema()}}
     return value
-
-
-def _acquire(endpoint: tuple[str, str, str], base_url: str, key: str | None, size: int,
-             loop: asyncio.AbstractEventLoop) -> _Lease:
-    """The endpoint's client on this loop, with a pool of at least `size` connections."""
-    slot = (endpoint, id(loop))
-    with _clients_lock:
-        lease = _clients.get(slot)
-        if lease is None or lease.loop is not loop or lease.size < size:
-            # a larger pool replaces a smaller one for new users; current users keep theirs
-            lease = _clients[slot] = _Lease(_new_client(base_url, key, size), loop, size)
-        lease.users += 1
-        return lease
-
-
-def _forget(lease: _Lease) -> bool:
-    """Drop one user of a lease; True when it was the last (the lease leaves the registry)."""
-    with _clients_lock:
-        lease.users -= 1
-        if lease.users > 0:
-            return False
-        for slot, held in list(_clients.items()):
-            if held is lease:
-                del _clients[slot]
-        return True
-
-
-async def _release(lease: _Lease) -> None:
-    if not _forget(lease):
-        return
-    try:
-        if asyncio.get_running_loop() is lease.loop:
-            await lease.client.close()
-    except RuntimeError:  # pragma: no cover - no running loop: its sockets go with it
-        pass

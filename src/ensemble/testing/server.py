@@ -92,6 +92,7 @@ class ServerStats:
     n_values: list = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # most requests being handled at once (connection-pool checks)
+    connections: int = 0  # TCP connections chat requests came on (connection-reuse checks)
     statuses: Counter = field(default_factory=Counter)  # HTTP status -> replies
     rate_limited: int = 0  # 429s sent by the `rate_limit` window
     refused: int = 0  # 400 content-policy refusals sent
@@ -175,6 +176,7 @@ class SimulatedServer:
         self.lock = threading.Lock()
         self._window: collections.deque[float] = collections.deque()
         self._counters: Counter = Counter()
+        self._peers: set[Any] = set()  # the client (host, port) of every connection seen
         self._runner: Any = None
         self._thread = LoopThread("ensemble-sim-server")
 
@@ -274,7 +276,8 @@ class SimulatedServer:
                    "rate_limited": st.rate_limited, "refused": st.refused,
                    "faults": dict(st.faults), "served": len(st.served),
                    "served_twice": sum(1 for c in st.served.values() if c > 1),
-                   "max_in_flight": st.max_in_flight, "accepted": len(acc),
+                   "max_in_flight": st.max_in_flight, "connections": st.connections,
+                   "accepted": len(acc),
                    "accepted_span_s": (acc[-1] - acc[0]) if len(acc) > 1 else 0.0,
                    "streamed": st.streamed, "batch_calls": dict(st.batch_calls),
                    "files_uploaded": st.files_uploaded, "batches_created": st.batches_created,
@@ -289,7 +292,13 @@ class SimulatedServer:
             {"id": m, "object": "model", "owned_by": "ensemble.testing"} for m in names]})
 
     async def _handle_chat(self, request: Any) -> Any:
+        # a connection is its client's (host, port): one while it is open, and the port stays
+        # in TIME_WAIT a minute after it closes
+        peer = request.transport.get_extra_info("peername") if request.transport else None
         with self.lock:
+            if peer not in self._peers:
+                self._peers.add(peer)
+                self.stats.connections += 1
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         status: Any = "dropped"
