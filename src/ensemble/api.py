@@ -34,6 +34,7 @@ from .sampling.parsing import check_choices, choice_parser, extract_answer
 from .sampling.types import Message, Sample, SampleRequest, as_messages
 
 if TYPE_CHECKING:
+    from .cost.spec import CostSpec
     from .stopping import StopSpec
 
 __all__ = ["HISTORY_MAX", "Ensemble", "Prompt"]
@@ -165,6 +166,9 @@ class Ensemble:
         # a long-lived Ensemble (`ensemble serve`) neither grows nor slows without bound
         self._history: collections.deque[tuple[int, int]] = collections.deque(
             maxlen=HISTORY_MAX)
+        from .spending import CostMemory
+
+        self.cost_memory = CostMemory()  # the cost rule's data across calls (stop="cost")
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = {rename.get(k, k): v for k, v in kwargs.items()}
@@ -227,7 +231,9 @@ class Ensemble:
             return get_aggregator(name, open=True, **opts)
         return get_aggregator(name, choices=self.choices, **opts)
 
-    def _stop_spec(self, stop: str | StopSpec | None, max_n: int | None) -> StopSpec | None:
+    def _stop_spec(self, stop: str | StopSpec | CostSpec | None, max_n: int | None
+                   ) -> StopSpec | CostSpec | None:
+        from .cost.spec import CostSpec
         from .stopping import StopSpec
 
         if stop is None:
@@ -238,10 +244,12 @@ class Ensemble:
         if max_n is not None and len(self.members) > 1:
             raise InputError("max_n= is for one model; with members each Member's n is the "
                              "most votes it gives a decision")
-        if isinstance(stop, StopSpec):
+        if isinstance(stop, (StopSpec, CostSpec)):
             return stop
+        if stop == "cost":
+            return CostSpec()
         if stop not in ("bayes", "beta"):
-            raise InputError(f"stop must be 'bayes', 'beta' or a StopSpec, got {stop!r}")
+            raise InputError(f"stop must be 'bayes', 'beta', 'cost' or a StopSpec, got {stop!r}")
         return StopSpec(stop=stop, max_n=self.n if max_n is None else max_n)
 
     def __repr__(self) -> str:
@@ -336,14 +344,17 @@ class Ensemble:
         requests = [SampleRequest(msgs, self._params[g], m.n) for msgs in messages]
         sampler = Sampler(m.model, options=m.options, provider=self._provider_for(m),
                           store=self._get_store())
+        from .cost.spec import CostSpec
+
+        spec = self.stop_spec
         async with sampler:
-            if self.stop_spec is None:
+            if spec is None or isinstance(spec, CostSpec):  # (the cost rule: draw_by_cost)
                 return await sampler.run(requests, parser=self.parser)
             from .stopping import answer_counts
 
-            result = await sampler.run_adaptive(requests, self.stop_spec, parser=self.parser,
+            result = await sampler.run_adaptive(requests, spec, parser=self.parser,
                                                 history=list(self._history))
-            first = self.stop_spec.first_draw()
+            first = spec.first_draw()
             for row in result.rows:
                 pilot = [s.answer for s in row[:first] if s is not None]
                 if len(pilot) == first:
@@ -377,11 +388,21 @@ class Ensemble:
             raise InputError("decide_many / adecide_many take a list of prompts, got "
                              f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
-        if self.stop_spec is not None and len(self.members) > 1:
+        from .cost.spec import CostSpec
+
+        spec = self.stop_spec
+        if isinstance(spec, CostSpec):
+            from .spending import draw_by_cost
+
+            results = await draw_by_cost(
+                self.members, self._params, messages, spec, parser=self.parser,
+                memory=self.cost_memory, store=self._get_store(),
+                provider_for=self._provider_for)
+        elif spec is not None and len(self.members) > 1:
             from .pooling import sample_pooled
 
             results = await sample_pooled(
-                self.members, self._params, messages, self.stop_spec, parser=self.parser,
+                self.members, self._params, messages, spec, parser=self.parser,
                 history=self._history, store=self._get_store(), provider_for=self._provider_for)
         else:
             results = list(await asyncio.gather(*(self._sample_member(g, messages)

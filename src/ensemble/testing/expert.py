@@ -28,6 +28,17 @@ is right whenever ρ_q > 1/2: at n = 1 higher t hurts, at n ≥ 3 a moderate t h
 pattern). `answer_key` maps the question text (between "### Question:" and "### Options:",
 whitespace-normalised), or "sha256:" + the digest of the whole prompt, to the correct letter.
 
+Shared difficulty (`difficulty_seed`): experts given the same difficulty seed share each
+question's difficulty and its one distractor, drawn from hash(difficulty_seed, question) instead
+of their own seed: a question's reading accuracy is the Beta(a, b) quantile of one shared
+uniform u_q (ρ_q = I⁻¹_{a,b}(u_q)), so a question hard for one expert is hard for every expert
+of the seed, each by its own Beta(a, b). A cheap expert (say Beta(3, 2)) then gets its hardest
+questions wrong most of the time, its samples agreeing on the question's one distractor, where a
+strong one (Beta(12, 1)) still reads them right: correlated errors, as real models make them.
+Box-and-ball prompts read the same way under a difficulty seed: with probability 1 − ρ_q a
+sample reads the other box's posterior, 1 − p (the one distractor), then answers by quantal
+response; without a difficulty seed they are read exactly, as before.
+
 Other prompts that offer answers (`listed_choices`): "Is this review positive or negative?",
 "Answer yes or no", "Answer with one of: red, green, blue", "options: a/b/c". They follow the
 same accuracy model with those answers as the options, answered as `<answer>positive</answer>`;
@@ -169,7 +180,8 @@ class SimulatedExpert:
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
                  invalid_rate: float = 0.0, seed: int = 0,
                  posterior_of: Any = None, open_answers: OpenAnswers | None = None,
-                 structured: StructuredPlan | None = None, bias_form: str = "fixed") -> None:
+                 structured: StructuredPlan | None = None, bias_form: str = "fixed",
+                 difficulty_seed: int | None = None) -> None:
         if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
             raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
         if link not in LINKS:
@@ -190,6 +202,7 @@ class SimulatedExpert:
         self.mc = mc
         self.invalid_rate = float(invalid_rate)
         self.seed = int(seed)
+        self.difficulty_seed = None if difficulty_seed is None else int(difficulty_seed)
         self.posterior_of = posterior_of or posterior_from_prompt
         self.open_answers = open_answers
         self.structured = structured
@@ -242,6 +255,8 @@ class SimulatedExpert:
                 return Reply(self.open_answers.reply(qkey, temperature, rng, self.seed))
         post = self.posterior_of(prompt)
         if post is not None:
+            if self.difficulty_seed is not None and rng.random() >= self._rho(prompt):
+                post = 1.0 - post  # misread: the other box, the question's one distractor
             return self._binary(post, temperature, rng, short=short)
         q = question_text(prompt)
         if q is not None:
@@ -257,6 +272,21 @@ class SimulatedExpert:
             return Reply(self._mc(h, listed, temperature, rng))
         return Reply("<reason>simulated: a generic reply.</reason>\n<answer>OK</answer>")
 
+    def _question_rng(self, question: str) -> np.random.Generator:
+        """The draws of a question's difficulty: shared by every expert of the difficulty seed,
+        else the expert's own."""
+        if self.difficulty_seed is not None:
+            return np.random.default_rng(_u64(self.difficulty_seed, "mc", question))
+        return self._rng("mc", question)
+
+    def _rho(self, question: str) -> float:
+        """A question's reading accuracy under the shared difficulty: the Beta(a, b) quantile
+        of the question's shared uniform."""
+        from scipy.special import betaincinv
+
+        u = float(self._question_rng(question).random())
+        return float(betaincinv(self.mc.a, self.mc.b, u))
+
     def _binary(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool
                 ) -> Reply:
         prob_l = self.prob_first(p, temperature)
@@ -269,8 +299,12 @@ class SimulatedExpert:
 
     def _mc(self, question: str, letters: list[str], temperature: float,
             rng: np.random.Generator) -> str:
-        qrng = self._rng("mc", question)
-        rho = float(qrng.beta(self.mc.a, self.mc.b))
+        qrng = self._question_rng(question)
+        if self.difficulty_seed is None:
+            rho = float(qrng.beta(self.mc.a, self.mc.b))
+        else:
+            rho = self._rho(question)
+            qrng.random()  # the uniform _rho read: the draws after it are shared too
         frozen_u = float(qrng.random())
         correct = self.answer_key.get(question)
         if correct is not None and correct not in letters:

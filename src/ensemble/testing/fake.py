@@ -65,6 +65,9 @@ class FakeExpertProvider:
                                      + (f":open={e.open_answers!r}" if e.open_answers else "")
                                      + (f":structured={e.structured!r}" if e.structured
                                         else "")
+                                     + (f":difficulty={e.difficulty_seed}:mc={e.mc.a!r},"
+                                        f"{e.mc.b!r}" if e.difficulty_seed is not None
+                                        else "")
                                      # a scaled bias answers otherwise (fixed keeps old keys)
                                      + ("" if e.bias_form == "fixed"
                                         else f":bias_form={e.bias_form}"))

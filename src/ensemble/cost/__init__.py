@@ -1,0 +1,18 @@
+"""Deciding with the fewest dollars: the cost-aware rule over members and its joint prior.
+
+    from ensemble.cost import CostRule, fit_joint_prior
+
+    prior = fit_joint_prior(a, b)          # (questions, members) pilot counts of the top two
+    rule = CostRule(prior=prior, prices=[1.5e-5, 2.5e-4], max_n=[10, 3], lams=[1.5, 6],
+                    value_usd=0.01)        # or target_loss=0.005
+    rule.next_member(a_q, b_q)             # the member to ask next, or None: decide
+    rule.decide(a_q, b_q)                  # 1 or 2; rule.summary: what it expects under π
+
+See docs/adaptive.md ("Whom to ask next: the cost rule").
+"""
+
+from .joint import JointPrior, fit_joint_prior, joint_grid
+from .rule import CostRule, CostSummary, member_counts
+
+__all__ = ["CostRule", "CostSummary", "JointPrior", "fit_joint_prior", "joint_grid",
+           "member_counts"]

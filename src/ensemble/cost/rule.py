@@ -1,0 +1,328 @@
+"""The cost-aware rule over members: after each vote, stop and decide, or buy one more vote
+from the member whose expected gain in accuracy per dollar is highest.
+
+State: each member's votes for the question's two leading answers, (a_g, b_g), g = 1..G, each
+member at most `max_n[g]` votes. Under the joint prior π over q = (q_1..q_G) (`joint.py`), the
+terminal value of deciding now is
+
+    T(s) = max(w, 1 − w),  w = P(answer 1 is the reference answer | s),
+
+(the reference: the members' unlimited votes weighed by λ, `JointPrior.reference`), a vote of
+member g costs c_g = price_g / value_usd accuracy units (`value_usd`: what one right decision
+is worth, in dollars), and backward induction over the states gives
+
+    V(s) = max( T(s),  max_g [ −c_g + P(1 | s, g) V(s + 1 for answer 1 of g)
+                                    + P(2 | s, g) V(s + 1 for answer 2 of g) ] ),
+
+over every member with budget left. The rule stops where T wins and otherwise asks the member
+whose term is largest: the expected gain in accuracy, net of its price, of a vote and of
+acting optimally after it. That is Bayes-optimal under π among all rules that choose whom to
+ask and when to stop from the votes seen (for binary questions without invalid answers; other
+answers and invalid ones use up a member's budget and vote for neither, as in the bayes rule's
+top-two reduction). The decision is the answer more likely to be the reference, i.e. the
+members' votes weighed through the prior, which knows each member's λ from the votes.
+
+The state space is Π_g (n_g + 1)(n_g + 2)/2; the posteriors of every state over the prior's K
+nodes are computed once per (prior, max_n) (cached), the induction once per price vector and
+value. `CostRule(..., target_loss=x)` solves for the value: the smallest one whose policy loses
+at most x accuracy under the prior against a reference, the strongest member's single vote
+("strongest", the default) or every member's full budget ("fixed").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import InputError
+from .joint import JointPrior
+
+__all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
+
+#: Largest (states x prior nodes) the rule computes posteriors for (~1 s here).
+MAX_WORK = 4e8
+_EPS = 1e-12
+REFERENCES = ("strongest", "fixed")
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """What the cost rule expects of itself under its prior, for binary questions without
+    invalid answers: mean votes per member, mean dollars per question, accuracy (agreement with
+    the reference answer), the reference's accuracy and the loss against it."""
+
+    mean_samples: tuple[float, ...]
+    mean_cost_usd: float
+    accuracy: float
+    reference_accuracy: float
+    loss: float
+    value_usd: float
+
+
+@dataclass(frozen=True)
+class _States:
+    """Every state, flat: counts A, B (S x G); successors up/down (S x G, −1: no budget);
+    the level (total votes) of each; posteriors pred (S x G) and terminal value T (S)."""
+
+    A: NDArray[np.int64]
+    B: NDArray[np.int64]
+    up: NDArray[np.int64]
+    down: NDArray[np.int64]
+    level: NDArray[np.int64]
+    stride: NDArray[np.int64]
+    pred: NDArray[np.float64]
+    win: NDArray[np.float64]
+
+
+def _triangle(n: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(a, b) with a + b <= n, in the order of tri(a, b) = m(m + 1)/2 + a, m = a + b."""
+    a, b = [], []
+    for m in range(n + 1):
+        for x in range(m + 1):
+            a.append(x)
+            b.append(m - x)
+    return np.array(a), np.array(b)
+
+
+@lru_cache(maxsize=16)
+def _states(prior: JointPrior, max_n: tuple[int, ...], ref: tuple[float, ...]) -> _States:
+    G = len(max_n)
+    tris = [_triangle(n) for n in max_n]
+    sizes = np.array([len(t[0]) for t in tris])
+    S = int(np.prod(sizes))
+    q, w = prior.nodes()
+    if S * q.shape[0] > MAX_WORK:
+        raise InputError(f"the cost rule over members with at most {list(max_n)} votes has {S} "
+                         f"states x {q.shape[0]} prior nodes (limit {MAX_WORK:.0e}): give the "
+                         "members smaller n, or fit the prior on a coarser grid")
+    stride = np.ones(G, dtype=np.int64)
+    for g in range(G - 2, -1, -1):
+        stride[g] = stride[g + 1] * sizes[g + 1]
+    idx = np.indices(tuple(sizes)).reshape(G, -1).T  # (S, G) triangle index per member
+    A = np.stack([tris[g][0][idx[:, g]] for g in range(G)], axis=1)
+    B = np.stack([tris[g][1][idx[:, g]] for g in range(G)], axis=1)
+    m = A + B
+    flat = np.arange(S)
+    room = m < np.array(max_n)
+    up = np.where(room, flat[:, None] + (m + 2) * stride, -1)
+    down = np.where(room, flat[:, None] + (m + 1) * stride, -1)
+    lq, l1q, lw = np.log(q), np.log1p(-q), np.log(w)
+    refa = np.asarray(ref)
+    pred = np.empty((S, G))
+    win = np.empty(S)
+    chunk = max(1, int(2e7 // q.shape[0]))
+    for lo in range(0, S, chunk):
+        hi = min(S, lo + chunk)
+        lp = A[lo:hi] @ lq.T + B[lo:hi] @ l1q.T + lw
+        post = np.exp(lp - lp.max(axis=1, keepdims=True))
+        post /= post.sum(axis=1, keepdims=True)
+        pred[lo:hi] = post @ q
+        win[lo:hi] = post @ refa
+    return _States(A, B, up, down, m.sum(axis=1), stride, pred, win)
+
+
+def _induction(st: _States, costs: NDArray[np.float64]
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(T, cont): the terminal value of each state and the value of asking each member
+    (−inf without budget), by backward induction level by level."""
+    T = np.maximum(st.win, 1 - st.win)
+    S, G = st.A.shape
+    V = T.copy()
+    cont = np.full((S, G), -np.inf)
+    for lv in range(int(st.level.max()) - 1, -1, -1):
+        sel = np.nonzero(st.level == lv)[0]
+        for g in range(G):
+            ok = st.up[sel, g] >= 0
+            s = sel[ok]
+            p = st.pred[s, g]
+            cont[s, g] = -costs[g] + p * V[st.up[s, g]] + (1 - p) * V[st.down[s, g]]
+        V[sel] = np.maximum(T[sel], cont[sel].max(axis=1))
+    return T, cont
+
+
+def member_counts(answers: Sequence[Sequence[str | None]], weights: ArrayLike
+                  ) -> tuple[list[int], list[int], tuple[str | None, str | None]]:
+    """(a, b, (answer 1, answer 2)): each member's votes for the two leading answers, the
+    leaders ranked by their votes weighed by `weights` (λ) over the pooled votes (ties: the
+    answer seen first). None answers (invalid) vote for nothing."""
+    lw = np.asarray(weights, dtype=float).ravel()
+    score: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for g, row in enumerate(answers):
+        for x in row:
+            if x is not None:
+                score[x] = score.get(x, 0.0) + float(lw[g])
+                first.setdefault(x, len(first))
+    ranked = sorted(score, key=lambda x: (-score[x], first[x]))
+    one = ranked[0] if ranked else None
+    two = ranked[1] if len(ranked) > 1 else None
+    a = [sum(1 for x in row if x is not None and x == one) for row in answers]
+    b = [sum(1 for x in row if x is not None and x == two) for row in answers]
+    return a, b, (one, two)
+
+
+class CostRule:
+    """The cost-aware rule over members (see the module docstring).
+
+    prior: a `JointPrior` over the G members; prices: USD per vote of each member; max_n: each
+    member's most votes; lams: each member's λ (ψ_λ units), which weigh the members' unlimited
+    votes into the reference answer (default: their prices, the dearest member the strongest).
+    Give `value_usd` (dollars one right decision is worth) or `target_loss` (the largest
+    expected accuracy loss under the prior against `reference`: "strongest" or "fixed").
+    """
+
+    name = "cost"
+
+    def __init__(self, *, prior: JointPrior, prices: Sequence[float], max_n: Sequence[int],
+                 lams: Sequence[float] | None = None, value_usd: float | None = None,
+                 target_loss: float | None = None, reference: str = "strongest") -> None:
+        if not isinstance(prior, JointPrior):
+            raise InputError("the cost rule needs a JointPrior (fit_joint_prior on pilot counts)")
+        G = prior.members
+        pr = np.asarray(prices, dtype=float).ravel()
+        if pr.shape != (G,) or not np.isfinite(pr).all() or (pr < 0).any():
+            raise InputError(f"give one price per vote (USD >= 0) for each of the {G} members, "
+                             f"got {list(prices)!r}")
+        ns = tuple(int(n) for n in max_n)
+        if len(ns) != G or min(ns) < 1:
+            raise InputError(f"give each of the {G} members its most votes (>= 1), got "
+                             f"{list(max_n)!r}")
+        lw = pr if lams is None else np.asarray(lams, dtype=float).ravel()
+        if lw.shape != (G,) or (lw < 0).any() or not np.isfinite(lw).all():
+            raise InputError(f"give one finite λ >= 0 per member ({G}), got {lams!r}")
+        if reference not in REFERENCES:
+            raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got "
+                             f"{reference!r}")
+        if (value_usd is None) == (target_loss is None):
+            raise InputError("give the cost rule value_usd (dollars a right decision is worth) "
+                             "or target_loss (accuracy it may lose), one of them")
+        self.prior = prior
+        self.prices = tuple(map(float, pr))
+        self.max_n = ns
+        self.lams = tuple(map(float, lw))
+        self.reference = reference
+        self._ref = prior.reference(lw)
+        self._st = _states(prior, ns, tuple(map(float, self._ref)))
+        if target_loss is not None:
+            tl = float(target_loss)
+            if not 0 < tl < 1:
+                raise InputError(f"target_loss must lie in (0, 1), got {target_loss!r}")
+            value_usd = self._value_for_loss(tl)
+        v = float(value_usd)  # type: ignore[arg-type]
+        if not (math.isfinite(v) and v > 0):
+            raise InputError(f"value_usd must be a finite number > 0, got {value_usd!r}")
+        self.value_usd = v
+        self._T, self._cont = _induction(self._st, pr / v)
+        self.summary = self._summarise()
+
+    # -- deciding ----------------------------------------------------------------------------
+    def index(self, a: Sequence[int], b: Sequence[int]) -> int:
+        """The flat state of counts (a_g, b_g), capped at each member's budget."""
+        out = 0
+        for g, (x, y) in enumerate(zip(a, b, strict=True)):
+            m = x + y
+            if x < 0 or y < 0 or m > self.max_n[g]:
+                raise InputError(f"member {g}: {x} + {y} votes, at most {self.max_n[g]}")
+            out += (m * (m + 1) // 2 + x) * int(self._st.stride[g])
+        return out
+
+    def next_member(self, a: Sequence[int], b: Sequence[int],
+                    available: Sequence[bool] | None = None) -> int | None:
+        """The member to ask next at counts (a, b), or None: stop and decide. `available`:
+        which members still have budget (invalid and third answers use it up too)."""
+        s = self.index(a, b)
+        cont = self._cont[s].copy()
+        if available is not None:
+            cont[~np.asarray(available, dtype=bool)] = -np.inf
+        g = int(np.argmax(cont))
+        return g if cont[g] > self._T[s] + _EPS else None
+
+    def win(self, a: Sequence[int], b: Sequence[int]) -> float:
+        """P(answer 1 is the reference answer | counts)."""
+        return float(self._st.win[self.index(a, b)])
+
+    def decide(self, a: Sequence[int], b: Sequence[int]) -> int:
+        """1 or 2: the answer more likely to be the reference (1 on an exact tie)."""
+        return 1 if self.win(a, b) >= 0.5 else 2
+
+    def policy(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """(action per flat state: −1 stop, else the member asked; P(answer 1 is the
+        reference) per state), with every member's budget available: for vectorised replay."""
+        best = self._cont.max(axis=1)
+        act = np.where(best > self._T + _EPS, self._cont.argmax(axis=1), -1)
+        return act, self._st.win.copy()
+
+    @property
+    def states(self) -> _States:
+        return self._st
+
+    # -- what it expects of itself --------------------------------------------------------------
+    def _forward(self, act: NDArray[np.int64]) -> tuple[float, NDArray[np.float64]]:
+        st = self._st
+        S, G = st.A.shape
+        T = np.maximum(st.win, 1 - st.win)
+        mass = np.zeros(S)
+        mass[0] = 1.0
+        acc = 0.0
+        draws = np.zeros(G)
+        for lv in range(int(st.level.max()) + 1):
+            sel = np.nonzero((st.level == lv) & (mass > 0))[0]
+            stop = act[sel] < 0
+            acc += float(mass[sel[stop]] @ T[sel[stop]])
+            for g in range(G):
+                s = sel[act[sel] == g]
+                p = st.pred[s, g]
+                draws[g] += mass[s].sum()
+                np.add.at(mass, st.up[s, g], mass[s] * p)
+                np.add.at(mass, st.down[s, g], mass[s] * (1 - p))
+        return acc, draws
+
+    def _reference_accuracy(self) -> float:
+        if self.reference == "strongest":
+            return self.prior.accuracy_alone(int(np.argmax(self.lams)), self.lams)
+        st = self._st  # every member's full budget: ask anyone with budget left
+        act = np.where((st.up < 0).all(axis=1), -1, np.argmax(st.up >= 0, axis=1))
+        return self._forward(act)[0]
+
+    def _summarise(self) -> CostSummary:
+        act, _ = self.policy()
+        acc, draws = self._forward(act)
+        ref = self._reference_accuracy()
+        return CostSummary(mean_samples=tuple(map(float, draws)),
+                           mean_cost_usd=float(draws @ np.asarray(self.prices)),
+                           accuracy=acc, reference_accuracy=ref, loss=ref - acc,
+                           value_usd=getattr(self, "value_usd", float("nan")))
+
+    def _value_for_loss(self, target: float) -> float:
+        """The smallest value (largest price in accuracy units) whose policy loses at most
+        `target` against the reference under the prior: bisection on its log."""
+        top = max(self.prices)
+        if top <= 0:
+            return 1.0
+        ref = self._reference_accuracy()
+
+        def loss(log_c: float) -> float:
+            T, cont = _induction(self._st, np.asarray(self.prices) / (top / math.exp(log_c)))
+            best = cont.max(axis=1)
+            act = np.where(best > T + _EPS, cont.argmax(axis=1), -1)
+            return ref - self._forward(act)[0]
+
+        lo, hi = math.log(1e-7), math.log(1.0)
+        if loss(lo) > target:
+            return top / math.exp(lo)
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            if loss(mid) <= target:
+                lo = mid
+            else:
+                hi = mid
+        return top / math.exp(lo)
+
+    def __repr__(self) -> str:
+        return (f"CostRule(max_n={list(self.max_n)}, prices={list(self.prices)}, "
+                f"value_usd={self.value_usd:.4g})")

@@ -1,0 +1,85 @@
+"""What a run asks of the cost rule (`CostSpec`), and how it is built once pilots are in."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..errors import InputError
+from .joint import JointPrior, fit_joint_prior
+from .rule import REFERENCES, CostRule
+
+__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec"]
+
+#: Questions that get a full pilot (every member's `pilot` votes) before the joint prior is
+#: fitted; later questions are asked by the rule alone, and their counts refit the prior.
+DEFAULT_PILOT_QUESTIONS = 30
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    """The cost rule over members, as a run asks for it.
+
+    value_usd: dollars one right decision is worth; or target_loss: the largest expected
+    accuracy loss under the prior against `reference` ("strongest": the strongest member's one
+    vote; "fixed": every member's full budget), the value solved for. Neither: target_loss
+    0.005 against the strongest member alone.
+    pilot: votes per member on each pilot question (default 2 each); pilot_questions: how many
+    questions get that full pilot before the prior is fitted (counts of later questions refit
+    it). prior: a `JointPrior` to use instead (no pilot). prices: USD per vote of each member
+    (default: the mean cost of the member's samples drawn so far, i.e. its token usage times
+    its price, from the price table or `price_per_1k`).
+    """
+
+    value_usd: float | None = None
+    target_loss: float | None = None
+    reference: str = "strongest"
+    pilot: tuple[int, ...] | None = None
+    pilot_questions: int = DEFAULT_PILOT_QUESTIONS
+    prior: JointPrior | None = None
+    prices: tuple[float, ...] | None = None
+
+    stop = "cost"  # the name a Decision and a run report
+
+    def __post_init__(self) -> None:
+        if self.value_usd is not None and self.target_loss is not None:
+            raise InputError("give the cost rule value_usd or target_loss, not both")
+        if self.value_usd is not None and not (math.isfinite(self.value_usd)
+                                               and self.value_usd > 0):
+            raise InputError(f"value_usd must be a number > 0 (dollars a right decision is "
+                             f"worth), got {self.value_usd!r}")
+        if self.target_loss is not None and not 0 < self.target_loss < 1:
+            raise InputError(f"target_loss must lie in (0, 1), got {self.target_loss!r}")
+        if self.reference not in REFERENCES:
+            raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got "
+                             f"{self.reference!r}")
+        if self.pilot is not None and (not self.pilot or min(self.pilot) < 0):
+            raise InputError(f"pilot gives each member its votes (>= 0), got {self.pilot!r}")
+        if self.pilot_questions < 1:
+            raise InputError(f"pilot_questions must be >= 1, got {self.pilot_questions!r}")
+
+    def pilot_for(self, max_n: Sequence[int]) -> tuple[int, ...]:
+        """Votes per member on a pilot question (at most each member's budget)."""
+        pil = self.pilot or tuple(2 for _ in max_n)
+        if len(pil) != len(max_n):
+            raise InputError(f"pilot gives {len(pil)} members votes, the ensemble has "
+                             f"{len(max_n)}")
+        return tuple(min(p, n) for p, n in zip(pil, max_n, strict=True))
+
+    def build(self, *, a: ArrayLike | None, b: ArrayLike | None, prices: Sequence[float],
+              max_n: Sequence[int], lams: Sequence[float] | None) -> CostRule:
+        """The rule, its prior fitted from counts (a, b: questions x members) unless given."""
+        prior = self.prior
+        if prior is None:
+            if a is None or b is None:
+                raise InputError("the cost rule fits its prior from pilot counts: give a and b")
+            prior = fit_joint_prior(np.asarray(a), np.asarray(b))
+        value, loss = self.value_usd, self.target_loss
+        if value is None and loss is None:
+            loss = 0.005
+        return CostRule(prior=prior, prices=self.prices or prices, max_n=max_n, lams=lams,
+                        value_usd=value, target_loss=loss, reference=self.reference)

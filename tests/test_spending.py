@@ -1,0 +1,72 @@
+"""`Ensemble(stop="cost")`: the cost rule asks members one vote at a time through the real
+wire (two simulated servers), within each member's n, and deciding again over the store asks
+nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from ensemble import Ensemble, Member
+from ensemble.cost.spec import CostSpec
+from ensemble.errors import InputError
+from ensemble.testing import SimulatedServer
+from ensemble.testing.expert import MCModel, SimulatedExpert
+
+CHOICES = ["red", "green", "blue"]
+PROMPTS = [f"Question {i}: which colour? Answer with one of: red, green, blue"
+           for i in range(30)]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    cheap = SimulatedExpert(lam1=1.5, mc_model=MCModel(3, 2), seed=1, difficulty_seed=7)
+    dear = SimulatedExpert(lam1=6.0, mc_model=MCModel(12, 1), seed=2, difficulty_seed=7)
+    with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2:
+        yield s1, s2
+
+
+def _ensemble(s1, s2, store, *, price=True, **spec):
+    prices = ({"price_per_1k": (0.0, 0.15e-3)}, {"price_per_1k": (0.0, 2.5e-3)}) if price \
+        else ({}, {})
+    return Ensemble(members=[Member("openai/cheap", api_base=s1.base_url, n=6, temperature=1.0,
+                                    lam=1.5, **prices[0]),
+                             Member("openai/dear", api_base=s2.base_url, n=3, temperature=1.0,
+                                    lam=6.0, **prices[1])],
+                    aggregator="lam-weighted", choices=CHOICES, store=store,
+                    stop=CostSpec(pilot_questions=10, **spec))
+
+
+def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(servers, tmp_path):
+    s1, s2 = servers
+    before = s1.stats.requests, s2.stats.requests
+    with _ensemble(s1, s2, tmp_path / "s.sqlite", value_usd=0.004) as ens:
+        ds = ens.decide_many(PROMPTS)
+        rule = ens.cost_memory.rule
+    assert rule is not None and all(d.stop == "cost" for d in ds)
+    for d in ds:
+        cheap, dear = (sum(v.values()) for v in d.member_votes)
+        assert cheap <= 6 and dear <= 3 and d.decision in CHOICES
+    # the first 10 questions got the full pilot, 2 votes of each member
+    assert all(sum(ds[i].member_votes[1].values()) >= 2 for i in range(10))
+    # its prices per vote are the members' token usage at their price
+    assert rule.prices[1] / rule.prices[0] == pytest.approx(2.5 / 0.15, rel=0.05)
+    spent = sum(d.cost_usd for d in ds)
+    asked = s1.stats.requests - before[0], s2.stats.requests - before[1]
+    with _ensemble(s1, s2, tmp_path / "s.sqlite", value_usd=0.004) as ens:
+        again = ens.decide_many(PROMPTS)
+    assert (s1.stats.requests - before[0], s2.stats.requests - before[1]) == asked
+    assert [d.decision for d in again] == [d.decision for d in ds]
+    assert sum(d.cost_usd for d in again) == pytest.approx(spent)
+
+
+def test_cost_rule_without_a_price_is_one_clear_error(servers, tmp_path):
+    s1, s2 = servers
+    with _ensemble(s1, s2, None, price=False, value_usd=0.01) as ens, \
+            pytest.raises(InputError, match="price_per_1k"):
+        ens.decide_many(PROMPTS[:12])
+
+
+def test_stop_cost_by_name_takes_the_default_spec():
+    ens = Ensemble(members=[Member("openai/a", n=2, temperature=1.0),
+                            Member("openai/b", n=1, temperature=1.0)], stop="cost")
+    assert isinstance(ens.stop_spec, CostSpec) and ens.stop_spec.target_loss is None
