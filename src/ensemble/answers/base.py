@@ -9,10 +9,10 @@ kind alike; the store keeps the raw text, and parsing happens when samples are r
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AnswerKind", "OpenKind", "answer_span"]
+__all__ = ["AnswerKind", "FieldVoter", "OpenKind", "answer_span"]
 
 _TAG = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _PHRASE = re.compile(r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*(.+)",
@@ -50,6 +50,24 @@ class AnswerKind(Protocol):
     def value(self, key: str, spellings: Mapping[str, int]) -> Any: ...
 
     def response_format(self) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class FieldVoter(Protocol):
+    """An answer kind whose decision is voted part by part (structured outputs' fields, JSON
+    objects' keys, a tool call's name and arguments), not as one key.
+
+    vote_fields: (the decision or None, each part's Vote by name) from the samples' keys, each
+                 part aggregated with `aggregate` (the Ensemble's rule).
+    render:      the text of a reply carrying the decision (the voted object as JSON, a
+                 client's own format), or None when the decision has no text of its own.
+    """
+
+    def vote_fields(self, keys: Sequence[str | None],
+                    aggregate: Callable[[list[str | None]], Any]
+                    ) -> tuple[Any, dict[str, Any]]: ...
+
+    def render(self, decision: Any) -> str | None: ...
 
 
 def answer_span(text: str | None) -> str | None:

@@ -137,12 +137,18 @@ class Structured(OpenKind):
                                 "schema": self.model.model_json_schema()}}
 
     def vote_fields(self, keys: Sequence[str | None],
-                    aggregate: Callable[[list[str | None]], Vote]
+                    aggregate: Callable[[list[str | None]], Vote], *, prefix: str = ""
                     ) -> tuple[Any, dict[str, Vote]]:
-        """(the decided instance or None, each field's Vote) from the samples' keys."""
+        """(the decided instance or None, each field's Vote) from the samples' keys (the JSON
+        of their objects; fields named `prefix` + name)."""
         docs = [None if k is None else json.loads(k) for k in keys]
-        values, fields = self._vote_docs(docs, aggregate, prefix="")
+        values, fields = self._vote_docs(docs, aggregate, prefix=prefix)
         return self._build(values), fields
+
+    def render(self, decision: Any) -> str | None:
+        """The reply's text for a decided instance: its JSON."""
+        dump = getattr(decision, "model_dump", None)
+        return json.dumps(dump(mode="json")) if callable(dump) else None
 
     def _build(self, values: dict[str, Any] | None) -> Any:
         from pydantic import ValidationError
@@ -182,7 +188,10 @@ def vote_column(kind: Any, column: Sequence[Any],
                 aggregate: Callable[[list[str | None]], Vote]) -> Vote:
     """One field's Vote: keys of the typed values, merged, aggregated; `value` the typed
     winner (the most common original value for choices, the kind's value otherwise)."""
-    keys = merge_same(kind, [kind.key_of(x) for x in column])
+    keys = [kind.key_of(x) for x in column]
+    if isinstance(kind, Choice) and kind.choices is not None:  # a value outside the enum
+        keys = [k if k in kind.choices else None for k in keys]
+    keys = merge_same(kind, keys)
     originals: dict[str, Counter[str]] = {}
     for k, x in zip(keys, column, strict=True):
         if k is not None:

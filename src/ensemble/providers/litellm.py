@@ -24,6 +24,7 @@ from .base import INDEX_HEADER, Capabilities, Choice, Completion, provider_of
 from .endpoints import normalise_api_base
 from .litellm_lib import LOCAL_PLACEHOLDER_KEY, litellm, pool_capacity
 from .options import ProviderOptions
+from .toolcalls import reply_text
 from .translate import env_key_name, translate_error
 
 if TYPE_CHECKING:
@@ -237,7 +238,8 @@ def litellm_completion(resp: Any, *, model: str, target: str, api_base: str | No
     provider = provider_of(target)
     try:
         choices = tuple(
-            Choice(text=c.message.content, finish_reason=getattr(c, "finish_reason", None),
+            Choice(text=reply_text(c.message.content, getattr(c.message, "tool_calls", None)),
+                   finish_reason=getattr(c, "finish_reason", None),
                    logprobs=_plain(getattr(c, "logprobs", None)))
             for c in sorted(resp.choices, key=lambda c: getattr(c, "index", 0) or 0))
     except Exception as exc:  # noqa: BLE001

@@ -43,6 +43,7 @@ from .endpoints import normalise_api_base
 from .litellm import litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
+from .toolcalls import reply_text
 from .translate import page_error, translate_error
 
 if TYPE_CHECKING:
@@ -217,7 +218,8 @@ class OpenAIProvider:
                                          reason="malformed reply") from None
         try:
             items = sorted(doc["choices"], key=lambda c: c.get("index") or 0)
-            choices = tuple(Choice(text=c["message"].get("content"),
+            choices = tuple(Choice(text=reply_text(c["message"].get("content"),
+                                                   c["message"].get("tool_calls")),
                                    finish_reason=c.get("finish_reason"),
                                    logprobs=c.get("logprobs")) for c in items)
         except (TypeError, KeyError, AttributeError):

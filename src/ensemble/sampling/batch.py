@@ -60,6 +60,7 @@ from ..errors import (
 from ..providers.base import Choice, Provider
 from ..providers.batch import BATCH_ENDPOINT, BatchAPI, BatchInfo
 from ..providers.litellm_batch import LiteLLMBatchAPI
+from ..providers.toolcalls import reply_text
 from ..secrets import redact
 from .batch_input import input_files, input_lines
 from .batch_options import BatchOptions, batch_api_for, custom_id, line_error, parse_custom_id
@@ -470,7 +471,8 @@ class _BatchRun:
         """The samples of a line's reply, accounted as one paid request."""
         choices = sorted(body.get("choices") or [], key=lambda c: c.get("index", 0) or 0)
         # no API key is stored, whoever echoes it; impossible usage is unknown
-        got = [Choice(text=checked_text((c.get("message") or {}).get("content")),
+        got = [Choice(text=checked_text(reply_text((c.get("message") or {}).get("content"),
+                                                   (c.get("message") or {}).get("tool_calls"))),
                       finish_reason=c.get("finish_reason"),
                       logprobs=checked_logprobs(c.get("logprobs")))
                for c in choices[:ln.count]]

@@ -30,18 +30,24 @@ __all__ = [
     "request_key",
 ]
 
-Message = Mapping[str, str]
-"""One chat message: {"role": "user" | "system" | "assistant", "content": "..."}."""
+Message = Mapping[str, Any]
+"""One chat message: {"role": "user" | "system" | "assistant" | "tool", "content": "..."}; an
+assistant message that called tools carries `tool_calls` (its content may be None), a tool
+result its `tool_call_id` (and maybe `name`)."""
 
 Parser = Callable[[str], "str | None"]
 """Turns a completion's text into a normalised answer, or None when it is invalid."""
 
 MAX_SAMPLES_PER_PROMPT = 100_000
+# the fields of a message besides role and content that are kept, sent and part of the key
+TOOL_FIELDS = ("tool_calls", "tool_call_id", "name")
 
 
-def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
+def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, Any], ...]:
     """A prompt as chat messages: a string becomes one user message. An empty or missing
-    prompt is an InputError (it would be sent, and paid for, for nothing)."""
+    prompt is an InputError (it would be sent, and paid for, for nothing). A message's
+    `tool_calls`, `tool_call_id` and `name` are kept (a tool-calling history); an assistant
+    message with tool calls may have no content."""
     from ..errors import InputError
 
     if isinstance(prompt, str):
@@ -52,17 +58,25 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, str], ...]:
     if prompt is None or isinstance(prompt, (bytes, int, float)) or not hasattr(prompt, "__iter__"):
         raise InputError(f"a prompt must be a string or a list of chat messages "
                          f"({{'role': ..., 'content': ...}}), got {type(prompt).__name__}")
-    out = []
+    out: list[dict[str, Any]] = []
     for m in prompt:
         try:
-            out.append({"role": str(m["role"]), "content": str(m["content"])})
-        except (TypeError, KeyError):
+            content = m["content"] if "content" in m or not m.get("tool_calls") else None
+            msg: dict[str, Any] = {"role": str(m["role"]),
+                                   "content": None if content is None and m.get("tool_calls")
+                                   else str(content)}
+        except (TypeError, KeyError, AttributeError):
             raise InputError("each chat message must be a mapping with 'role' and 'content', "
                              f"got {m!r}"[:200]) from None
-    if not out or not any(m["content"].strip() for m in out):
+        for k in TOOL_FIELDS:
+            if m.get(k) is not None:
+                msg[k] = m[k]
+        out.append(msg)
+    if not out or not any((m["content"] or "").strip() or m.get("tool_calls") for m in out):
         raise InputError("the prompt is empty; give the text to send to the model")
     for m in out:
-        check_text(m["content"], what=f"the {m['role']} message")
+        if m["content"] is not None:
+            check_text(m["content"], what=f"the {m['role']} message")
     return tuple(out)
 
 
@@ -94,13 +108,23 @@ def request_key(model: str, messages: Sequence[Message], params: SamplingParams,
     """
     doc: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "messages": [_keyed(m) for m in messages],
         "params": params.as_dict(),
     }
     if endpoint is not None:
         doc["endpoint"] = endpoint
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _keyed(m: Message) -> dict[str, Any]:
+    """What of a message is part of the key: role and content, and its tool fields when it has
+    them (so a plain message's key is what it always was)."""
+    out = {"role": m["role"], "content": m["content"]}
+    for k in TOOL_FIELDS:
+        if m.get(k) is not None:
+            out[k] = m[k]
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,7 +134,7 @@ class SampleRequest:
     `tag` is the caller's label (e.g. a question id); it is not part of the store key.
     """
 
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     params: SamplingParams
     k: int = 1
     tag: str | None = None
