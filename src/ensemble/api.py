@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ._sync import LoopThread, run_sync
 from .aggregators import Vote, get_aggregator
-from .answers import AnswerKind, resolve_answer
+from .answers import AnswerKind, ToolCalls, resolve_answer
 from .decision import Decision, confidence, tally
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
@@ -67,6 +67,13 @@ class Ensemble:
                   response_format, the replies voted field by field, the decision an
                   instance). Open answers refuse the rules that need two fixed options
                   (robust). The store keeps the raw replies: changing the kind re-reads them.
+    tools:        function tools (OpenAI's `{"type": "function", "function": {"name": ...,
+                  "parameters": {...}}}`), sent with every request; each reply is a text or
+                  a tool call, and the vote decides the kind, then the tool, then each
+                  argument with the kind its JSON schema implies (`ensemble.answers.toolcalls`):
+                  `Decision.tool_call` is the voted `ToolCall(name, arguments)`, valid for the
+                  tool's schema; a text win is voted by `answer`/`choices`. `tool_choice` is
+                  sent as given ("auto", "required", "none", or a function).
     aggregator:   plurality (default), majority, random-follow, weighted (by logprob
                   confidence), lam-weighted (each vote weighs 2λ of its member), robust (the
                   minimax-regret rule; binary choices; per-member counts for members).
@@ -114,7 +121,9 @@ class Ensemble:
                  None = None, stop: str | StopSpec | None = None, max_n: int | None = None,
                  system: str | None = None, store: str | os.PathLike[str] | None = None,
                  options: ProviderOptions | None = None, provider: Provider | None = None,
-                 extra_body: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 extra_body: dict[str, Any] | None = None,
+                 tools: Sequence[dict[str, Any]] | None = None, tool_choice: Any = None,
+                 **kwargs: Any) -> None:
         from .members import resolve_members
 
         check_keywords(kwargs, (*ProviderOptions.names(), *_PARAM_FIELDS, *_ENSEMBLE_NAMES),
@@ -153,7 +162,8 @@ class Ensemble:
         if choices is not None:
             check_choices(choices)
         self.choices = tuple(choices) if choices is not None else None
-        self.answer_kind: AnswerKind = resolve_answer(answer, self.choices)
+        self.answer_kind: AnswerKind = _with_tools(resolve_answer(answer, self.choices), tools,
+                                                   tool_choice)
         if not self.answer_kind.is_open:
             self.parser = parser or (choice_parser(self.choices) if self.choices
                                      else extract_answer)
@@ -176,6 +186,9 @@ class Ensemble:
         response_format = self.answer_kind.response_format()
         if response_format is not None:
             extra["response_format"] = response_format
+        if tools is not None:  # sent as given, with tool_choice when there is one
+            extra.update(tools=[dict(t) for t in tools], **(
+                {"tool_choice": tool_choice} if tool_choice is not None else {}))
         self._params = [SamplingParams.make(m.temperature, extra=extra or None, **params)
                         for m in self.members]
         self.params = self._params[0]
@@ -440,12 +453,22 @@ class Ensemble:
         return self._run(self.adecide_many(prompts))
 
 
+def _with_tools(kind: AnswerKind, tools: Sequence[dict[str, Any]] | None,
+                tool_choice: Any) -> AnswerKind:
+    """The answer kind of an Ensemble with `tools=`: tool calls, text replies voted by `kind`."""
+    if tools is None:
+        if tool_choice is not None:
+            raise InputError("tool_choice= applies with tools=[...]")
+        return kind
+    return ToolCalls(tools, text=kind)
+
+
 _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",
                  "top_logprobs")
 _ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "answer",
                    "parser",
                    "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
-                   "store", "options", "provider", "extra_body")
+                   "store", "options", "provider", "extra_body", "tools", "tool_choice")
 
 
 async def _started() -> None:

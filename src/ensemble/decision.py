@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aggregators import Vote
-from .answers import AnswerKind, Structured, merge_same, spellings
+from .answers import AnswerKind, FieldVoter, ToolCall, merge_same, spellings
 from .sampling.types import Sample
 
 __all__ = ["Decision", "confidence", "plain", "tally"]
@@ -22,14 +22,20 @@ class Decision:
 
     decision:     the winning answer, typed by the answer kind: the choice (str), a float for
                   answer="number", the LaTeX string for "math", the text as most often
-                  written for "text", a model instance for structured outputs (None: no
-                  valid vote, or an unresolved tie).
+                  written for "text", a model instance for structured outputs, a `ToolCall`
+                  (a tuple of them for parallel calls) when the Ensemble has `tools=` and the
+                  vote chose to call one (None: no valid vote, or an unresolved tie; `why`
+                  says which).
     votes:        canonical answer -> count of valid votes (all members pooled); for choices
                   the choice itself.
     spellings:    canonical answer -> {raw spelling: votes} (open answers: "1,250" and
                   "$1,250" both vote for "1250").
-    fields:       structured outputs: field name ("outer.inner" when nested) -> its `Vote`
-                  (.votes, .margin, .invalid, .spellings, .value the typed winner).
+    fields:       an answer voted part by part (structured outputs, JSON objects, a client's
+                  format, tool calls): the part's name ("outer.inner" when nested; "kind",
+                  "tool", "arguments.x" for tool calls) -> its `Vote` (.votes, .margin,
+                  .invalid, .spellings, .value the typed winner).
+    why:          when `decision` is None, why (no reply could be read, a tie, the voted parts
+                  do not make a valid answer).
     answer:       the answer kind's name (choice, number, math, text, structured).
     margin:       top count minus the runner-up's.
     samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
@@ -62,6 +68,24 @@ class Decision:
     spellings: dict[str, dict[str, int]] = field(default_factory=dict)
     fields: dict[str, Vote] = field(default_factory=dict)
     answer: str = "choice"
+    why: str | None = None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The voted tool calls (one, or several for parallel calls); () when the vote chose a
+        text reply or there is no decision."""
+        d: Any = self.decision
+        if isinstance(d, ToolCall):
+            return (d,)
+        if isinstance(d, tuple) and d and all(isinstance(c, ToolCall) for c in d):
+            return d
+        return ()
+
+    @property
+    def tool_call(self) -> ToolCall | None:
+        """The voted tool call (the first, for parallel calls), or None."""
+        calls = self.tool_calls
+        return calls[0] if calls else None
 
     @property
     def n_samples(self) -> int:
@@ -96,6 +120,7 @@ class Decision:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
             "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
+            "why": self.why,
             "spellings": {k: dict(v) for k, v in self.spellings.items()},
             "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
                               "margin": f.margin, "n_invalid": f.n_invalid}
@@ -138,7 +163,7 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
     if kind.is_open:
         spelled = spellings(answers, [kind.extract(s.text or "") if a is not None else None
                                       for s, a in zip(samples, answers, strict=True)])
-        if isinstance(kind, Structured):
+        if isinstance(kind, FieldVoter):
             decision, fields = kind.vote_fields(answers, vote)
         elif v.decision is not None:
             decision = kind.value(v.decision, spelled.get(v.decision, {}))
@@ -148,6 +173,7 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
     member_votes = [dict(Counter(a for a in answers[end - len(row):end] if a is not None))
                     for row, end in zip(rows, ends, strict=True)]
     return Decision(
+        why=None if decision is not None else _why(v, fields, kind, len(samples)),
         decision=decision, votes=v.counts, samples=tuple(samples), margin=v.margin,
         n_invalid=v.n_invalid, tie=v.tie, aggregator=v.rule, credit=v.credit,
         cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
@@ -156,8 +182,29 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
         spellings=spelled, fields=fields, answer=kind.name)
 
 
+def _why(v: Vote, fields: dict[str, Vote], kind: AnswerKind, n: int) -> str:
+    """Why a vote decided nothing."""
+    if not v.counts:
+        what = getattr(kind, "reads", None) or f"a {kind.name} answer"
+        return f"none of the {n} replies could be read as {what}"
+    if fields:
+        undecided = [name for name, f in fields.items() if f.decision is None]
+        if undecided:
+            return (f"no valid vote or a tie on {', '.join(undecided[:5])}: the voted parts do "
+                    "not make an answer")
+        return "the voted parts together do not make a valid answer"
+    if v.tie:
+        return "the vote is tied"
+    return "no answer won the vote"
+
+
 def plain(value: Any) -> Any:
-    """A decision as a JSON value (a structured output's model instance as its dict)."""
+    """A decision as a JSON value (a structured output's model instance as its dict, a tool
+    call as {name, arguments})."""
+    if isinstance(value, ToolCall):
+        return {"name": value.name, "arguments": value.arguments}
+    if isinstance(value, tuple) and value and all(isinstance(c, ToolCall) for c in value):
+        return [plain(c) for c in value]
     dump = getattr(value, "model_dump", None)
     return dump(mode="json") if callable(dump) else value
 

@@ -16,22 +16,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
-from .base import AnswerKind, OpenKind, answer_span
+from .base import AnswerKind, FieldVoter, OpenKind, answer_span
 from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
 from .structured import Exact, Structured, is_model_class
 from .tally import merge_same, spellings
+from .toolcalls import Tool, ToolCall, ToolCalls, tools_of
 
 __all__ = [
     "ANSWER_NAMES",
     "AnswerKind",
     "Choice",
     "Exact",
+    "FieldVoter",
     "Math",
     "Number",
     "OpenKind",
     "Structured",
     "Text",
+    "Tool",
+    "ToolCall",
+    "ToolCalls",
     "answer_span",
     "clear_math_cache",
     "mbr_choice",
@@ -41,6 +46,7 @@ __all__ = [
     "parse_number",
     "resolve_answer",
     "spellings",
+    "tools_of",
 ]
 
 ANSWER_NAMES = ("choice", "number", "math", "text")

@@ -65,6 +65,7 @@ import numpy as np
 from ..boxball import posterior_from_prompt
 from ..errors import InputError
 from .openexpert import OpenAnswers, StructuredPlan
+from .toolexpert import FormatPlan, ToolPlan, tool_call_of
 
 __all__ = ["BIAS_FORMS", "LINKS", "MCModel", "Reply", "SimulatedExpert",
            "answer_key_from_questions", "listed_choices", "prompt_hash", "prompt_key",
@@ -150,8 +151,9 @@ class MCModel:
 class Reply:
     """One simulated completion: its text and, for binary prompts, log P(answer) per letter."""
 
-    text: str
+    text: str | None
     logprobs: dict[str, float] | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()  # a reply that calls tools (text then None)
 
 
 def _u64(*parts: Any) -> int:
@@ -181,7 +183,8 @@ class SimulatedExpert:
                  invalid_rate: float = 0.0, seed: int = 0,
                  posterior_of: Any = None, open_answers: OpenAnswers | None = None,
                  structured: StructuredPlan | None = None, bias_form: str = "fixed",
-                 difficulty_seed: int | None = None) -> None:
+                 difficulty_seed: int | None = None,
+                 tools: ToolPlan | None = None, formats: FormatPlan | None = None) -> None:
         if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
             raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
         if link not in LINKS:
@@ -206,6 +209,8 @@ class SimulatedExpert:
         self.posterior_of = posterior_of or posterior_from_prompt
         self.open_answers = open_answers
         self.structured = structured
+        self.tools = tools
+        self.formats = formats
 
     def lam(self, temperature: float) -> float:
         """λ at temperature t: λ₁ / t (∞ at t = 0)."""
@@ -236,19 +241,34 @@ class SimulatedExpert:
 
     def reply(self, messages: Sequence[Mapping[str, Any]], temperature: float, index: int, *,
               short: bool = False, key: str | None = None,
-              response_format: Any = None) -> Reply:
+              response_format: Any = None, tools: Any = None) -> Reply:
         """The reply to sample `index` of (messages, temperature). `short`: the bare letter (for
         max_tokens <= 5). `key`: prompt_key(messages, temperature), if already computed.
         `response_format`: the request's (a JSON schema gets a structured reply when the
-        expert has a `structured` plan)."""
+        expert has a `structured` plan; a json_object one a JSON object of its planted keys).
+        `tools`: the request's (a tool call when the expert has a `tools` plan; see
+        `ensemble.testing.toolexpert`, which also answers a client's own format)."""
         pkey = key or prompt_key(list(messages), temperature)
         prompt = str(messages[-1].get("content", "")) if messages else ""
         rng = self._rng(pkey, index)
         if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
             return Reply("I cannot decide which box it is.")
+        if self.tools is not None and tools:
+            result = tool_call_of(messages)
+            if result is not None:
+                return Reply(f"The tool answered.\nANSWER: {result}")
+            text, calls = self.tools.reply(prompt, tools, rng, self.seed, index)
+            return Reply(text, tool_calls=tuple(calls))
         schema = _schema_of(response_format)
         if self.structured is not None and schema is not None:
             return Reply(self.structured.reply(schema, rng))
+        if self.structured is not None and isinstance(response_format, Mapping) \
+                and response_format.get("type") == "json_object":
+            return Reply(self.structured.reply_object(rng))
+        if self.formats is not None:
+            formatted = self.formats.reply(prompt, rng, self.seed)
+            if formatted is not None:
+                return Reply(formatted)
         if self.open_answers is not None:
             qkey = self.open_answers.key_of(prompt)
             if qkey is not None:
@@ -337,8 +357,9 @@ class SimulatedExpert:
         an `<answer>` tag, the closing tag's token with a logprob of its own, drawn from
         (seed, prompt, index): each sample's logprobs are its own, so a client can tell which
         sample's it was given."""
-        payload = self.logprobs_payload(reply.text, reply.logprobs, top)
-        if "</answer>" in reply.text:
+        text = reply.text or ""
+        payload = self.logprobs_payload(text, reply.logprobs, top)
+        if "</answer>" in text:
             own = -round(float(self._rng("logprob", key, index).random()) * 4.0 + 1e-3, 6)
             payload["content"].append({"token": "</answer>", "logprob": own, "bytes": None,
                                        "top_logprobs": [{"token": "</answer>", "logprob": own,
@@ -358,7 +379,8 @@ class SimulatedExpert:
                                               for t, v in tops]}]}
 
     @staticmethod
-    def usage(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> tuple[int, int]:
+    def usage(messages: Sequence[Mapping[str, Any]], texts: Sequence[str | None]
+              ) -> tuple[int, int]:
         """(prompt tokens, completion tokens), counted as whitespace-separated words."""
-        ptoks = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return ptoks, sum(len(t.split()) for t in texts)
+        ptoks = sum(len(str(m.get("content") or "").split()) for m in messages)
+        return ptoks, sum(len((t or "").split()) for t in texts)

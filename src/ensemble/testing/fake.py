@@ -26,6 +26,7 @@ from ..providers.base import Capabilities, Choice, Completion
 from ..providers.options import ProviderOptions
 from ..providers.params import SamplingParams
 from ..providers.registry import register_provider
+from ..providers.toolcalls import reply_text
 from .expert import MCModel, SimulatedExpert, prompt_key
 
 __all__ = ["FakeExpertProvider"]
@@ -68,6 +69,8 @@ class FakeExpertProvider:
                                      + (f":difficulty={e.difficulty_seed}:mc={e.mc.a!r},"
                                         f"{e.mc.b!r}" if e.difficulty_seed is not None
                                         else "")
+                                     + (f":tools={e.tools!r}" if e.tools else "")
+                                     + (f":formats={e.formats!r}" if e.formats else "")
                                      # a scaled bias answers otherwise (fixed keeps old keys)
                                      + ("" if e.bias_form == "fixed"
                                         else f":bias_form={e.bias_form}"))
@@ -107,12 +110,16 @@ class FakeExpertProvider:
         short = params.max_tokens is not None and params.max_tokens <= 5
         choices = []
         for j in range(n):
+            extra = dict(params.extra)
             reply = self.expert.reply(msgs, t, start + j, short=short, key=key,
-                                      response_format=dict(params.extra).get("response_format"))
+                                      response_format=extra.get("response_format"),
+                                      tools=extra.get("tools"))
             lp: Any = None
             if params.logprobs:
                 lp = self.expert.logprobs_for(reply, params.top_logprobs or 0, key, start + j)
-            choices.append(Choice(text=reply.text, finish_reason="stop", logprobs=lp))
+            choices.append(Choice(text=reply_text(reply.text, reply.tool_calls),
+                                  finish_reason="tool_calls" if reply.tool_calls else "stop",
+                                  logprobs=lp))
         with self._lock:
             self.requests += 1
             for j in range(n):

@@ -15,7 +15,9 @@ Structured outputs (`StructuredPlan`): a request with `response_format` = {"type
 schema: the planted value (`values[name]`) with probability `accuracy`, else a wrong one of the
 same type (another enum member, the number + 1 or − 1, a different string, the other boolean);
 planted strings are written in varied case and punctuation; nested objects recursively;
-`invalid_rate` of the replies are not valid JSON.
+`invalid_rate` of the replies are not valid JSON. JSON mode (`response_format: {"type":
+"json_object"}`) gets an object of the planted keys the same way, each key left out with
+probability `missing_rate`.
 """
 
 from __future__ import annotations
@@ -118,12 +120,23 @@ class StructuredPlan:
     values: Mapping[str, Any] = field(default_factory=dict)
     accuracy: float = 0.8
     invalid_rate: float = 0.0
+    missing_rate: float = 0.0
 
     def reply(self, schema: Mapping[str, Any], rng: np.random.Generator) -> str:
         if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
             return '{"truncated": '
         doc = self._object(schema, schema, self.values, rng)
         return json.dumps(doc)
+
+    def reply_object(self, rng: np.random.Generator) -> str:
+        """A JSON-mode reply: the planted keys, each maybe missing, right or wrong."""
+        if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
+            return '{"truncated": '
+        schema: dict[str, Any] = {"properties": {k: {} for k in self.values}}
+        doc = self._object(schema, schema, self.values, rng)
+        if self.missing_rate > 0:
+            doc = {k: v for k, v in doc.items() if rng.random() >= self.missing_rate}
+        return "Here is the object:\n" + json.dumps(doc)
 
     def _object(self, schema: Mapping[str, Any], root: Mapping[str, Any],
                 planted: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import json
 import threading
 import time
 from collections import Counter
@@ -55,6 +56,7 @@ from .expert import (
 )
 from .faults import FaultPlan
 from .openexpert import OpenAnswers, StructuredPlan
+from .toolexpert import FormatPlan, ToolPlan, bad_tool_history
 from .wire import error_doc, error_response
 
 __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
@@ -67,17 +69,19 @@ __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
 class ServedReply:
     """One chat completion the server answered (`ServerStats.replies`, in order served): the
     request's last message, temperature, sample indices, the texts and the usage it reported
-    (the true ones: before `echo_key` or `usage` misreport them), and the logprobs served when
-    the request asked for them."""
+    (the true ones: before `echo_key` or `usage` misreport them), the logprobs served when
+    the request asked for them, each choice's tool calls and the messages received."""
 
     number: int  # the request's number (1, 2, ...: order of arrival)
     prompt: str
     temperature: float
     indices: tuple[int, ...]
-    texts: tuple[str, ...]
+    texts: tuple[str | None, ...]
     prompt_tokens: int
     completion_tokens: int
     logprobs: tuple[Any, ...] = ()  # per choice, the logprobs served (when asked)
+    tool_calls: tuple[tuple[dict[str, Any], ...], ...] = ()  # per choice, the calls it made
+    messages: tuple[Any, ...] = ()  # the request's messages, as received
 
 
 @dataclass
@@ -121,8 +125,10 @@ class SimulatedServer:
     `bias` with `bias_form` ("fixed": the same at every t, or "scaled": divided by t with the
     rest of the logit), `link` ("logit" or "probit"), `answer_key`, `mc_model` (or `mc_a`,
     `mc_b`), `invalid_rate`, `seed`, `open_answers` (numbers written in varied equivalent forms)
-    and `structured` (JSON replies for a `response_format` schema), see
-    `ensemble.testing.openexpert`; or pass a ready `expert`. Provider behaviour: `latency`
+    and `structured` (JSON replies for a `response_format` schema or JSON mode), see
+    `ensemble.testing.openexpert`; `tools` (tool calls for a request with `tools`) and
+    `formats` (replies in DSPy's or inspect_ai's format), see `ensemble.testing.toolexpert`;
+    or pass a ready `expert`. Provider behaviour: `latency`
     (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`,
     `refuse_rate`, `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's
     behaviour (`BatchPlan`: completion delay, failing lines, expiring batches, file limits);
@@ -144,13 +150,15 @@ class SimulatedServer:
                  expert: SimulatedExpert | None = None, batch: BatchPlan | None = None,
                  echo_key: bool = False, usage: tuple[int, int] | None = None,
                  keep_replies: bool = False, open_answers: OpenAnswers | None = None,
-                 structured: StructuredPlan | None = None, bias_form: str = "fixed") -> None:
+                 structured: StructuredPlan | None = None, bias_form: str = "fixed",
+                 tools: ToolPlan | None = None, formats: FormatPlan | None = None) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
             lam1=lam1, bias=bias, link=link, answer_key=answer_key,
             mc_model=mc_model or MCModel(mc_a, mc_b), invalid_rate=invalid_rate, seed=seed,
-            open_answers=open_answers, structured=structured, bias_form=bias_form)
+            open_answers=open_answers, structured=structured, bias_form=bias_form,
+            tools=tools, formats=formats)
         if rate_limit is not None and (int(rate_limit[0]) < 1 or not float(rate_limit[1]) > 0):
             raise InputError(f"rate_limit must be (requests >= 1, window seconds > 0), got "
                              f"{rate_limit!r}")
@@ -394,8 +402,8 @@ class SimulatedServer:
         if self.echo_key:
             key = auth.removeprefix("Bearer ").strip()
             for ch in doc["choices"]:
-                ch["message"]["content"] += (f"\n(debug: Authorization: Bearer {key}; "
-                                             f"key={key}; {key})")
+                quoted = f"\n(debug: Authorization: Bearer {key}; key={key}; {key})"
+                ch["message"]["content"] = (ch["message"]["content"] or "") + quoted
         if self.usage is not None:
             pt, ct = self.usage
             doc["usage"] = {"prompt_tokens": pt, "completion_tokens": ct,
@@ -434,6 +442,10 @@ class SimulatedServer:
         if stream not in (True, False, None):
             return 400, error_doc(f"stream must be a boolean, got {stream!r}",
                                         "invalid_request_error", param="stream")["error"]
+        bad_history = bad_tool_history(body.get("messages") or [])
+        if bad_history is not None:
+            return 400, error_doc(bad_history, "invalid_request_error",
+                                  param="messages")["error"]
         if body.get("stream_options") is not None and not stream:
             # as OpenAI does: stream options without a stream are a mistake, not ignored
             return 400, error_doc("The 'stream_options' parameter is only allowed when "
@@ -448,7 +460,7 @@ class SimulatedServer:
         (without `start`, numbered per prompt). Shared by the chat route and batch lines."""
         messages = body.get("messages") or []
         temperature = float(body.get("temperature", 1.0))
-        prompt = str(messages[-1].get("content", "")) if messages else ""
+        prompt = str(messages[-1].get("content") or "") if messages else ""
         if self.refuses(prompt):
             with self.lock:
                 self.stats.refused += 1
@@ -472,9 +484,14 @@ class SimulatedServer:
         for j in range(k):
             idx = start + j
             reply = self.expert.reply(messages, temperature, idx, short=short, key=pkey,
-                                      response_format=body.get("response_format"))
-            choice: dict[str, Any] = {"index": j, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": reply.text}}
+                                      response_format=body.get("response_format"),
+                                      tools=body.get("tools"))
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.tool_calls:
+                message["tool_calls"] = list(reply.tool_calls)
+            choice: dict[str, Any] = {"index": j, "message": message,
+                                      "finish_reason": "tool_calls" if reply.tool_calls
+                                      else "stop"}
             if want_lp:
                 choice["logprobs"] = self.expert.logprobs_for(reply, top_lp, pkey, idx)
             choices.append(choice)
@@ -485,12 +502,15 @@ class SimulatedServer:
             self.stats.temperatures.append(temperature)
             self.stats.n_values.append(n)
         texts = tuple(c["message"]["content"] for c in choices)
+        calls = tuple(tuple(c["message"].get("tool_calls") or ()) for c in choices)
         ptoks, ctoks = self.expert.usage(messages, texts)
+        ctoks += sum(len(json.dumps(c).split()) for cs in calls for c in cs)
         if self.keep_replies:
             with self.lock:
                 self.stats.replies.append(ServedReply(
                     number, prompt, temperature, tuple(range(start, start + k)), texts, ptoks,
-                    ctoks, tuple(c.get("logprobs") for c in choices) if want_lp else ()))
+                    ctoks, tuple(c.get("logprobs") for c in choices) if want_lp else (),
+                    calls, tuple(messages)))
         model = str(body.get("model", ""))
         return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",
@@ -534,6 +554,11 @@ class SimulatedServer:
                 lp = ch.get("logprobs") if pi == 0 else None
                 await send([{"index": j, "delta": {"content": piece}, "logprobs": lp,
                              "finish_reason": None}])
+            calls = ch["message"].get("tool_calls") or []
+            if calls:
+                await send([{"index": j, "delta": {"tool_calls": [
+                    {"index": i, **c} for i, c in enumerate(calls)]}, "logprobs": None,
+                    "finish_reason": None}])
             await send([{"index": j, "delta": {}, "logprobs": None,
                          "finish_reason": ch["finish_reason"]}])
         if usage:
