@@ -182,13 +182,7 @@ class Ensemble:
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = {rename.get(k, k): v for k, v in kwargs.items()}
-        extra: dict[str, Any] = {"extra_body": extra_body} if extra_body else {}
-        response_format = self.answer_kind.response_format()
-        if response_format is not None:
-            extra["response_format"] = response_format
-        if tools is not None:  # sent as given, with tool_choice when there is one
-            extra.update(tools=[dict(t) for t in tools], **(
-                {"tool_choice": tool_choice} if tool_choice is not None else {}))
+        extra = _request_extra(extra_body, self.answer_kind, tools, tool_choice)
         self._params = [SamplingParams.make(m.temperature, extra=extra or None, **params)
                         for m in self.members]
         self.params = self._params[0]
@@ -451,6 +445,21 @@ class Ensemble:
     def decide_many(self, prompts: Sequence[Prompt]) -> list[Decision]:
         """Decide many prompts concurrently (sync form of `adecide_many`)."""
         return self._run(self.adecide_many(prompts))
+
+
+def _request_extra(extra_body: dict[str, Any] | None, kind: AnswerKind,
+                   tools: Sequence[dict[str, Any]] | None, tool_choice: Any) -> dict[str, Any]:
+    """What every request carries besides the sampling parameters: extra_body, the answer
+    kind's response_format, the tools and tool_choice (as given)."""
+    extra: dict[str, Any] = {"extra_body": extra_body} if extra_body else {}
+    response_format = kind.response_format()
+    if response_format is not None:
+        extra["response_format"] = response_format
+    if tools is not None:
+        extra["tools"] = [dict(t) for t in tools]
+        if tool_choice is not None:
+            extra["tool_choice"] = tool_choice
+    return extra
 
 
 def _with_tools(kind: AnswerKind, tools: Sequence[dict[str, Any]] | None,
