@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -67,3 +71,63 @@ def serve_app():
     yield serve
     for thread, runner in started:
         thread.stop(runner.cleanup)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What `run_cli` saw: the shape of `subprocess.CompletedProcess` (args, returncode,
+    stdout, stderr), so a test reads the same fields whichever way it ran the command."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capfd):
+    """`run_cli(*args, env=None, cwd=None, input=None) -> CliRun`: `ensemble ARGS` in this
+    process, through `ensemble.cli.main(argv)` as `python -m ensemble` calls it, without
+    paying a Python and import start-up per call.
+
+    stdout and stderr are captured at the file descriptors (capfd: output of C code and of
+    logging handlers included); argparse's exits become the exit code, as in a subprocess.
+    `env` replaces the environment for the call (as subprocess's `env=`), `cwd` the working
+    directory and `input` standard input; all are restored afterwards. An uncaught exception
+    is not turned into an exit code: it fails the test with its traceback (a subprocess test
+    asserted "no Traceback on stderr" for the same thing). Tests of what only a process shows
+    (start-up imports, signals, two processes on one store, the shell's view of exit codes)
+    keep a real subprocess.
+    """
+    from ensemble.cli import main
+
+    def run(*args, env=None, cwd=None, input=None, timeout=None) -> CliRun:  # noqa: ARG001
+        argv = tuple(str(a) for a in args)
+        saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
+        capfd.readouterr()  # what the test printed before is not the command's
+        try:
+            if env is not None:
+                os.environ.clear()
+                os.environ.update({str(k): str(v) for k, v in env.items()})
+            if cwd is not None:
+                os.chdir(cwd)
+            if input is not None:
+                sys.stdin = io.TextIOWrapper(io.BytesIO(input.encode()), encoding="utf-8")
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # argparse: usage errors (2), --help / --version (0)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            sys.stdin = saved_stdin
+            os.chdir(saved_cwd)
+            if env is not None:
+                os.environ.clear()
+                os.environ.update(saved_env)
+        captured = capfd.readouterr()
+        return CliRun(argv, int(code or 0), captured.out, captured.err)
+
+    return run

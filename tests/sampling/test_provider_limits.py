@@ -22,9 +22,11 @@ MODEL = "openai/sim-expert"
 QS = get_task("boxball").questions()
 
 
-def cli(*args, env=None, timeout=180):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (tests/conftest.py); the two-processes and Ctrl-C tests
+    below run real ones."""
+    return run_cli
 
 
 def error_lines(stderr):
@@ -37,7 +39,7 @@ def boxball(url, out, *extra):
             "--out", str(out), "--json", *extra)
 
 
-def test_rate_limited_provider_is_backpressure_not_failure(tmp_path):
+def test_rate_limited_provider_is_backpressure_not_failure(tmp_path, cli):
     # 20 requests/s, 429 with Retry-After: 1 above it; 40 scenarios = 73 questions x 3 samples.
     # use_n would carry 3 samples per request; the issue's case is one request per sample, so
     # the server rejects n like llama.cpp does.
@@ -64,7 +66,7 @@ FLAKY = FaultPlan(rate=0.41, seed=3,
                   + ("malformed",) * 4, retry_after=0.2)
 
 
-def test_flaky_provider_run_completes_with_the_clean_numbers(tmp_path):
+def test_flaky_provider_run_completes_with_the_clean_numbers(tmp_path, cli):
     args = ("--samples", "3", "--limit", "20", "--n", "3")
     with SimulatedServer(lam1=3.0, seed=5, faults=FLAKY) as srv:
         r = cli(*boxball(srv.base_url, tmp_path / "flaky", *args))
@@ -129,7 +131,7 @@ def test_two_ensembles_on_one_endpoint_share_the_tighter_limit():
         assert srv.stats.requests == 40 and srv.stats.max_in_flight <= 3
 
 
-def test_refused_prompts_cost_their_questions_not_the_run(tmp_path):
+def test_refused_prompts_cost_their_questions_not_the_run(tmp_path, cli):
     out = tmp_path / "refusals"
     with SimulatedServer(lam1=3.0, refuse_rate=0.125, seed=2) as srv:
         questions = [q for q in QS]
@@ -154,7 +156,7 @@ def test_refused_prompts_cost_their_questions_not_the_run(tmp_path):
     assert questions
 
 
-def test_hanging_server_ends_in_one_line_naming_the_timeout(tmp_path):
+def test_hanging_server_ends_in_one_line_naming_the_timeout(tmp_path, cli):
     hang = FaultPlan(rate=1.0, kinds=("timeout",), hang=600)
     with SimulatedServer(faults=hang) as srv:
         t0 = time.monotonic()
@@ -184,7 +186,7 @@ def test_two_runs_on_one_folder_pay_once(tmp_path):
     assert a["requests"] + b["requests"] == 73
 
 
-def test_keys_from_the_environment_reach_loopback_servers(tmp_path):
+def test_keys_from_the_environment_reach_loopback_servers(tmp_path, cli):
     secret = "lk-9f8e7d6c5b4a39281706"  # no well-known prefix
     env = {**os.environ, "OPENAI_API_KEY": secret}
     with SimulatedServer(lam1=3.0, require_api_key=secret) as srv:
@@ -202,7 +204,7 @@ def test_keys_from_the_environment_reach_loopback_servers(tmp_path):
                                     ("--max-retry-time", "-5"), ("--rpm", "0"),
                                     ("--tpm", "inf"), ("--api-base", "notaurl"),
                                     ("--fail-on-error", "1.5")])
-def test_option_values_are_checked_up_front(option):
+def test_option_values_are_checked_up_front(option, cli):
     r = cli("eval", "boxball", "--model", MODEL, "--t", "1", "--n", "1", "--limit", "1", *option)
     assert r.returncode in (1, 2) and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr and option[0].lstrip("-").split("-")[0] in r.stderr
