@@ -204,6 +204,7 @@ class Ensemble:
         self._store_path = store
         self._store: Any = None
         self._given_provider = provider
+        self._n_ok: list[bool | None] = [None] * len(self.members)  # learned: honours n?
         self._providers: dict[tuple[str, ProviderOptions], Provider] = {}
         self._lock = threading.Lock()
         self._loop = LoopThread("ensemble-sync")
@@ -349,25 +350,32 @@ class Ensemble:
 
         m = self.members[g]
         requests = [SampleRequest(msgs, self._params[g], m.n) for msgs in messages]
+        # whether the provider honours n is learned once per Ensemble: later calls neither
+        # probe nor pay for a rejected request again
+        learned = self._n_ok[g]
         sampler = Sampler(m.model, options=m.options, provider=self._provider_for(m),
-                          store=self._get_store())
+                          store=self._get_store(), use_n="auto" if learned is None else learned)
         from .cost.spec import CostSpec
 
         spec = self.stop_spec
-        async with sampler:
-            if spec is None or isinstance(spec, CostSpec):  # (the cost rule: draw_by_cost)
-                return await sampler.run(requests, parser=self.parser)
-            from .stopping import answer_counts
+        try:
+            async with sampler:
+                if spec is None or isinstance(spec, CostSpec):  # (the cost rule: draw_by_cost)
+                    return await sampler.run(requests, parser=self.parser)
+                from .stopping import answer_counts
 
-            result = await sampler.run_adaptive(requests, spec, parser=self.parser,
-                                                history=list(self._history))
-            first = spec.first_draw()
-            for row in result.rows:
-                pilot = [s.answer for s in row[:first] if s is not None]
-                if len(pilot) == first:
-                    _, top, second = answer_counts(pilot)
-                    self._history.append((top, second))
-            return result
+                result = await sampler.run_adaptive(requests, spec, parser=self.parser,
+                                                    history=list(self._history))
+                first = spec.first_draw()
+                for row in result.rows:
+                    pilot = [s.answer for s in row[:first] if s is not None]
+                    if len(pilot) == first:
+                        _, top, second = answer_counts(pilot)
+                        self._history.append((top, second))
+                return result
+        finally:
+            if sampler.run_state.n_ok is not None:
+                self._n_ok[g] = sampler.run_state.n_ok
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,

@@ -4,8 +4,8 @@
 Used for a client's `response_format` JSON schema (`ensemble serve`) and for a tool's
 `parameters` (`ensemble.answers.toolcalls`). What is read: `type` string / number / integer /
 boolean / array / object (a nested object becomes a nested model), `enum` (a `Literal`, voted as
-a choice), `required`, `description`, `$ref` to `$defs` / `definitions`, and a `["T", "null"]`
-or `anyOf` with null (an optional field). Anything else is an InputError naming the field (or,
+a choice), `const` (a one-value `Literal`), `required`, `description`, `$ref` to `$defs` /
+`definitions`, and a `["T", "null"]` or an `anyOf` / `oneOf` with null (an optional field). Anything else is an InputError naming the field (or,
 `lenient`, a field voted as its exact JSON), never a silently looser model.
 """
 
@@ -22,6 +22,8 @@ __all__ = ["model_from_schema"]
 
 _SCALARS: dict[str, Any] = {"string": str, "number": float, "integer": int, "boolean": bool}
 _MAX_DEPTH = 8
+# keywords that would change what a field may hold: refused by name, never ignored
+_UNSUPPORTED = ("allOf", "not", "if", "then", "else", "patternProperties", "dependentSchemas")
 
 
 def model_from_schema(name: str, schema: Mapping[str, Any], *,
@@ -87,13 +89,26 @@ def _field_type(name: str, sub: Any, defs: Mapping[str, Any], where: str,
     if not isinstance(sub, Mapping):
         raise InputError(f"{where} must be a schema object")
     sub = _resolve(sub, defs, where)
-    options = sub.get("anyOf")
-    if isinstance(options, list):
-        rest = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
-        if len(rest) == 1 and len(rest) < len(options):
-            typ, _ = _field_type(name, rest[0], defs, where, depth, lenient)
-            return typ, True
-        raise InputError(f"{where}: anyOf is supported only as 'T or null'")
+    for union in ("anyOf", "oneOf"):
+        options = sub.get(union)
+        if isinstance(options, list):
+            rest = [o for o in options
+                    if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            if len(rest) == 1 and len(rest) < len(options):
+                typ, _ = _field_type(name, rest[0], defs, where, depth, lenient)
+                return typ, True
+            raise InputError(f"{where}: {union} is supported only as 'T or null' (one field "
+                             "is voted with one kind)")
+    if "const" in sub:
+        value = sub["const"]
+        if not isinstance(value, (str, int, bool)):
+            raise InputError(f"{where}: const must be a string, integer or boolean")
+        return Literal[value], False
+    for keyword in _UNSUPPORTED:
+        if keyword in sub:
+            raise InputError(f"{where}: {keyword} is not supported (string, number, integer, "
+                             "boolean, array, object, enum, const, and anyOf / oneOf as 'T or "
+                             "null')")
     if "enum" in sub:
         values = sub["enum"]
         if not isinstance(values, list) or not values or not all(
@@ -117,5 +132,7 @@ def _field_type(name: str, sub: Any, defs: Mapping[str, Any], where: str,
             inner, _ = _field_type(f"{name}_item", items, defs, f"{where}.items", depth + 1,
                                    lenient)
         return list[inner], nullable
-    raise InputError(f"{where}: type {sub.get('type')!r} is not supported (string, number, "
-                     "integer, boolean, array, object, enum)")
+    what = (f"type {sub.get('type')!r} is not supported" if sub.get("type") is not None
+            else "a schema without a type is not supported")
+    raise InputError(f"{where}: {what} (string, number, integer, boolean, array, object, enum, "
+                     "const)")

@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
-from ..providers.base import INDEX_HEADER, Provider
+from ..providers.base import INDEX_HEADER, Completion, Provider
 from ..providers.limiter import EndpointLimiter, limiter_for
 from ..providers.registry import provider_for
 from ..providers.router import as_provider
@@ -272,7 +272,9 @@ class Sampler:
                            for _ in range(n_workers)]
                 try:
                     await asyncio.gather(*workers)
-                except BaseException:
+                except BaseException as exc:
+                    if isinstance(exc, asyncio.CancelledError):  # nothing more is sent
+                        ctx.stop_for("the caller cancelled the run; stopped new requests")
                     for w in workers:
                         w.cancel()
                     await asyncio.gather(*workers, return_exceptions=True)
@@ -566,18 +568,15 @@ class Sampler:
                     pass
             use_n = ctx.n_ok is not False and len(todo) > 1
             batch = todo if use_n else todo[:1]
-            recheck = functools.partial(self._stored_meanwhile, key, batch)
             try:
                 if use_n and ctx.n_ok is None and self._probe is not None:
                     async with self._probe:
                         if ctx.n_ok is False:
                             continue
-                        comp = await self._online.request(req, n=len(batch), start=batch[0],
-                                                          recheck=recheck)
+                        comp, samples = await self._request(req, key, batch)
                         self._learn_n(len(batch), len(comp.choices))
                 else:
-                    comp = await self._online.request(req, n=len(batch), start=batch[0],
-                                                      recheck=recheck)
+                    comp, samples = await self._request(req, key, batch)
                     if len(batch) > 1:
                         self._learn_n(len(batch), len(comp.choices))
             except StoredMeanwhile as st:  # another run stored them while this one waited
@@ -589,21 +588,44 @@ class Sampler:
                     ctx.n_ok = False
                     ctx.note(f"{self.model} rejects n > 1: one request per sample")
                 continue
-            got = list(comp.choices[:len(batch)])
-            if 1 < len(got) < len(batch):
+            if 1 < len(samples) < len(batch):
                 ctx.note(f"{self.model} returned fewer choices than n; requested the rest")
-            samples = ctx.samples(key, batch[0], got, prompt_tokens=comp.prompt_tokens,
+            for smp in samples:
+                row[smp.index] = smp
+            self._consecutive_failures = 0
+            ctx.took(len(samples), sum(not smp.valid for smp in samples))
+            todo = batch[len(samples):] + todo[len(batch):]
+
+    async def _request(self, req: SampleRequest, key: str, batch: list[int]
+                       ) -> tuple[Completion, list[Sample]]:
+        """One request for the samples `batch` of `req`, and those samples, stored. With a
+        store, a request already sent survives its caller's cancellation (`ensemble serve`'s
+        client went away): its reply is still received and stored, so a repeat does not pay
+        for it again; requests not yet sent are not sent (`run` stops new requests then)."""
+        ctx = self.run_state
+
+        async def fetch() -> tuple[Completion, list[Sample]]:
+            comp = await self._online.request(
+                req, n=len(batch), start=batch[0],
+                recheck=functools.partial(self._stored_meanwhile, key, batch))
+            samples = ctx.samples(key, batch[0], list(comp.choices[:len(batch)]),
+                                  prompt_tokens=comp.prompt_tokens,
                                   completion_tokens=comp.completion_tokens,
                                   cost=comp.cost_usd, latency=comp.latency_s)
             if self.store is not None:
                 self.store.put_many(samples, model=self.model,
                                     request=request_meta(self.model, req, self.provider.identity),
                                     holder=self.holder)
-            for smp in samples:
-                row[smp.index] = smp
-            self._consecutive_failures = 0
-            ctx.took(len(samples), sum(not smp.valid for smp in samples))
-            todo = batch[len(got):] + todo[len(batch):]
+            return comp, samples
+
+        if self.store is None:
+            return await fetch()
+        task = asyncio.ensure_future(fetch())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_retrieve)  # finishes on its own; its outcome is stored
+            raise
 
     def _learn_n(self, asked: int, got: int) -> None:
         """What one n > 1 reply says about the provider's support for n."""
@@ -631,6 +653,11 @@ class Sampler:
         """One line on what the run is doing, in the user's terms."""
         lim = self._limiter.status() if self._limiter is not None else None
         return self._online.status_line(lim, idle, where=self.api_base or self.model)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of a request whose caller went away (nobody else will)."""
+    _ = task.cancelled() or task.exception()
 
 
 def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: bool,
