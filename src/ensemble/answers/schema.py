@@ -5,8 +5,9 @@ Used for a client's `response_format` JSON schema (`ensemble serve`) and for a t
 `parameters` (`ensemble.answers.toolcalls`). What is read: `type` string / number / integer /
 boolean / array / object (a nested object becomes a nested model), `enum` (a `Literal`, voted as
 a choice), `const` (a one-value `Literal`), `required`, `description`, `$ref` to `$defs` /
-`definitions`, and a `["T", "null"]` or an `anyOf` / `oneOf` with null (an optional field). Anything else is an InputError naming the field (or,
-`lenient`, a field voted as its exact JSON), never a silently looser model.
+`definitions`, and a `["T", "null"]` or an `anyOf` / `oneOf` with null (an optional field).
+Anything else is an InputError naming the field (or, `lenient`, a field voted as its exact
+JSON), never a silently looser model.
 """
 
 from __future__ import annotations
