@@ -15,37 +15,78 @@ from __future__ import annotations
 import collections
 import json
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from ._sync import LoopThread, run_sync
 from .aggregators import Vote, get_aggregator
 from .answers import AnswerKind, ToolCalls, resolve_answer
-from .decision import Decision, confidence, tally
+from .decision import AnswerT, Decision, confidence, tally
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
 from .providers.base import Provider
-from .providers.options import ProviderOptions, check_keywords
+from .providers.options import ProviderKwargs, ProviderOptions, check_keywords
 from .providers.params import SamplingParams
 from .providers.registry import provider_for
 from .sampling.parsing import check_choices, choice_parser, extract_answer
 from .sampling.types import Message, Sample, SampleRequest, as_messages
 
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
+
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .answers import Choice, Math, Number, Text, ToolCall
     from .cost.spec import CostSpec
     from .stopping import StopSpec
 
-__all__ = ["HISTORY_MAX", "Ensemble", "Prompt"]
+__all__ = ["HISTORY_MAX", "Ensemble", "EnsembleKwargs", "Prompt"]
 
 T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound="BaseModel")
 HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prior is fitted from
 
 Prompt = str | Sequence[Message]
 
 
-class Ensemble:
+class EnsembleKwargs(ProviderKwargs, total=False):
+    """`Ensemble`'s keyword arguments but `answer=` and `tools=` (which type its decisions),
+    for the overloads of `Ensemble` and `vote`."""
+
+    members: Sequence[Member] | None
+    temperature: float | None
+    n: int | None
+    aggregator: str
+    choices: Sequence[str] | None
+    parser: Callable[[str], str | None] | None
+    tie: str
+    invalid: str
+    seed: int | None
+    lam: float | None
+    calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
+    stop: str | StopSpec | CostSpec | None
+    max_n: int | None
+    system: str | None
+    store: str | os.PathLike[str] | None
+    options: ProviderOptions | None
+    provider: Provider | None
+    extra_body: dict[str, Any] | None
+    tool_choice: Any
+    top_p: float | None
+    max_tokens: int | None
+    sampling_seed: int | None
+    stop_sequences: str | Sequence[str] | None
+    logprobs: bool | None
+    top_logprobs: int | None
+
+
+class Ensemble(Generic[AnswerT]):
     """Draw samples of a prompt from one model, or from several members, and aggregate them.
 
     One model:    `Ensemble("openai/gpt-4o-mini", n=5, temperature=0.5, ...)`: n samples at one
@@ -111,6 +152,37 @@ class Ensemble:
     Ensemble's own, on a background thread started by the first of them.
     """
 
+    # the answer's type, for type checkers: `Ensemble[float]` with answer="number" or a Number,
+    # the model with a pydantic model, `Ensemble[str]` with choices (the default), math or
+    # text; with tools= a decision may be a tool call (or parallel calls) instead
+    @overload
+    def __init__(self: Ensemble[str | ToolCall | tuple[ToolCall, ...]],
+                 model: str | None = None, *,
+                 answer: Literal["choice", "math", "text"] | Choice | Math | Text | None = None,
+                 tools: Sequence[dict[str, Any]], **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
+    @overload
+    def __init__(self: Ensemble[Any], model: str | None = None, *, answer: Any,
+                 tools: Sequence[dict[str, Any]], **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
+    @overload
+    def __init__(self: Ensemble[float], model: str | None = None, *,
+                 answer: Literal["number"] | Number, tools: None = None,
+                 **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
+    @overload
+    def __init__(self: Ensemble[ModelT], model: str | None = None, *, answer: type[ModelT],
+                 tools: None = None, **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
+    @overload
+    def __init__(self: Ensemble[str], model: str | None = None, *,
+                 answer: Literal["choice", "math", "text"] | Choice | Math | Text | None = None,
+                 tools: None = None, **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
+    @overload
+    def __init__(self: Ensemble[Any], model: str | None = None, *, answer: AnswerKind,
+                 tools: None = None, **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+
     def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
                  temperature: float | None = None, n: int | None = None,
                  aggregator: str = "plurality", choices: Sequence[str] | None = None,
@@ -118,7 +190,8 @@ class Ensemble:
                  tie: str = "random",
                  invalid: str = "ignore", seed: int | None = None, lam: float | None = None,
                  calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
-                 None = None, stop: str | StopSpec | None = None, max_n: int | None = None,
+                 None = None, stop: str | StopSpec | CostSpec | None = None,
+                 max_n: int | None = None,
                  system: str | None = None, store: str | os.PathLike[str] | None = None,
                  options: ProviderOptions | None = None, provider: Provider | None = None,
                  extra_body: dict[str, Any] | None = None,
@@ -313,13 +386,13 @@ class Ensemble:
                     self._finalizer = weakref.finalize(self, self._loop.stop_soon)
         return self._loop.run(coro)
 
-    def __enter__(self) -> Ensemble:
+    def __enter__(self) -> Ensemble[AnswerT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> Ensemble:
+    async def __aenter__(self) -> Ensemble[AnswerT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -332,7 +405,7 @@ class Ensemble:
             messages = ({"role": "system", "content": self.system},) + messages
         return messages
 
-    def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision:
+    def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision[AnswerT]:
         weighted = self.aggregator_name == "weighted"
         choices = None if self.answer_kind.is_open else self.choices
         weights = ([confidence(s) for row in rows for s in row] if weighted else None)
@@ -379,14 +452,16 @@ class Ensemble:
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
-                           on_error: Literal["raise"] = ...) -> list[Decision]: ...
+                           on_error: Literal["raise"] = ...) -> list[Decision[AnswerT]]: ...
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
-                           on_error: Literal["return"]) -> list[Decision | EnsembleError]: ...
+                           on_error: Literal["return"]
+                           ) -> list[Decision[AnswerT] | EnsembleError]: ...
 
     async def adecide_many(self, prompts: Sequence[Prompt], *,
-                           on_error: str = "raise") -> Sequence[Decision | EnsembleError]:
+                           on_error: str = "raise"
+                           ) -> Sequence[Decision[AnswerT] | EnsembleError]:
         """Decide many prompts concurrently (within each endpoint's limits; members at once).
 
         A prompt that fails for good (e.g. refused by the provider) does not stop the others:
@@ -428,7 +503,7 @@ class Ensemble:
 
             for r in results:
                 raise_for_failures(r, len(messages))
-        out: list[Decision | EnsembleError] = []
+        out: list[Decision[AnswerT] | EnsembleError] = []
         for ri in range(len(messages)):
             rows = [[s for s in r.rows[ri] if s is not None] for r in results]
             drawn = all(len(row) == len(r.rows[ri]) for row, r in zip(rows, results, strict=True))
@@ -441,16 +516,16 @@ class Ensemble:
                 out.append(self._decide(rows))
         return out
 
-    async def adecide(self, prompt: Prompt) -> Decision:
+    async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:
         """Draw the samples of `prompt` (every member's) and aggregate them (async)."""
         return (await self.adecide_many([prompt]))[0]
 
-    def decide(self, prompt: Prompt) -> Decision:
+    def decide(self, prompt: Prompt) -> Decision[AnswerT]:
         """Draw the samples of `prompt` and aggregate them. Works inside a running event loop
         too (Jupyter): the request runs on the Ensemble's own loop, on its thread."""
         return self._run(self.adecide(prompt))
 
-    def decide_many(self, prompts: Sequence[Prompt]) -> list[Decision]:
+    def decide_many(self, prompts: Sequence[Prompt]) -> list[Decision[AnswerT]]:
         """Decide many prompts concurrently (sync form of `adecide_many`)."""
         return self._run(self.adecide_many(prompts))
 

@@ -4,28 +4,39 @@ sample behind it) and `tally`, which aggregates the members' samples into one.""
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from .aggregators import Vote
 from .answers import AnswerKind, FieldVoter, ToolCall, merge_same, spellings
 from .sampling.types import Sample
 
-__all__ = ["Decision", "confidence", "plain", "tally"]
+if sys.version_info >= (3, 13):
+    from typing import TypeVar
+else:  # pragma: no cover - a TypeVar's default (PEP 696) is new in 3.13
+    from typing_extensions import TypeVar
+
+__all__ = ["AnswerT", "Decision", "confidence", "plain", "tally"]
+
+# the type of a decided answer: str for choices (the default), float for answer="number", the
+# model for a pydantic answer (Ensemble's overloads pick it from `answer=`)
+AnswerT = TypeVar("AnswerT", default=str)
 
 
 @dataclass(frozen=True, repr=False)
-class Decision:
+class Decision(Generic[AnswerT]):
     """The ensemble's decision on one prompt, with its votes and every sample behind it.
 
-    decision:     the winning answer, typed by the answer kind: the choice (str), a float for
-                  answer="number", the LaTeX string for "math", the text as most often
-                  written for "text", a model instance for structured outputs, a `ToolCall`
-                  (a tuple of them for parallel calls) when the Ensemble has `tools=` and the
-                  vote chose to call one (None: no valid vote, or an unresolved tie; `why`
-                  says which).
+    decision:     the winning answer, typed by the answer kind (`Decision[float]` and so on,
+                  as type checkers read it from `Ensemble(answer=...)`): the choice (str), a
+                  float for answer="number", the LaTeX string for "math", the text as most
+                  often written for "text", a model instance for structured outputs, a
+                  `ToolCall` (a tuple of them for parallel calls) when the Ensemble has
+                  `tools=` and the vote chose to call one (None: no valid vote, or an
+                  unresolved tie; `why` says which).
     votes:        canonical answer -> count of valid votes (all members pooled); for choices
                   the choice itself.
     spellings:    canonical answer -> {raw spelling: votes} (open answers: "1,250" and
@@ -49,9 +60,7 @@ class Decision:
                   `n_samples` is then what it used (at most the Ensemble's max_n).
     """
 
-    # statically `str | None` (choices, the default); an open kind stores its typed value here
-    # (float for "number", a model instance for structured outputs): cast where it matters
-    decision: str | None
+    decision: AnswerT | None
     votes: dict[str, int]
     samples: tuple[Sample, ...]
     margin: int
@@ -141,7 +150,7 @@ class Decision:
 
 def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
           aggregate: Callable[[list[str | None], list[int] | None], Vote],
-          lams: tuple[float | None, ...], stop: str | None) -> Decision:
+          lams: tuple[float | None, ...], stop: str | None) -> Decision[Any]:
     """The Decision of one prompt from its samples, member by member (`rows[g]`: member g's).
 
     `aggregate(keys, groups)` is the rule over the pooled answers (groups: each vote's member,
