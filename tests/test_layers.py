@@ -282,7 +282,7 @@ def test_the_provider_seam_imports_nothing_concrete():
 # root `ensemble`, which is only its __init__ (the public API, re-exported lazily).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("commands", ("ensemble.cli", "ensemble.__main__", "ensemble.commands", "ensemble.cliargs",
-                  "ensemble.evals.commands")),
+                  "ensemble.clitables", "ensemble.evals.commands")),
     ("evals", ("ensemble.evals",)),
     ("tasks", ("ensemble.tasks",)),
     ("public", ("ensemble",)),

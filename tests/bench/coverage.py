@@ -8,6 +8,7 @@ rejection rate at the 5% level.
 
     python tests/bench/coverage.py                      # all checks, 300 replications each
     python tests/bench/coverage.py --reps 50 --only box-eval mc-eval
+    python tests/bench/coverage.py --only box-eval-k1     # samples = n = 1 (issue 32)
     python tests/bench/coverage.py --markdown docs/coverage.md
     python tests/bench/coverage.py --experiment         # 20 runs and 20 compare pairs, real HTTP
 
@@ -494,6 +495,8 @@ CHECKS: dict[str, Callable[[int], list[Any]]] = {
     "calibrate": lambda r: check_calibration(r),
     "box-eval": lambda r: check_box_eval(r),
     "box-eval-full": lambda r: check_box_eval(r, limit=None, invalid_rate=0.1),
+    # samples = n = 1 (issue 32): the noise cannot be separated from the scenarios'
+    "box-eval-k1": lambda r: check_box_eval(r, samples=1, ns=(1,)),
     "box-contrasts": lambda r: check_box_contrasts(r),
     "mc-eval": lambda r: check_mc_eval(r),
     "compare": lambda r: check_compare(r),

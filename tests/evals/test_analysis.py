@@ -220,7 +220,7 @@ def test_intervals_for_the_task_shrink_to_those_for_the_questions_when_all_are_r
 def test_identical_answers_have_no_noise_and_k_equal_n_falls_back_to_the_task_interval():
     codes = np.repeat(np.array([[0], [1], [0], [2]]), 3, axis=1)  # t = 0: all samples equal
     iv = vote_values(codes, np.zeros(4, dtype=int), [3], n_options=3)["plurality", 3]
-    s = summarise(iv, population=4)
+    s = summarise(iv, population=4, sampled=False)
     assert s.identical and s.sem == 0 and s.ci == (0.5, 0.5) and s.questions_exact
     g = np.random.default_rng(7)
     codes = g.choice([0, 1], size=(30, 3))

@@ -78,3 +78,43 @@ def test_help_says_what_limit_counts():
                        env={**os.environ, "COLUMNS": "100"})
     text = " ".join(r.stdout.split())
     assert "L questions of the task; for boxball L scenarios of its 216" in text
+
+
+def test_one_sample_per_question_at_t_1_is_not_called_exact(tmp_path, capsys, monkeypatch):
+    """Issue 32 item 1: at K = n = 1 the one sample of each question is trivially "identical";
+    its noise is there and cannot be separated from the question's difficulty. The rule for
+    samples = n applies: said (‡), a non-zero interval, never "exact"."""
+    from ensemble.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with SimulatedServer(lam1=3.0, seed=4) as srv:
+        rc = main(["eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+                   srv.base_url, "--t", "1", "--n", "1", "--samples", "1", "--limit", "40",
+                   "--bootstrap", "200", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "exact" not in out and "identical" not in out
+    assert "‡ as many samples per question (1) as the group size" in out
+    doc = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for r in doc["results"]:
+        assert not r["identical"] and not r["questions_exact"]
+        assert r["sem_questions"] > 0 and r["ci_questions"][1] > r["ci_questions"][0]
+        assert r["ci"][1] > r["ci"][0]
+
+
+def test_sampled_answers_that_agree_are_not_taken_as_noiseless():
+    """Sampled answers (t > 0) identical within every item, and every item the same value:
+    neither interval has zero width (Wilson for a mean in the metric's range); greedy ones
+    (t = 0) are exact."""
+    import numpy as np
+
+    from ensemble.evals.analysis import vote_values
+    from ensemble.evals.intervals import summarise
+
+    codes = np.zeros((40, 3), dtype=int)  # every answer right
+    iv = vote_values(codes, np.zeros(40, dtype=int), [1], n_options=3)["plurality", 1]
+    s = summarise(iv, population=216, rng=0, bounds=(0.0, 1.0))
+    assert not s.identical and not s.questions_exact
+    assert s.ci[1] == 1.0 and 0.85 < s.ci[0] < 0.95 and s.ci_questions == s.ci
+    greedy = summarise(iv, population=216, rng=0, bounds=(0.0, 1.0), sampled=False)
+    assert greedy.identical and greedy.questions_exact and greedy.ci_questions == (1.0, 1.0)

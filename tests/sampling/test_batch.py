@@ -378,7 +378,7 @@ async def test_cost_uses_litellms_batch_prices_and_unknown_stays_unknown(tmp_pat
     assert batch.cost_usd == pytest.approx(0.5 * online.cost_usd, rel=1e-9)
 
 
-def test_batches_list_shows_a_runs_batches(tmp_path, capsys):
+def test_batches_list_shows_a_runs_batches(tmp_path, capsys, monkeypatch):
     with SimulatedServer(lam1=3.0, batch=BatchPlan(delay=0.1)) as srv:
         rc, out, err = cli(capsys, *eval_args(srv.base_url, tmp_path / "r", "--batch",
                                              "--detach"))
@@ -392,6 +392,11 @@ def test_batches_list_shows_a_runs_batches(tmp_path, capsys):
     assert b["batch_id"] == bid and b["status"] == "completed" and not b["collected"]
     assert b["counts"] == {"total": 73, "completed": 73, "failed": 0}
     assert b["lines"] == 73 and b["samples"] == 219
+    # the table at 80 columns keeps the id whole: it is what `batches cancel --id` needs
+    monkeypatch.setenv("COLUMNS", "80")
+    rc, out, err = cli(capsys, "batches", "list", "--out", tmp_path / "r")
+    assert rc == 0 and bid in out and "…" not in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
     rc, out, err = cli(capsys, "batches", "list", "--out", tmp_path / "nowhere")
     assert rc == 1 and "no sample store" in err and "Traceback" not in err
 

@@ -101,25 +101,25 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"run": args.out, "batches": docs, "notes": notes})
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from ..clitables import Column, console, print_table
 
-    con = Console()
+    con = console()
     if not records:
         con.print(f"no batches recorded in {args.out}")
         return 0
-    table = Table(title=f"batches of {args.out}")
-    for col in ("batch", "status", "done/failed/total", "samples", "submitted", "updated",
-                "collected"):
-        table.add_column(col, justify="right" if col != "batch" else "left")
+    rows = []
     for r in records:
         c = r.counts
         counts = (f"{c.get('completed', 0)} / {c.get('failed', 0)} / {c.get('total', r.lines)}"
                   if c else f"– / – / {r.lines}")
-        table.add_row(r.batch_id or f"({r.id}, not accepted)", r.status, counts,
-                      str(r.samples), _time(r.created), _time(r.updated),
-                      "yes" if r.collected else "no")
-    con.print(table)
+        rows.append([r.batch_id or f"({r.id}, not accepted)", r.status, counts,
+                     str(r.samples), _time(r.created), _time(r.updated),
+                     "yes" if r.collected else "no"])
+    # the id is what `batches cancel --id` needs: never cut; the times go first
+    print_table([Column("batch", justify="left"), Column("status", drop=4),
+                 Column("done/failed/total"), Column("samples", drop=3),
+                 Column("submitted", drop=1), Column("updated", drop=2), Column("collected")],
+                rows, title=f"batches of {args.out}")
     live = [r for r in records if r.live]
     done = [r for r in records if not r.collected and not r.live]
     if live or done:

@@ -131,20 +131,15 @@ def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, sample
     if args.json:
         emit_json(doc)
         return
-    from rich.console import Console
-    from rich.table import Table
+    from ..clitables import Column, console, print_table
 
     title = (f"{args.k} samples of {args.model} at t = {args.t}" if complete else
              f"{len(samples)} of {args.k} samples of {args.model} at t = {args.t} (the run "
              "stopped; without --store these are not kept)")
-    table = Table(title=title)
-    table.add_column("answer")
-    table.add_column("count", justify="right")
-    table.add_column("share", justify="right")
-    for ans, c in counts.most_common():
-        table.add_row(str(ans), str(c), f"{c / max(1, len(samples)):.0%}")
-    con = Console()
-    con.print(table)
+    print_table([Column("answer", justify="left", wrap=True), "count", "share"],
+                [[str(ans), str(c), f"{c / max(1, len(samples)):.0%}"]
+                 for ans, c in counts.most_common()], title=title)
+    con = console()
     cost = "unknown" if stats.cost_usd is None else f"${stats.cost_usd:.4f}"
     con.print(f"requests {stats.requests}, from store {stats.samples_cached}, "
               f"invalid {stats.invalid}, cost {cost}")

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ..cliargs import emit_json, fmt_lam, lam_value, positive_int
+from ..clitables import Column
 
 UNITS = "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; utility and regret in ±1 units"
 AGGREGATORS = ("majority", "robust", "random-follow", "lam-weighted")
@@ -81,16 +82,10 @@ def _common(p: argparse.ArgumentParser, *, plot: bool = False) -> None:
         p.add_argument("--plot", metavar="FILE.png", help="also save a plot")
 
 
-def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _table(title: str, columns: list[Any], rows: list[list[str]]) -> None:
+    from ..clitables import print_table
 
-    table = Table(title=title, caption=UNITS)
-    for col in columns:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
+    print_table(columns, rows, title=title, caption=UNITS)
 
 
 MAX_N_THRESHOLD = 10_001  # g(n) costs ~13 ms per odd n here: ~1 min at the limit
@@ -201,7 +196,8 @@ def _run_group_regret(args: argparse.Namespace, groups: list[tuple[int, float]])
         emit_json(doc)
         return 0
     _table(f"Worst-case regret of {args.aggregator}, groups: {_groups_title(groups)}",
-           ["worst regret", "posteriors", "P(posterior)", "μ"],
+           ["worst regret", Column("posteriors", wrap=True), Column("P(posterior)", wrap=True),
+            "μ"],
            [[f"{wc.value:.6f}", ", ".join(f"{p:.4f}" for p in wc.posteriors),
              ", ".join(f"{t:.4f}" for t in wc.probs), f"{wc.mu:.4f}"]])
     _table("Report structure at the maximiser: P(report 1 | ω) per group",

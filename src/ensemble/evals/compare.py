@@ -28,7 +28,7 @@ from ensemble.errors import InputError
 from ensemble.tasks import TaskLayout, layout_of
 
 from .analysis import ItemValues
-from .intervals import bootstrap_counts, summarise
+from .intervals import bootstrap_counts, sampled_row, summarise
 from .records import QuestionRecord
 
 __all__ = ["MIN_BOOTSTRAP", "MemberCell", "RunData", "compare_runs", "load_run"]
@@ -281,7 +281,8 @@ def _row_maker(box: bool, total: int, resamples: Any, g: np.random.Generator
 
     def row(va: ItemValues, vb: ItemValues, head: dict[str, Any]) -> dict[str, Any]:
         d = vb.minus(va, same_answers=False)
-        s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span))
+        s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span),
+                      sampled=sampled_row(head))
         out: dict[str, Any] = {
             **head,
             "a": float(half * va.values.mean() + (0.5 if box else 0.0)),

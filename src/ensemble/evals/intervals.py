@@ -8,7 +8,9 @@ estimates Û_q (`evals.analysis`). Two quantities can be meant:
   variance. The interval is the normal one, value ± z·SE. It needs K ≥ n + 1 answers per
   item (one to delete); with K = n it is not identified and the interval for the task
   (below, without the finite-population correction) is shown instead: it is wider (it also
-  holds the variation between items), so it still covers.
+  holds the variation between items), so it still covers. The same holds for sampled answers
+  (t > 0) that happen to be identical within every item (at K = 1 they always are): that they
+  agree does not show there is no noise, so it is not taken as 0.
 - **for the task**: the mean of θ_q over all N items of the task, when the Q items are a
   random subset (`--limit`). Then Var = (1 − f) σ²_θ / Q + Σ_q Var(Û_q | q) / Q², f = Q/N
   (simple random sampling without replacement, plus the answers' noise). Since the sample
@@ -30,7 +32,7 @@ difference are paired), always over the same items (paired).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +40,7 @@ from numpy.typing import NDArray
 
 from .analysis import ItemValues
 
-__all__ = ["Estimate", "Summary", "bootstrap_counts", "estimate", "summarise"]
+__all__ = ["Estimate", "Summary", "bootstrap_counts", "estimate", "sampled_row", "summarise"]
 
 Z95 = 1.959963984540054
 
@@ -68,9 +70,11 @@ class Summary:
     value: the estimate (mean of the per-item unbiased estimates).
     sem, ci: standard error and 95% interval for the task (all `population` items).
     sem_questions, ci_questions: for these `items` items only (answer noise); when the
-    jackknife is not available (K = n) they repeat the task's, without the finite-population
-    correction, and `questions_exact` is False.
-    identical: every item's answers were all the same (no sampling noise could be seen).
+    jackknife is not available (K = n, or sampled answers identical within every item) they
+    repeat the task's, without the finite-population correction, and `questions_exact` is
+    False.
+    identical: the answers were not sampled (t = 0) and every item's were all the same: there
+    is no answer noise, the value is exact for these items.
     """
 
     value: float
@@ -102,16 +106,56 @@ def bootstrap_counts(items: int, reps: int, rng: Any = 0) -> NDArray[np.float64]
     return out
 
 
+def sampled_row(head: dict[str, Any]) -> bool:
+    """Whether a table row's answers were sampled: some temperature of the row (`t`, `vs_t`)
+    above 0 or unknown (None: a mixed ensemble). Only greedy answers (t = 0) that agree are
+    taken to carry no noise (`summarise`)."""
+    ts = [head[k] for k in ("t", "vs_t") if k in head]
+    return not ts or any(t is None or t > 0 for t in ts)
+
+
 def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0,
               counts: NDArray[np.float64] | None = None,
-              bounds: tuple[float, float] = (-math.inf, math.inf)) -> Summary:
+              bounds: tuple[float, float] = (-math.inf, math.inf),
+              sampled: bool = True) -> Summary:
     """The mean of `iv` with its interval for the task (`population` items, of which these are
     a simple random sample) and for these items. `counts` (from `bootstrap_counts`) fixes the
-    resamples (paired across cells); `bounds` clip the intervals to the metric's range."""
+    resamples (paired across cells); `bounds` clip the intervals to the metric's range.
+    `sampled`: the answers were drawn at t > 0 (False: greedy, t = 0, where identical answers
+    mean there is no noise)."""
     g = _gen(rng)
-    if not iv.jackknife and iv.identical.all():
-        # every item's answers agree: no noise to estimate, with or without a spare answer
+    same = bool(iv.identical.all())
+    if same and not sampled:
+        # greedy answers that agree: no noise to estimate, with or without a spare answer
         iv = ItemValues(iv.values, np.zeros_like(iv.jack), iv.weight, True, iv.identical)
+    elif same:
+        # sampled answers that agree (always so at K = 1) do not show the noise is 0: it
+        # cannot be separated from the items' variation, as at K = n
+        iv = ItemValues(iv.values, iv.jack, iv.weight, False, iv.identical)
+    s = _summarise(iv, population, reps, g, counts, bounds)
+    s = replace(s, identical=same and not sampled)
+    if (sampled and not s.questions_exact and s.ci[0] == s.ci[1]
+            and math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
+        # no noise measured and no spread between items either: nothing to resample
+        wilson = _wilson(s.value, s.items, bounds)
+        half = (wilson[1] - wilson[0]) / (2 * Z95)
+        s = replace(s, ci=wilson, sem=half, ci_questions=wilson, sem_questions=half)
+    return s
+
+
+def _wilson(value: float, items: int, bounds: tuple[float, float]) -> tuple[float, float]:
+    """The Wilson score interval of a mean of `items` values in `bounds` (rescaled to [0, 1],
+    where a mean μ has variance at most μ(1 − μ))."""
+    lo, hi = bounds
+    p = min(max((value - lo) / (hi - lo), 0.0), 1.0)
+    z2 = Z95 * Z95
+    centre = (p + z2 / (2 * items)) / (1 + z2 / items)
+    half = Z95 * math.sqrt(p * (1 - p) / items + z2 / (4 * items * items)) / (1 + z2 / items)
+    return (lo + (hi - lo) * max(centre - half, 0.0), lo + (hi - lo) * min(centre + half, 1.0))
+
+
+def _summarise(iv: ItemValues, population: int, reps: int, g: np.random.Generator,
+               counts: NDArray[np.float64] | None, bounds: tuple[float, float]) -> Summary:
     q = iv.items
     if q < 1:
         raise ValueError("no items to summarise")

@@ -21,7 +21,7 @@ from ensemble.qr import lam_at_temperature
 from ensemble.tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
-from .intervals import Summary, bootstrap_counts, summarise
+from .intervals import Summary, bootstrap_counts, sampled_row, summarise
 
 __all__ = [
     "ESTIMATOR",
@@ -73,13 +73,16 @@ def row_builder(*, box: bool, total: int, unit: str, items: int, resamples: Any,
     """`row(values, diff=..., **head)`: one table row (head fields, then the estimate, its
     intervals and what they cover) from per-item values, with the bootstrap resamples shared by
     every row of a run (so differences between rows are paired). Box-ball values are utilities
-    in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]."""
+    in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]. The answers
+    count as sampled (`summarise`) unless the row's temperatures (`t`, `vs_t`) are all 0; a
+    mixed ensemble's row (t None) counts as sampled."""
     covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
 
     def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
         span = 2.0 if box else 1.0
         lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
-        s = summarise(iv, population=total, counts=resamples, rng=rng, bounds=(lo, hi))
+        s = summarise(iv, population=total, counts=resamples, rng=rng, bounds=(lo, hi),
+                      sampled=sampled_row(head))
         return {**head, **fields(s, box=box, diff=diff), "covers": covers}
 
     return row

@@ -74,21 +74,15 @@ def run(args: argparse.Namespace) -> int:
     if cfg.dry_run:
         print_dry_run(doc)
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from ensemble.clitables import console, print_table
 
-    table = Table(title=f"Calibration of {args.model} ({doc['mode']} mode)",
-                  caption=doc["units"])
-    for col in ("t", "λ", "SE", "95% interval", "bias", "separated"):
-        table.add_column(col, justify="right")
-    for f in doc["fits"]:
-        table.add_row(f"{f['t']:g}", fmt_lam(f["lam"]),
-                      "–" if f["se"] is None else f"{f['se']:.3g}",
-                      f"[{fmt_lam(f['ci'][0])}, {fmt_lam(f['ci'][1])}]",
-                      "–" if f["bias"] is None else f"{f['bias']:.3g}",
-                      "yes" if f["separated"] else "no")
-    con = Console()
-    con.print(table)
+    print_table(["t", "λ", "SE", "95% interval", "bias", "separated"],
+                [[f"{f['t']:g}", fmt_lam(f["lam"]), "–" if f["se"] is None else f"{f['se']:.3g}",
+                  f"[{fmt_lam(f['ci'][0])}, {fmt_lam(f['ci'][1])}]",
+                  "–" if f["bias"] is None else f"{f['bias']:.3g}",
+                  "yes" if f["separated"] else "no"] for f in doc["fits"]],
+                title=f"Calibration of {args.model} ({doc['mode']} mode)", caption=doc["units"])
+    con = console()
     if doc["joint"]:
         j = doc["joint"]
         verdict = ("holds" if j["holds"]

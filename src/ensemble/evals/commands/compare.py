@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
         return 0
-    from .tables import console
+    from ensemble.clitables import console
 
     con = console()
     for item in table_lines(doc, width=con.width):
@@ -53,7 +53,7 @@ def _cells(doc: dict[str, Any], r: dict[str, Any], *, last: Any) -> list[str]:
 
 def table_lines(doc: dict[str, Any], *, width: int = 80) -> list[Any]:
     """The comparison as a table no wider than `width` (no number cut) and its notes."""
-    from .tables import Column, dropped_note, fit_table
+    from ensemble.clitables import Column, dropped_note, fit_table
 
     box = "utility_diff" in doc["results"][0]
     sh = doc["shared"]
@@ -98,8 +98,9 @@ def table_lines(doc: dict[str, Any], *, width: int = 80) -> list[Any]:
                    f"the task and includes the variation between them; “for these {items}” "
                    "only the two runs' answer noise.[/]")
     if any(not r.get("questions_exact", True) for r in doc["results"]):
-        out.append("[dim]‡ as many samples as the group size: the answers' noise cannot be "
-                   "separated from the questions'; the wider interval for the task is shown.[/]")
+        out.append("[dim]‡ as many samples as the group size, or sampled answers (t > 0) "
+                   "identical within every question: the answers' noise cannot be separated "
+                   "from the questions'; the wider interval for the task is shown.[/]")
     if doc.get("mixed"):
         out.append("[dim]who: the ensemble under each rule, and each member alone at its n "
                    "(members matched by label; n/m: the two ensembles' total votes).[/]")

@@ -165,7 +165,7 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 
 def _table(summary: dict[str, Any]) -> None:
-    from .tables import console
+    from ensemble.clitables import console
 
     con = console()
     lines = (mixed_table_lines(summary, width=con.width) if summary.get("ensemble")
@@ -213,7 +213,7 @@ def table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     adaptive = _adaptive_table(summary, width, dropped)
     if adaptive is not None:
         out.append(adaptive)
-    from .tables import dropped_note
+    from ensemble.clitables import dropped_note
 
     note = dropped_note(sorted(set(dropped)), width)
     notes = ([note] if note else []) + _notes(summary, marks)
@@ -234,7 +234,7 @@ def _scale(summary: dict[str, Any]) -> tuple[bool, int | None, int | None, str, 
 
 def _results_table(summary: dict[str, Any], width: int, marks: set[str]
                    ) -> tuple[Any, list[str]]:
-    from .tables import Column, fit_table
+    from ensemble.clitables import Column, fit_table
 
     box, items, total, unit, subset = _scale(summary)
     key = "utility" if box else "accuracy"
@@ -257,8 +257,8 @@ def _results_table(summary: dict[str, Any], width: int, marks: set[str]
         cells = [f"{r['t']:g}" if r["t"] != last_t else "", str(r["n"]), r["aggregator"],
                  f"{r[key]:.4f}" if not none_valid else f"{r[key]:.4f} (no valid reply)",
                  "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
-        if not exact_q and not same:
-            marks.add("k=n")
+        if not exact_q and not same and not none_valid:
+            marks.add("k=n" if r["n"] >= summary.get("samples_per_question", 0) else "agree")
         if subset:
             cells.append("exact (†)" if same else _iv(ciq) + ("" if exact_q else " ‡"))
         elif not exact_q:
@@ -274,14 +274,14 @@ def _results_table(summary: dict[str, Any], width: int, marks: set[str]
 
 
 def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
-    from .tables import Column, fit_table
+    from ensemble.clitables import Column, fit_table
 
     diffs = summary.get("contrasts", [])
     if not diffs:
         return None
     box, items, _, unit, subset = _scale(summary)
     prefix = "utility_" if box else ""
-    cols = [Column("difference"), Column("aggregator"), Column("estimate"),
+    cols = [Column("difference", wrap=True), Column("aggregator"), Column("estimate"),
             Column("SEM", drop=2), Column("95% for the task" if subset else "95% interval")]
     if subset:
         cols.append(Column(f"95% for these {items}", drop=1))
@@ -305,7 +305,7 @@ def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any
 
 
 def _adaptive_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
-    from .tables import Column, fit_table
+    from ensemble.clitables import Column, fit_table
 
     adaptive = summary.get("adaptive", [])
     if not adaptive:
@@ -345,11 +345,18 @@ def _notes(summary: dict[str, Any], marks: set[str]) -> list[str]:
                      "question identical (no sampling noise to measure); "
                      + ("the interval for the task comes from the choice of " + unit + " alone."
                         if subset else "the value is exact for these " + unit + "."))
+    why = []
     if "k=n" in marks:
-        notes.append(f"‡ as many samples per question ({summary.get('samples_per_question')}) "
-                     "as the group size: the answers' noise cannot be separated from the "
-                     "variation between questions, so the wider interval for the task (without "
-                     "the finite-population correction) is shown; draw more with --samples.")
+        why.append(f"as many samples per question ({summary.get('samples_per_question')}) "
+                   "as the group size")
+    if "agree" in marks:
+        why.append("sampled answers (t > 0) identical within every question, which does not "
+                   "show they have no noise")
+    if why:
+        notes.append("‡ " + "; ".join(why) + ": the answers' noise cannot be separated from "
+                     "the variation between " + unit + ", so the wider interval for the task "
+                     "(without the finite-population correction) is shown; draw more with "
+                     "--samples.")
     if summary.get("invalid_rate", 0) > 0:
         notes.append(f"invalid replies {summary['invalid_rate']:.1%}: "
                      + summary.get("invalid_policy", ""))
@@ -362,9 +369,8 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     """A mixed ensemble's tables: its members, the ensemble under each rule and each member
     alone, each rule minus majority / plurality on the same samples, and the ensemble under
     each rule minus its best member alone (no wider than `width`, no number cut)."""
+    from ensemble.clitables import Column, dropped_note, fit_table
     from ensemble.evals.outputs import contrast_text
-
-    from .tables import Column, dropped_note, fit_table
 
     box = _scale(summary)[0]
     key = "utility" if box else "accuracy"
@@ -393,7 +399,8 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     gone += gone2
     if summary.get("contrasts"):
         d, gone3 = fit_table(
-            [Column("difference", justify="left"), Column("estimate"), Column("SEM", drop=2),
+            [Column("difference", justify="left", wrap=True), Column("estimate"),
+             Column("SEM", drop=2),
              Column("95% for the task"), Column("95% for these", drop=1)],
             [[contrast_text(c), f"{c[pre + 'difference' if box else 'difference']:+.4f}",
               _sem(c[pre + "sem"]),
