@@ -1,0 +1,400 @@
+"""Benchmark: accuracy against dollars per question, a cheap member and an expensive one.
+
+Members (issue 31): cheap λ₁ = 1.5 at $0.15 per 1M output tokens, expensive λ₁ = 6 at $2.50,
+t = 1, the same tokens per sample (the simulated replies have equal length). Their samples come
+from the simulated experts (`ensemble.testing.SimulatedExpert`, in-process) with a shared
+difficulty (`difficulty_seed`): each question's reading accuracy is the Beta(a, b) quantile of
+one uniform shared by both members, so the questions the cheap member (Beta(3, 1)) gets wrong
+most of the time, its samples agreeing on the question's one distractor, are the hardest for
+the expensive one (Beta(12, 1)) too, which still reads most of them right.
+
+Cases: MathQA-style multiple choice (5 options, 1500 questions) and box-and-ball (all 216
+scenarios, both colours; a misread takes the other box's posterior; accuracy P(ω = decision)).
+Each question has K_c = 10 cheap and K_e = 4 expensive stored samples; every policy is replayed
+on them along the same R random orders of each member's samples:
+
+- the expensive member alone, n = 1, and with the bayes stop (max_n = 4); the cheap member with
+  the bayes stop (max_n = 10) (costs 0.001, 0.004 = default, 0.016);
+- fixed mixed ensembles (n_cheap, n_dear) under the λ-weighted vote (each vote weighs 2λ);
+- the cheap-first cascade (Mixture-of-Thought / FrugalGPT shape): k cheap samples; if the
+  share of the most frequent answer is at least a threshold accept it, else one expensive
+  sample decides; every (k, threshold) is scored and the frontier kept: tuned in hindsight on
+  the questions it is scored on (which favours it);
+- the cost rule (`ensemble.cost`) at several dollar values of a right decision, its joint prior
+  fitted (no labels) from a pilot of 4 cheap and 2 expensive further samples on 200 questions
+  (sample indices not used in scoring); the pilot's one-off cost is reported apart.
+
+Prints the table, the done-when check (at the expensive member's n = 1 accuracy, within 0.005,
+the cost rule spends at most 40% of what it spends; at every accuracy measured at most 1.1x the
+tuned cascade's cost) and writes docs/cost.png.
+
+Run:  python tests/bench/bench_cost.py [--orders 8] [--questions 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ensemble.cost import CostRule, fit_joint_prior, member_counts
+from ensemble.evals.adaptive import adaptive_eval, boxball_inputs
+from ensemble.evals.runner import EvalConfig, select_questions
+from ensemble.stopping import StopSpec
+from ensemble.tasks import get_task
+from ensemble.testing.expert import MCModel, SimulatedExpert
+
+ROOT = Path(__file__).resolve().parents[2]
+PLOT = ROOT / "docs" / "cost.png"
+LAMS = (1.5, 6.0)
+PRICE_PER_M = (0.15, 2.50)  # USD per 1M output tokens
+K = (10, 4)
+PILOT = (6, 4)
+PILOT_QUESTIONS = 300
+VALUES = (1.0, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 48)  # x the expensive member's price per sample
+BAYES_COSTS = (0.001, 0.004, 0.016)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>")
+
+
+# -- samples ------------------------------------------------------------------------------------
+CHEAP_A, DEAR_A = 3.0, 12.0  # reading accuracy Beta(a, 1) of each member
+
+
+def experts(seed: int = 0) -> tuple[SimulatedExpert, SimulatedExpert]:
+    a_cheap, a_dear = CHEAP_A, DEAR_A
+    cheap = SimulatedExpert(lam1=LAMS[0], mc_model=MCModel(a_cheap, 1.0), seed=seed * 2 + 1,
+                            difficulty_seed=seed + 100)
+    dear = SimulatedExpert(lam1=LAMS[1], mc_model=MCModel(a_dear, 1.0), seed=seed * 2 + 2,
+                           difficulty_seed=seed + 100)
+    return cheap, dear
+
+
+def draw(expert: SimulatedExpert, prompts: list[str], labels: list[str], first: int,
+         k: int) -> tuple[np.ndarray, float]:
+    """(codes (Q, k): option index or −1, mean completion tokens per sample)."""
+    codes = np.full((len(prompts), k), -1, dtype=np.int64)
+    tokens = []
+    for qi, prompt in enumerate(prompts):
+        msgs = [{"role": "user", "content": prompt}]
+        for i in range(k):
+            text = expert.reply(msgs, 1.0, first + i).text
+            tokens.append(expert.usage(msgs, [text])[1])
+            m = _ANSWER.search(text)
+            if m and m.group(1) in labels:
+                codes[qi, i] = labels.index(m.group(1))
+    return codes, float(np.mean(tokens))
+
+
+def mc_case(questions: int, seed: int = 0) -> dict:
+    g = np.random.default_rng(seed)
+    labels = list("ABCDE")
+    total = questions + PILOT_QUESTIONS
+    texts = [f"Item {i}: a worded arithmetic problem, seed {seed}." for i in range(total)]
+    correct = g.integers(0, 5, size=total)
+    key = {t: labels[c] for t, c in zip(texts, correct, strict=True)}
+    prompts = [f"### Question: {t}\n### Options:\nA) 1\nB) 2\nC) 3\nD) 4\nE) 5\n" for t in texts]
+    cheap, dear = experts(seed=seed)
+    for e in (cheap, dear):
+        e.answer_key = key
+    values = np.zeros((total, 5))
+    values[np.arange(total), correct] = 1.0
+    scored = slice(0, questions)
+    pilot = slice(questions, total)
+    return _case("MathQA-style multiple choice", cheap, dear, prompts, labels, values,
+                 np.ones(total), scored, pilot, fresh_pilot=True)
+
+
+def boxball_case(seed: int = 0) -> dict:
+    cfg = EvalConfig(task="boxball", model="sim", temperatures=(1.0,), ns=(1,), seed=0)
+    qs = select_questions(cfg, get_task("boxball"))
+    values, weights, _ = boxball_inputs(qs)
+    cheap, dear = experts(seed=seed)
+    prompts = [q.prompt for q in qs]
+    g = np.random.default_rng(seed)
+    pilot = np.sort(g.choice(len(qs), size=min(PILOT_QUESTIONS, len(qs)), replace=False))
+    return _case("box-and-ball", cheap, dear, prompts, ["L", "R"], values, weights,
+                 slice(0, len(qs)), pilot, fresh_pilot=False)
+
+
+def _case(name, cheap, dear, prompts, labels, values, weights, scored, pilot, *,
+          fresh_pilot: bool) -> dict:
+    sp = prompts[scored]
+    pp = [prompts[i] for i in (range(len(prompts))[pilot] if isinstance(pilot, slice)
+                               else pilot)]
+    codes, tokens, pil = [], [], []
+    for e, k, pk in zip((cheap, dear), K, PILOT, strict=True):
+        c, tok = draw(e, sp, labels, 0, k)
+        # the pilot's samples: fresh questions, or indices past the scored ones
+        p, _ = draw(e, pp, labels, 0 if fresh_pilot else k, pk)
+        codes.append(c)
+        tokens.append(tok)
+        pil.append(p)
+    prices = tuple(t * pm / 1e6 for t, pm in zip(tokens, PRICE_PER_M, strict=True))
+    return {"name": name, "codes": codes, "pilot": pil, "values": values[scored],
+            "weights": weights[scored], "labels": labels, "prices": prices}
+
+
+# -- policies -----------------------------------------------------------------------------------
+def orders(Q: int, k: int, R: int, g: np.random.Generator) -> np.ndarray:
+    return np.argsort(g.random((Q, R, k)), axis=-1)
+
+
+def _mean(case, per_q: np.ndarray) -> tuple[float, float]:
+    w = case["weights"] / case["weights"].sum()
+    v = float(w @ per_q)
+    se = float(np.sqrt(((per_q - v) ** 2 * w ** 2).sum()))
+    return v, se
+
+
+def _credit(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Fractional credit of the weighted plurality: counts (Q, R, O) -> (Q, R)."""
+    mx = counts.max(axis=-1, keepdims=True)
+    top = (counts == mx) & (mx > 0)
+    k = top.sum(axis=-1)
+    return np.where(k > 0, (top * values[:, None, :]).sum(axis=-1) / np.maximum(k, 1), 0.0)
+
+
+def onehot(codes: np.ndarray, O: int) -> np.ndarray:
+    return (codes[..., None] == np.arange(O)).astype(float)
+
+
+def fixed_mixed(case, n_c: int, n_e: int, ords) -> tuple[float, float, float]:
+    O = case["values"].shape[1]
+    votes = 0.0
+    for g, (n, lam) in enumerate(zip((n_c, n_e), LAMS, strict=True)):
+        if n:
+            picked = np.take_along_axis(case["codes"][g][:, None, :], ords[g][..., :n], axis=2)
+            votes = votes + 2 * lam * onehot(picked, O).sum(axis=2)
+    acc = _credit(np.asarray(votes), case["values"]).mean(axis=1)
+    cost = n_c * case["prices"][0] + n_e * case["prices"][1]
+    return (*_mean(case, acc), cost)
+
+
+def bayes_member(case, g: int, cost: float, ords) -> tuple[float, float, float]:
+    res = adaptive_eval(case["codes"][g], StopSpec("bayes", max_n=K[g], cost=cost),
+                        values=case["values"], weights=case["weights"], orders=ords[g],
+                        reps=2)[0]
+    acc, se = _mean(case, res.question_accuracy)
+    return acc, se, res.mean_samples.value * case["prices"][g]
+
+
+def cascades(case, ords) -> list[tuple[int, float, float, float]]:
+    """(k, threshold, accuracy, cost) for every k and agreement threshold."""
+    O = case["values"].shape[1]
+    cheap = np.take_along_axis(case["codes"][0][:, None, :], ords[0], axis=2)
+    dear_first = np.take_along_axis(case["codes"][1][:, None, :], ords[1][..., :1], axis=2)
+    dear_credit = _credit(onehot(dear_first, O).sum(axis=2), case["values"])
+    out = []
+    for k in range(1, K[0] + 1):
+        counts = onehot(cheap[..., :k], O).sum(axis=2)
+        top = counts.max(axis=-1)
+        cheap_credit = _credit(counts, case["values"])
+        for j in range(1, k + 1):
+            accept = top >= j
+            acc = np.where(accept, cheap_credit, dear_credit).mean(axis=1)
+            cost = k * case["prices"][0] + (1 - accept.mean()) * case["prices"][1]
+            out.append((k, j / k, *_mean(case, acc)[:1], float(cost)))
+    return out
+
+
+def frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(cost, accuracy) points -> the lower-cost frontier (accuracy rising with cost)."""
+    best, out = -1.0, []
+    for c, a in sorted(points):
+        if a > best:
+            out.append((c, a))
+            best = a
+    return out
+
+
+def cost_at(front: list[tuple[float, float]], accuracy: float) -> float | None:
+    """The least cost on a frontier reaching `accuracy` (None: it never does)."""
+    for c, a in front:
+        if a >= accuracy:
+            return c
+    return None
+
+
+def fit_prior(case):
+    pc, pe = case["pilot"]
+    a, b = [], []
+    for q in range(pc.shape[0]):
+        ca, cb, _ = member_counts([[None if x < 0 else str(x) for x in pc[q]],
+                                   [None if x < 0 else str(x) for x in pe[q]]], LAMS)
+        a.append(ca)
+        b.append(cb)
+    return fit_joint_prior(np.array(a), np.array(b))
+
+
+def cost_rule(case, rule: CostRule, ords) -> tuple[float, float, float, float]:
+    """Replay the rule along each order: (accuracy, se, dollars per question, dear share)."""
+    codes, vals = case["codes"], case["values"]
+    Q, R = codes[0].shape[0], ords[0].shape[1]
+    credit = np.zeros((Q, R))
+    spent = np.zeros((Q, R))
+    dear = np.zeros((Q, R))
+    for q in range(Q):
+        for r in range(R):
+            seq = [[None if x < 0 else int(x) for x in codes[g][q, ords[g][q, r]]]
+                   for g in range(2)]
+            drawn = [0, 0]
+            while True:
+                a, b, (one, two) = member_counts([seq[g][:drawn[g]] for g in range(2)], LAMS)
+                g = rule.next_member(a, b, [drawn[0] < K[0], drawn[1] < K[1]])
+                if g is None:
+                    break
+                drawn[g] += 1
+            spent[q, r] = drawn[0] * case["prices"][0] + drawn[1] * case["prices"][1]
+            dear[q, r] = drawn[1]
+            if one is None:
+                continue
+            win = rule.win(a, b)
+            pick = one if win > 0.5 or two is None else (two if win < 0.5 else None)
+            credit[q, r] = (vals[q, pick] if pick is not None
+                            else (vals[q, one] + vals[q, two]) / 2)
+    acc, se = _mean(case, credit.mean(axis=1))
+    return acc, se, float(spent.mean()), float(dear.mean())
+
+
+# -- the bench ----------------------------------------------------------------------------------
+def bench(case, R: int, seed: int = 0) -> dict:
+    g = np.random.default_rng(seed)
+    Q = case["codes"][0].shape[0]
+    ords = [orders(Q, K[0], R, g), orders(Q, K[1], R, g)]
+    pc, pe = case["prices"]
+    rows: list[tuple[str, float, float, float]] = []
+    dear1 = fixed_mixed(case, 0, 1, ords)
+    rows.append(("expensive alone, n = 1", *dear1))
+    for c in BAYES_COSTS:
+        rows.append((f"expensive, bayes stop (cost {c:g})", *bayes_member(case, 1, c, ords)))
+    for c in BAYES_COSTS:
+        rows.append((f"cheap, bayes stop (cost {c:g})", *bayes_member(case, 0, c, ords)))
+    rows.append(("cheap alone, n = 10", *fixed_mixed(case, 10, 0, ords)))
+    for n_c, n_e in ((2, 1), (3, 1), (5, 1), (4, 2)):
+        rows.append((f"fixed mixed ({n_c} cheap + {n_e} expensive, λ-weighted)",
+                     *fixed_mixed(case, n_c, n_e, ords)))
+    casc = cascades(case, ords)
+    cfront = frontier([(c, a) for _, _, a, c in casc])
+    t0 = time.perf_counter()
+    prior = fit_prior(case)
+    fit_s = time.perf_counter() - t0
+    rule_rows = []
+    for v in VALUES:
+        rule = CostRule(prior=prior, prices=case["prices"], max_n=K, lams=LAMS,
+                        value_usd=v * pe)
+        acc, se, cost, dear = cost_rule(case, rule, ords)
+        rule_rows.append((v, acc, se, cost, dear, rule.summary))
+    return {"case": case, "rows": rows, "cascades": casc, "cascade_front": cfront,
+            "rules": rule_rows, "dear1": dear1, "fit_s": fit_s, "prior_nodes": len(prior.w),
+            "pilot_cost": PILOT_QUESTIONS * (PILOT[0] * pc + PILOT[1] * pe)}
+
+
+def report(res: dict) -> tuple[str, bool]:
+    case = res["case"]
+    pe = case["prices"][1]
+    lines = [f"### {case['name']} ({case['codes'][0].shape[0]} questions; dollars per question "
+             f"in units of one expensive sample, ${pe:.3g})", "",
+             "| policy | accuracy (± se) | cost / expensive sample |", "|---|---|---|"]
+    for name, acc, se, cost in res["rows"]:
+        lines.append(f"| {name} | {acc:.4f} ± {se:.4f} | {cost / pe:.3f} |")
+    front = res["cascade_front"]
+    best = {}
+    for k, thr, acc, cost in res["cascades"]:
+        if (cost, acc) in front:
+            best[(cost, acc)] = (k, thr)
+    for cost, acc in front[:: max(1, len(front) // 6)]:
+        k, thr = best[(cost, acc)]
+        lines.append(f"| cascade k = {k}, agreement >= {thr:.2f} (hindsight) | {acc:.4f} | "
+                     f"{cost / pe:.3f} |")
+    ok = True
+    target = res["dear1"][0]
+    within = []
+    for v, acc, se, cost, dear, summ in res["rules"]:
+        casc = cost_at(front, acc)
+        ratio = None if casc is None else cost / casc
+        if ratio is not None and ratio > 1.1:
+            ok = False
+        if acc >= target - 0.005:
+            within.append(cost)
+        lines.append(f"| cost rule, value = {v:g} expensive samples | {acc:.4f} ± {se:.4f} | "
+                     f"{cost / pe:.3f} (expensive votes {dear:.2f}; vs cascade "
+                     f"{'—' if ratio is None else f'{ratio:.2f}x'}; expects {summ.accuracy:.3f}"
+                     f" at {summ.mean_cost_usd / pe:.3f}) |")
+    spend = min(within) / res["dear1"][2] if within else None
+    ok = ok and spend is not None and spend <= 0.4
+    lines += ["", f"Joint prior: {res['prior_nodes']} nodes, fitted in {res['fit_s']:.2f} s from "
+              f"{PILOT_QUESTIONS} pilot questions ({PILOT[0]} cheap + {PILOT[1]} expensive "
+              f"samples each; one-off cost {res['pilot_cost'] / pe:.0f} expensive samples).",
+              f"At the expensive member's n = 1 accuracy {target:.4f} (within 0.005) the cost "
+              f"rule spends {'—' if spend is None else f'{spend:.2f}'} of what it spends "
+              "(target <= 0.40); every cost-rule point within 1.1x of the tuned cascade's cost "
+              f"at its accuracy: {'yes' if ok else 'no'}."]
+    return "\n".join(lines), ok
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.6))
+    for ax, res in zip(np.atleast_1d(axes), results, strict=True):
+        pe = res["case"]["prices"][1]
+        fc = np.array(res["cascade_front"])
+        ax.plot(fc[:, 0] / pe, fc[:, 1], "-", color="tab:orange",
+                label="cascade (tuned in hindsight)")
+        rr = np.array([(c, a) for _, a, _, c, _, _ in res["rules"]])
+        ax.plot(rr[:, 0] / pe, rr[:, 1], "o-", color="tab:blue", label="cost rule")
+        for name, acc, _se, cost in res["rows"]:
+            marker = ("s" if "expensive" in name and "mixed" not in name else
+                      "^" if "cheap" in name else "x")
+            color = ("tab:red" if marker == "s" else "tab:green" if marker == "^"
+                     else "grey")
+            ax.plot([cost / pe], [acc], marker, color=color)
+        ax.axhline(res["dear1"][0], ls=":", color="tab:red", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("dollars per question / price of one expensive sample")
+        ax.set_ylabel("accuracy")
+        ax.set_title(res["case"]["name"])
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle("red squares: expensive alone (n = 1, bayes); green triangles: cheap "
+                 "(bayes, n = 10); grey x: fixed mixed", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    global CHEAP_A, PILOT_QUESTIONS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--orders", type=int, default=8)
+    ap.add_argument("--questions", type=int, default=1500)
+    ap.add_argument("--cheap-a", type=float, default=3.0,
+                    help="the cheap member's reading accuracy Beta(a, 1) (default 3)")
+    ap.add_argument("--cases", nargs="+", default=["mc", "boxball"])
+    ap.add_argument("--pilot-questions", type=int, default=PILOT_QUESTIONS)
+    ap.add_argument("--no-plot", action="store_true")
+    args = ap.parse_args(argv)
+    CHEAP_A, PILOT_QUESTIONS = args.cheap_a, args.pilot_questions
+    t0 = time.perf_counter()
+    results, all_ok = [], True
+    makers = {"mc": lambda: mc_case(args.questions), "boxball": boxball_case}
+    for make in (makers[c] for c in args.cases):
+        res = bench(make(), args.orders)
+        text, ok = report(res)
+        print(text, "\n", flush=True)
+        results.append(res)
+        all_ok = all_ok and ok
+    if not args.no_plot:
+        plot(results, PLOT)
+        print(f"wrote {PLOT}")
+    print(f"{time.perf_counter() - t0:.0f} s")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
