@@ -174,3 +174,52 @@ def test_bad_input(kwargs, match):
     rule = kwargs.pop("rule")
     with pytest.raises(InputError, match=match):
         adaptive_eval(codes, rule, **kwargs)
+
+
+def test_mean_cost_is_what_the_samples_used_cost():
+    rule = BetaRule(max_n=6, threshold=0.9)  # as in the stored-order case above: 6, 3, 6 used
+    codes = np.array([[1, 0, 1, 1, 1, 0], [2, 2, 2, 0, 0, 0], [0, 1, 0, 1, 0, 1]])
+    costs = np.arange(18, dtype=float).reshape(3, 6) / 100
+    res = adaptive_eval(codes, rule, correct=[1, 2, 0], orders=None, costs=costs, reps=10)[0]
+    paid = costs[0].sum() + costs[1, :3].sum() + costs[2].sum()
+    assert res.mean_cost_usd == pytest.approx(paid / 3)
+    assert res.row()["mean_cost_usd"] == res.mean_cost_usd
+    unknown = costs.copy()
+    unknown[1, 5] = np.nan  # never used: the cost is still known
+    assert adaptive_eval(codes, rule, correct=[1, 2, 0], orders=None, costs=unknown,
+                         reps=10)[0].mean_cost_usd == pytest.approx(paid / 3)
+    unknown[1, 0] = np.nan
+    assert adaptive_eval(codes, rule, correct=[1, 2, 0], orders=None, costs=unknown,
+                         reps=10)[0].mean_cost_usd is None
+
+
+def test_json_rows_report_cost_and_a_rerun_draws_nothing(tmp_path, capsys):
+    import json
+
+    from ensemble.cli import main
+    from ensemble.testing import SimulatedServer
+
+    args = ["eval", "boxball", "--model", "openai/sim-expert", "--t", "1", "--n", "1", "3",
+            "--samples", "6", "--limit", "6", "--adaptive", "bayes", "beta", "--json", "--out",
+            str(tmp_path / "run"), "--price-per-1k-tokens", "0.5,1.5"]
+    with SimulatedServer(lam1=3.0) as srv:
+        capsys.readouterr()
+        assert main([*args, "--api-base", srv.base_url]) == 0
+        first = json.loads(capsys.readouterr().out)
+        sent = srv.stats.requests
+        assert main([*args, "--api-base", srv.base_url]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert srv.stats.requests == sent and again["samples"]["from_store"] == \
+            first["samples"]["total"]
+    assert again["adaptive"] == first["adaptive"]
+    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").open()]
+    questions = len({s["id"] for s in samples})
+    per_sample = {s["cost_usd"] for s in samples}
+    assert len(per_sample) == 1  # the simulated replies are priced alike: one cost per sample
+    drawn = sum(s["cost_usd"] for s in samples) / questions  # what each question cost
+    for row in first["adaptive"]:
+        assert {"mean_samples", "mean_cost_usd", "accuracy"} <= set(row)
+        # the samples it used, at one cost each: samples.jsonl's dollars per question x the
+        # share of the 6 drawn that it used
+        assert row["mean_cost_usd"] == pytest.approx(drawn * row["mean_samples"] / 6)
+        assert row["mean_cost_usd"] < drawn  # it stopped early on some question

@@ -63,6 +63,7 @@ class Replay:
     counts: NDArray[np.int16]
     fixed: dict[int, NDArray[np.int16]]
     rules: tuple[StoppingRule, ...]
+    spent: NDArray[np.float64] | None = None  # [q, r]: dollars of the samples used (costs=)
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,14 @@ class AdaptiveResult:
     orders: int
     question_accuracy: NDArray[np.float64]
     question_samples: NDArray[np.float64]
+    mean_cost_usd: float | None = None  # dollars per question of the samples used (costs=)
 
     def row(self, **extra: Any) -> dict[str, Any]:
         """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
         return {**extra, "n": self.max_n, "stop": self.stop,
                 "mean_samples": self.mean_samples.value,
                 "mean_samples_ci": list(self.mean_samples.ci),
+                "mean_cost_usd": self.mean_cost_usd,
                 "accuracy": self.accuracy.value, "sem": self.accuracy.sem,
                 "ci": list(self.accuracy.ci), "saving": self.saving,
                 "vs_fixed": {"n": self.max_n, "accuracy": self.fixed[self.max_n].value,
@@ -157,13 +160,14 @@ def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.i
 
 def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
            orders: int | ArrayLike | None = 200, fixed_ns: Sequence[int] = (),
-           rng: Any = 0) -> Replay:
+           rng: Any = 0, costs: ArrayLike | None = None) -> Replay:
     """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
 
     `rule` is a built rule, or a `StopSpec` (then a bayes prior without one is fitted per order
     from that order's pilot). `orders`: a number of random orders per question, explicit
     permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or None for the stored
-    order.
+    order. `costs` (Q, K): each stored sample's dollars (NaN: unknown); `spent` is then what the
+    samples the rule used cost, along each order.
     """
     c = np.asarray(codes)
     if c.ndim != 2:
@@ -196,6 +200,10 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     used = np.empty((Q, R), dtype=np.int16)
     at_stop = np.empty((Q, R, n_options), dtype=np.int16)
     fixed = {n: np.empty((Q, R, n_options), dtype=np.int16) for n in fixed_ns}
+    cost = None if costs is None else np.asarray(costs, dtype=float)
+    if cost is not None and cost.shape != c.shape:
+        raise InputError(f"costs must be one per stored sample, shaped {c.shape}")
+    spent = None if cost is None else np.empty((Q, R))
     n_axis = np.arange(1, M + 1)
     chunk = max(1, int(4_000_000 // max(1, R * M * n_cat)))
     for lo in range(0, Q, chunk):
@@ -214,7 +222,10 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
                                             axis=2)[:, :, 0]
         for n in fixed_ns:
             fixed[n][lo:hi] = cum[:, :, n - 1, :n_options]
-    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules))
+        if cost is not None and spent is not None:
+            paid = cost[np.arange(lo, hi)[:, None, None], idx[lo:hi]].cumsum(axis=2)
+            spent[lo:hi] = np.take_along_axis(paid, tau[..., None], axis=2)[..., 0]
+    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent)
 
 
 def _rules_per_order(picked: NDArray[np.int16], rule: StoppingRule | StopSpec,
@@ -243,6 +254,12 @@ def _rules_per_order(picked: NDArray[np.int16], rule: StoppingRule | StopSpec,
     return out
 
 
+def _mean_cost(spent: NDArray[np.float64] | None) -> float | None:
+    if spent is None or not np.isfinite(spent).all():
+        return None
+    return float(spent.mean())
+
+
 def _credit(counts: NDArray[np.int16], values: NDArray[np.float64]) -> NDArray[np.float64]:
     """Mean value over the tied leaders (fractional tie-break); 0 without a valid vote."""
     mx = counts.max(axis=-1, keepdims=True)
@@ -265,14 +282,17 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
                   correct: ArrayLike | None = None, values: ArrayLike | None = None,
                   weights: ArrayLike | None = None, groups: ArrayLike | None = None,
                   n_options: int | None = None, orders: int | ArrayLike | None = 200,
-                  fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0
-                  ) -> list[AdaptiveResult]:
+                  fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0,
+                  costs: ArrayLike | None = None) -> list[AdaptiveResult]:
     """Accuracy and mean samples of a stopping rule beside fixed-n votes, on stored samples.
 
     codes: (T, Q, K) or (Q, K) answer codes (−1 invalid), as `evals.analysis` uses. Give
     `correct` (Q,) right-option codes, or `values` (Q, O) credits per decided option (box-and-ball:
     `boxball_inputs`). `weights` (Q,) weight questions in the accuracy, `groups` (Q,) are resampled
-    together in the bootstrap. The fixed max_n row is always computed. Returns one result per T.
+    together in the bootstrap. The fixed max_n row is always computed. `costs`, shaped like
+    codes: each stored sample's dollars (NaN: unknown); each result's `mean_cost_usd` is then
+    the mean over questions (and orders) of the dollars of the samples the rule used (None if
+    one of them has no price). Returns one result per T.
     """
     c = np.asarray(codes)
     if c.ndim == 2:
@@ -303,9 +323,11 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
     G = int(grp.max()) + 1
     boot = g.integers(0, G, size=(reps, G))
     name = rule.stop if isinstance(rule, StopSpec) else rule.name
+    cs = None if costs is None else np.asarray(costs, dtype=float).reshape(c.shape)
     out = []
-    for ct in c:
-        rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g)
+    for ti, ct in enumerate(c):
+        rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g,
+                    costs=None if cs is None else cs[ti])
         acc_q = _credit(rp.counts, vals).mean(axis=1)
         used_q = rp.used.mean(axis=1, dtype=float)
         fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
@@ -317,5 +339,6 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
         out.append(AdaptiveResult(stop=name, max_n=M, mean_samples=samples, accuracy=acc,
                                   fixed=fixed, difference=diff, saving=1 - samples.value / M,
                                   orders=int(rp.used.shape[1]), question_accuracy=acc_q,
-                                  question_samples=used_q))
+                                  question_samples=used_q,
+                                  mean_cost_usd=_mean_cost(rp.spent)))
     return out

@@ -240,7 +240,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     if cfg.aggregators:
         extra_rules(cfg, questions, answers, summary)
     if cfg.adaptive:
-        summary["adaptive"] = adaptive_rows(cfg, questions, answers)
+        summary["adaptive"] = adaptive_rows(cfg, questions, answers, drawn.rows)
     (stats,) = drawn.stats
     summary.update(run_facts(drawn, [stats], out=out, t1=t1))
     summary.update({"data": _data_notes(task), "notes": list(stats.notes),
@@ -432,8 +432,8 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == "random-follow"))
 
 
-def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray
-                  ) -> list[dict[str, Any]]:
+def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
+                  rows: Any = None) -> list[dict[str, Any]]:
     """Rows for each stopping rule of `cfg.adaptive` beside fixed n, per temperature, replayed on
     the drawn samples (`evals.adaptive`): the same random orders of each question's samples for
     the adaptive and the fixed rows, so the two are comparable and their difference paired.
@@ -441,7 +441,8 @@ def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray
     Multiple choice: accuracy of the plurality of the samples the rule used. Box-ball: per
     question P(ω = decision | colour), weighted by P(scenario, colour) (each expert here sees the
     question's own ball: this is not the eval's exact-utility table, which lets each expert draw
-    its own ball); the fixed rows beside it are scored the same way.
+    its own ball); the fixed rows beside it are scored the same way. With the drawn `rows`
+    (the draw's samples), each row's `mean_cost_usd` is the dollars of the samples it used.
     """
     from ensemble.stopping import StopSpec
 
@@ -465,6 +466,14 @@ def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray
                        for row in answers[ti]] for ti in range(answers.shape[0])],
                      dtype=np.int64)
     fixed_ns = sorted({n for n in cfg.ns if n <= max_n} | {max_n})
+    if rows is not None:
+        T, Q = codes.shape[:2]
+        costs = np.full(codes.shape, np.nan)
+        for i, row in enumerate(rows):
+            for smp in row or ():
+                if smp is not None and smp.cost_usd is not None and smp.index < max_n:
+                    costs[i // Q, i % Q, smp.index] = smp.cost_usd
+        kw["costs"] = costs[:, :, :max_n]
     rows = []
     for stop in cfg.adaptive:
         spec = StopSpec(stop=stop, max_n=max_n, cost=cfg.stop_cost if stop == "bayes" else None)

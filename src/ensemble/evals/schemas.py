@@ -102,6 +102,8 @@ class AdaptiveRow(_Model):
     stop: str
     mean_samples: float
     mean_samples_ci: list[float]
+    mean_cost_usd: float | None = None  # dollars of the samples it used per question (None: a
+    # price unknown)
     accuracy: float
     sem: float
     ci: list[float]
