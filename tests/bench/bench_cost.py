@@ -151,24 +151,24 @@ def _mean(case, per_q: np.ndarray) -> tuple[float, float]:
 
 
 def _credit(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Fractional credit of the weighted plurality: counts (Q, R, O) -> (Q, R)."""
+    """Fractional credit of the weighted plurality: counts (Q, R, n_opt) -> (Q, R)."""
     mx = counts.max(axis=-1, keepdims=True)
     top = (counts == mx) & (mx > 0)
     k = top.sum(axis=-1)
     return np.where(k > 0, (top * values[:, None, :]).sum(axis=-1) / np.maximum(k, 1), 0.0)
 
 
-def onehot(codes: np.ndarray, O: int) -> np.ndarray:
-    return (codes[..., None] == np.arange(O)).astype(float)
+def onehot(codes: np.ndarray, n_opt: int) -> np.ndarray:
+    return (codes[..., None] == np.arange(n_opt)).astype(float)
 
 
 def fixed_mixed(case, n_c: int, n_e: int, ords) -> tuple[float, float, float]:
-    O = case["values"].shape[1]
+    n_opt = case["values"].shape[1]
     votes = 0.0
     for g, (n, lam) in enumerate(zip((n_c, n_e), LAMS, strict=True)):
         if n:
             picked = np.take_along_axis(case["codes"][g][:, None, :], ords[g][..., :n], axis=2)
-            votes = votes + 2 * lam * onehot(picked, O).sum(axis=2)
+            votes = votes + 2 * lam * onehot(picked, n_opt).sum(axis=2)
     acc = _credit(np.asarray(votes), case["values"]).mean(axis=1)
     cost = n_c * case["prices"][0] + n_e * case["prices"][1]
     return (*_mean(case, acc), cost)
@@ -184,13 +184,13 @@ def bayes_member(case, g: int, cost: float, ords) -> tuple[float, float, float]:
 
 def cascades(case, ords) -> list[tuple[int, float, float, float]]:
     """(k, threshold, accuracy, cost) for every k and agreement threshold."""
-    O = case["values"].shape[1]
+    n_opt = case["values"].shape[1]
     cheap = np.take_along_axis(case["codes"][0][:, None, :], ords[0], axis=2)
     dear_first = np.take_along_axis(case["codes"][1][:, None, :], ords[1][..., :1], axis=2)
-    dear_credit = _credit(onehot(dear_first, O).sum(axis=2), case["values"])
+    dear_credit = _credit(onehot(dear_first, n_opt).sum(axis=2), case["values"])
     out = []
     for k in range(1, K[0] + 1):
-        counts = onehot(cheap[..., :k], O).sum(axis=2)
+        counts = onehot(cheap[..., :k], n_opt).sum(axis=2)
         top = counts.max(axis=-1)
         cheap_credit = _credit(counts, case["values"])
         for j in range(1, k + 1):
