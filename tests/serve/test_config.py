@@ -107,3 +107,24 @@ def test_request_checks():
         with pytest.raises(RequestRejected) as ei:
             parse_chat_request(body)
         assert ei.value.status == 400 and ei.value.param == param
+
+
+def test_a_served_ensemble_decides_by_the_cost_rule():
+    from ensemble.cost.spec import CostSpec
+
+    cfg = parse_config({"models": {"frugal": {
+        "members": [{"model": "openai/cheap", "n": 6, "temperature": 1.0, "lam": 1.5,
+                     "price_per_1k": [0.0, 0.00015]},
+                    {"model": "openai/dear", "n": 2, "temperature": 1.0, "lam": 6.0,
+                     "price_per_1k": [0.0, 0.0025]}],
+        "stop": "cost", "cost": {"value_usd": 0.01, "pilot_questions": 20},
+        "choices": ["yes", "no"]}}})
+    ens = ServedEnsembles(cfg).get("frugal")
+    assert ens.stop_spec == CostSpec(value_usd=0.01, pilot_questions=20)
+    plain = ServedEnsembles(parse_config({"models": {"f": {
+        "members": [{"model": "openai/a", "n": 2}, {"model": "openai/b", "n": 1}],
+        "stop": "cost"}}})).get("f")
+    assert plain.stop_spec == CostSpec()  # target_loss 0.005 against the strongest member
+    with pytest.raises(InputError, match="cost.value_usd"):
+        parse_config({"models": {"f": {"model": "openai/a", "stop": "cost",
+                                       "cost": {"value_usd": -1}}}})

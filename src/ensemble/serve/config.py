@@ -82,6 +82,18 @@ class MemberConfig(EndpointConfig):
     calibration: str | None = None
 
 
+class CostConfig(BaseModel):
+    """The cost rule of a served ensemble (`stop: cost`; docs/adaptive.md): dollars a right
+    decision is worth, or the accuracy it may lose against a reference."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value_usd: float | None = Field(default=None, gt=0)
+    target_loss: float | None = Field(default=None, gt=0, lt=1)
+    reference: Literal["strongest", "fixed"] = "strongest"
+    pilot_questions: int = Field(default=30, ge=1)
+
+
 class ServedModel(EndpointConfig):
     """One served name: a one-model ensemble (`model`, `n`, `temperature`) or `members`."""
 
@@ -97,6 +109,8 @@ class ServedModel(EndpointConfig):
     aggregator: str = "plurality"
     stop: str | None = None
     max_n: int | None = Field(default=None, ge=1)
+    cost: CostConfig | None = Field(default=None, description="the cost rule's parameter "
+                                    "(stop: cost); members carry their price_per_1k")
     calibration: list[str] | None = None
     system: str | None = None
     seed: int | None = None

@@ -94,6 +94,10 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
                           **dict(sampling)}
     if served.max_tokens is not None:
         kw["max_tokens"] = served.max_tokens
+    if stop == "cost" and served.cost is not None:
+        from ..cost.spec import CostSpec
+
+        kw["stop"] = CostSpec(**served.cost.model_dump())
     if served.members is not None:
         return Ensemble(members=_members(served), **kw)
     n = overrides.n or served.n or 5
