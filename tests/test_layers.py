@@ -286,7 +286,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("evals", ("ensemble.evals",)),
     ("tasks", ("ensemble.tasks",)),
     ("public", ("ensemble",)),
-    ("servers", ("ensemble.serve", "ensemble.testing")),
+    ("servers", ("ensemble.serve", "ensemble.testing", "ensemble.integrations")),
     ("api", ("ensemble.vote", "ensemble.api", "ensemble.pooling", "ensemble.spending",
              "ensemble.decision", "ensemble.members", "ensemble.profile")),
     ("answers", ("ensemble.answers",)),
