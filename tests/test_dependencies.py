@@ -3,7 +3,7 @@ internals every week, and a fresh install resolves the newest release).
 
 Read from the source with the AST: no module imports a leading-underscore name from litellm, and
 no code reads, assigns or patches a leading-underscore attribute of a litellm object (a module
-imported from litellm, or the module returned by `ensemble.sampling.client.litellm()`).
+imported from litellm, or the module returned by `ensemble.providers.litellm.litellm()`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def _files(*parts: str) -> list[Path]:
 
 def test_resolves_relative_imports():
     mods = {m for _, m in _imports(SRC / "ensemble" / "sampling" / "sampler.py")}
-    assert "ensemble.errors" in mods and "ensemble.sampling.options" in mods
+    assert "ensemble.errors" in mods and "ensemble.sampling.store" in mods
 
 
 def _core_files() -> list[Path]:

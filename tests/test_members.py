@@ -8,7 +8,7 @@ import pytest
 from ensemble import Ensemble, Member, resolve_members
 from ensemble.errors import InputError
 from ensemble.evals.calibrate import CalibrationConfig, run_calibration
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
 

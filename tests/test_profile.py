@@ -15,7 +15,7 @@ from ensemble import CalibrationProfile
 from ensemble.errors import InputError
 from ensemble.evals.calibrate import CalibrationConfig, run_calibration
 from ensemble.profile import TemperatureFit, public_api_base
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.testing import SimulatedServer
 
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from ensemble.errors import ProviderError
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.secrets import fingerprint, redact, redact_known, register
 
 

@@ -54,8 +54,8 @@ _EXPORTS: dict[str, str] = {
     "Completion": ".providers.base",
     "Choice": ".providers.base",
     "Sampler": ".sampling.sampler",
-    "SampleResult": ".sampling.sampler",
-    "SampleFailure": ".sampling.sampler",
+    "SampleResult": ".sampling.results",
+    "SampleFailure": ".sampling.results",
     "SampleStore": ".sampling.store",
     # aggregation and the Python API
     "get_aggregator": ".aggregators",
@@ -164,10 +164,12 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
     from .sampling.parsing import (
         extract_answer as extract_answer,
     )
-    from .sampling.sampler import (
+    from .sampling.results import (
         SampleFailure as SampleFailure,
-        Sampler as Sampler,
         SampleResult as SampleResult,
+    )
+    from .sampling.sampler import (
+        Sampler as Sampler,
     )
     from .sampling.store import (
         SampleStore as SampleStore,

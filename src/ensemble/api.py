@@ -499,7 +499,7 @@ class Ensemble(Generic[AnswerT]):
                                                   for g in range(len(self.members)))))
         failures = [f for r in results for f in r.failures]
         if on_error == "raise":
-            from .sampling.sampler import raise_for_failures
+            from .sampling.results import raise_for_failures
 
             for r in results:
                 raise_for_failures(r, len(messages))

@@ -186,7 +186,7 @@ def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | N
                          "--api-base")
     if not batch:
         return None, router
-    from .sampling.batch import BatchOptions
+    from .sampling.batch_options import BatchOptions
 
     return BatchOptions(detach=args.detach, poll_initial=args.batch_poll), router
 

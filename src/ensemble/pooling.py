@@ -12,7 +12,8 @@ from typing import Any
 from .members import Member
 from .providers.base import Provider
 from .providers.params import SamplingParams
-from .sampling.sampler import Sampler, SampleResult
+from .sampling.results import SampleResult
+from .sampling.sampler import Sampler
 from .sampling.store import SampleStore
 from .sampling.types import Sample, SampleRequest
 from .stopping import StopSpec, answer_counts

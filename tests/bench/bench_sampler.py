@@ -29,7 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from _servers import server_process
 
-from ensemble.sampling.client import litellm
+from ensemble.providers.litellm import litellm
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 

@@ -52,7 +52,7 @@ from ensemble.evals.compare import RunData, compare_runs  # noqa: E402
 from ensemble.evals.records import QuestionRecord  # noqa: E402
 from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
 from ensemble.evals.scoring import box_layout  # noqa: E402
-from ensemble.sampling.options import ProviderOptions  # noqa: E402
+from ensemble.providers.options import ProviderOptions  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
 
 PROBIT_C = math.sqrt(2 * math.pi) / 4

@@ -13,7 +13,7 @@ import pytest
 
 from ensemble.evals.compare import compare_runs, load_run
 from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.testing import SimulatedServer
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 

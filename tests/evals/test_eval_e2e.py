@@ -15,8 +15,8 @@ from scipy import stats
 
 from ensemble.evals.analysis import box_utility
 from ensemble.evals.runner import EvalConfig, run_eval, select_questions
+from ensemble.providers.options import ProviderOptions
 from ensemble.qr import psi
-from ensemble.sampling.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 

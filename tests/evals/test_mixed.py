@@ -19,7 +19,7 @@ from ensemble.evals.groups import (
 from ensemble.evals.mixed import load_spec, run_mixed
 from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.evals.scoring import box_layout
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
 

@@ -11,7 +11,7 @@ import pytest
 
 from ensemble.evals.compare import compare_runs, load_run
 from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import OpenAnswers, SimulatedServer
 from ensemble.testing.openexpert import open_question_text

@@ -35,7 +35,7 @@ from ensemble.evals.records import (
 from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.evals.view import build_view, embed_json
 from ensemble.jsonio import loads
-from ensemble.sampling.options import ProviderOptions
+from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.types import Sample
 from ensemble.tasks import Question
 from ensemble.testing import SimulatedServer

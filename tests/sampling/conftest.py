@@ -1,5 +1,5 @@
 """The sampling tests run on both providers of `openai/...` model strings: the official openai
-SDK (`ensemble.sampling.openai_sdk`, the default) and litellm (ENSEMBLE_PROVIDER=litellm).
+SDK (`ensemble.providers.openai`, the default) and litellm (ENSEMBLE_PROVIDER=litellm).
 A test module opts in with `pytestmark = pytest.mark.usefixtures("each_provider")`; the
 environment variable reaches the child processes of the kill -9 and Ctrl-C tests too."""
 

@@ -20,8 +20,9 @@ import pytest
 from ensemble.cli import main
 from ensemble.errors import BatchesSubmitted, InputError
 from ensemble.jsonio import loads
-from ensemble.sampling.batch import BatchOptions, LiteLLMBatchAPI, parse_custom_id
-from ensemble.sampling.client import LiteLLMProvider
+from ensemble.providers.litellm import LiteLLMProvider
+from ensemble.providers.litellm_batch import LiteLLMBatchAPI
+from ensemble.sampling.batch_options import BatchOptions, parse_custom_id
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.store import SCHEMA_VERSION, SampleStore
 from ensemble.sampling.types import Sample, SampleRequest
@@ -317,7 +318,7 @@ class _Provider(LiteLLMProvider):
 async def test_a_batch_created_but_not_recorded_is_found_by_its_metadata(tmp_path):
     store = tmp_path / "s.sqlite"
     with SimulatedServer(lam1=3.0, batch=BatchPlan(delay=0.1)) as srv:
-        from ensemble.sampling.options import ProviderOptions
+        from ensemble.providers.options import ProviderOptions
 
         prov = _Provider(MODEL, ProviderOptions(api_base=srv.base_url))
         async with Sampler(MODEL, provider=prov, store=store, mode="batch", batch=FAST) as s:

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from ensemble.errors import AuthenticationError
-from ensemble.sampling.limiter import endpoint_key, limiter_for
+from ensemble.providers.endpoints import endpoint_key
+from ensemble.providers.limiter import limiter_for
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.testing import FaultPlan, SimulatedServer

@@ -6,8 +6,10 @@ import sqlite3
 
 import pytest
 
+from ensemble.providers.endpoints import normalise_api_base
+from ensemble.providers.params import SamplingParams
 from ensemble.sampling.store import SCHEMA_VERSION, SampleStore
-from ensemble.sampling.types import Sample, SamplingParams, normalise_api_base, request_key
+from ensemble.sampling.types import Sample, request_key
 
 MSGS = ({"role": "user", "content": "Which box?"},)
 PARAMS = SamplingParams(temperature=0.7)

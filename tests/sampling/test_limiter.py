@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from ensemble.sampling.limiter import EndpointLimiter, endpoint_key, limiter_for
+from ensemble.providers.endpoints import endpoint_key
+from ensemble.providers.limiter import EndpointLimiter, limiter_for
 
 
 def test_at_most_max_in_flight_and_fifo_order():

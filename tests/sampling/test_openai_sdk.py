@@ -10,11 +10,12 @@ import textwrap
 
 import pytest
 
-from ensemble.sampling.client import LiteLLMProvider
-from ensemble.sampling.openai_sdk import OpenAIProvider
-from ensemble.sampling.options import ProviderOptions
-from ensemble.sampling.provider import make_provider
-from ensemble.sampling.sampler import INDEX_HEADER, Sampler
+from ensemble.providers.base import INDEX_HEADER
+from ensemble.providers.litellm import LiteLLMProvider
+from ensemble.providers.openai import OpenAIProvider
+from ensemble.providers.options import ProviderOptions
+from ensemble.providers.registry import provider_for
+from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.testing import SimulatedServer
 
@@ -33,7 +34,7 @@ def test_the_model_string_picks_the_provider_and_the_sampler_shows_it(monkeypatc
     else:
         monkeypatch.setenv("ENSEMBLE_PROVIDER", env)
     opts = ProviderOptions(api_key="sk-test")
-    assert type(make_provider(model, opts)) is kind
+    assert type(provider_for(model, opts)) is kind
     s = Sampler(model, options=opts)
     assert type(s.provider) is kind and s.provider_name == kind.name
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ensemble import Ensemble
-from ensemble.sampling.provider import Choice, Completion
+from ensemble.providers.base import Choice, Completion
 from ensemble.sampling.replies import checked, usable_tokens
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
@@ -177,7 +177,7 @@ def test_credentials_in_the_api_base_are_refused_without_echoing_them():
 def test_batch_mode_replies_pass_the_same_door(tmp_path):
     """Batch lines that echo the key and report negative usage: the key is stored nowhere,
     the usage is unknown (the Batch API path through the simulated server's /v1/batches)."""
-    from ensemble.sampling.batch import BatchOptions
+    from ensemble.sampling.batch_options import BatchOptions
     from ensemble.testing import BatchPlan
 
     store = tmp_path / "s.sqlite"

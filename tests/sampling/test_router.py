@@ -9,7 +9,7 @@ import yaml
 from ensemble.cli import main
 from ensemble.errors import InputError
 from ensemble.jsonio import loads
-from ensemble.sampling.router import RouterProvider
+from ensemble.providers.router import RouterProvider
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks import get_task
@@ -93,7 +93,7 @@ async def test_a_deployment_at_its_rate_limit_cools_down_and_the_work_moves(tmp_
 
 
 async def test_a_router_passed_to_the_sampler_is_wrapped():
-    from ensemble.sampling.client import litellm
+    from ensemble.providers.litellm import litellm
 
     with SimulatedServer(lam1=3.0) as a, SimulatedServer(lam1=3.0) as b:
         router = litellm().Router(model_list=[

@@ -20,10 +20,10 @@ from ensemble.errors import (
     RateLimitError,
     ServerError,
 )
-from ensemble.sampling.client import NUnsupported
-from ensemble.sampling.options import ProviderOptions
-from ensemble.sampling.provider import make_provider
-from ensemble.sampling.types import SamplingParams
+from ensemble.providers.options import ProviderOptions
+from ensemble.providers.params import SamplingParams
+from ensemble.providers.registry import provider_for
+from ensemble.providers.translate import NUnsupported
 
 SECRET = "zz-9a8b7c6d5e4f3a2b1c0d"  # no well-known prefix
 pytestmark = pytest.mark.usefixtures("each_provider")
@@ -105,7 +105,7 @@ def hostile(serve_app):
 
 
 def complete(api_base, *, n=1, key=SECRET, timeout=1.0):
-    p = make_provider("openai/x", ProviderOptions(api_base=api_base, api_key=key,
+    p = provider_for("openai/x", ProviderOptions(api_base=api_base, api_key=key,
                                                   timeout=timeout))
 
     async def go():
@@ -155,8 +155,8 @@ def test_unreachable_endpoints_name_the_url_and_stop_the_run(hostile):
 
 def test_missing_key_and_unknown_model_fail_before_any_request(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    p = make_provider("openai/gpt-4o-mini", ProviderOptions())
+    p = provider_for("openai/gpt-4o-mini", ProviderOptions())
     with pytest.raises(AuthenticationError, match="set OPENAI_API_KEY"):
         asyncio.run(p.start())
     with pytest.raises(ModelNotFoundError, match="unknown model 'nonsense'"):
-        asyncio.run(make_provider("nonsense", ProviderOptions()).start())
+        asyncio.run(provider_for("nonsense", ProviderOptions()).start())

@@ -153,7 +153,7 @@ def test_openai_streaming_ends_with_a_final_chunk_and_done(env, questions):
 
 
 def test_litellm_client_with_api_base(env, questions):
-    from ensemble.sampling.client import litellm
+    from ensemble.providers.litellm import litellm
 
     q = questions[10]
     r = litellm().completion(model="openai/vote", api_base=env["srv"].base_url,

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from ensemble.sampling.batch import custom_id
+from ensemble.sampling.batch_options import custom_id
 from ensemble.tasks import get_task
 from ensemble.testing import INDEX_HEADER, BatchPlan, SimulatedServer
 
@@ -168,7 +168,7 @@ def test_streaming_mistakes_get_a_clear_400():
 
 
 async def test_litellm_streams_from_the_simulator():
-    from ensemble.sampling.client import litellm
+    from ensemble.providers.litellm import litellm
 
     ll = litellm()
     with SimulatedServer(lam1=3.0) as srv:

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..providers.router import sampler_mode
     from ..sampling.parsing import choice_parser, extract_answer
-    from ..sampling.sampler import Sampler, raise_for_failures
+    from ..sampling.results import raise_for_failures
+    from ..sampling.sampler import Sampler
     from ..sampling.types import SampleRequest
 
     choices, prompt = _split_choices(args.choices, args.prompt)

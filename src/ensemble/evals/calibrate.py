@@ -16,7 +16,7 @@ from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabili
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
 from ensemble.providers.options import ProviderOptions
-from ensemble.sampling.batch import BatchOptions
+from ensemble.sampling.batch_options import BatchOptions
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks import Question, Task, get_task, layout_of
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.providers.options import ProviderOptions
-from ensemble.sampling.batch import BatchOptions
+from ensemble.sampling.batch_options import BatchOptions
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks import Question, Task
 

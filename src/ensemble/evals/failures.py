@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ensemble.errors import RunStopped, SamplingFailed
-from ensemble.sampling.sampler import SampleResult
+from ensemble.sampling.results import SampleResult
 
 from .records import JsonlWriter
 

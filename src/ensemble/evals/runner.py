@@ -19,7 +19,7 @@ import numpy as np
 
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
-from ensemble.sampling.batch import BatchOptions
+from ensemble.sampling.batch_options import BatchOptions
 from ensemble.tasks import Question, Task, layout_of
 
 from .draw import DrawMember, Drawn, DrawPolicy, draw, estimate, requests_of

@@ -58,21 +58,18 @@ from ..errors import (
     ServerError,
 )
 from ..providers.base import Choice, Provider
-from ..providers.batch import BATCH_ENDPOINT, BatchAPI, BatchInfo
-from ..providers.litellm_batch import LiteLLMBatchAPI
+from ..providers.batch import BatchAPI, BatchInfo
 from ..providers.toolcalls import reply_text
 from ..secrets import redact
 from .batch_input import input_files, input_lines
-from .batch_options import BatchOptions, batch_api_for, custom_id, line_error, parse_custom_id
+from .batch_options import BatchOptions, batch_api_for, line_error
 from .replies import checked_logprobs, checked_text, usable_tokens
 from .results import SampleFailure, SampleResult, failure_of
 from .run import LEASE_TTL, RunContext, request_meta
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
 from .types import Sample, SampleRequest, request_key
 
-__all__ = ["BATCH_ENDPOINT", "BatchAPI", "BatchInfo", "BatchOptions", "LiteLLMBatchAPI",
-           "batch_api_for", "custom_id", "follow_batches", "line_error", "parse_custom_id",
-           "run_batch"]
+__all__ = ["follow_batches", "run_batch"]
 
 SUBMISSION_KEY = "ensemble_submission"  # the batch metadata that names our record
 TERMINAL = ("completed", "failed", "expired", "cancelled")

@@ -48,14 +48,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
-from ..providers.base import INDEX_HEADER, Completion, Provider
+from ..providers.base import Completion, Provider
 from ..providers.limiter import EndpointLimiter, limiter_for
+from ..providers.options import ProviderKwargs, ProviderOptions
 from ..providers.registry import provider_for
 from ..providers.router import as_provider
 from ..providers.translate import NUnsupported
 from .batch_options import BatchOptions
 from .online import CostCapReached, OnlineRequests, RunWasStopped, StoredMeanwhile
-from .options import ProviderKwargs, ProviderOptions
 from .results import (
     RunEstimate,
     SampleFailure,
@@ -73,8 +73,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-__all__ = ["INDEX_HEADER", "RunEstimate", "SampleFailure", "SampleResult", "Sampler",
-           "raise_for_failures"]
+__all__ = ["Sampler"]
 
 
 class Sampler:

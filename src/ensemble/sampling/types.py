@@ -1,9 +1,8 @@
 """Values that flow through the sampling engine: what to ask, and what came back.
 
 This module is the contract between the sampler and its users (Ensemble, evals, calibration):
-add fields with defaults, never change the meaning of existing ones. `SamplingParams` and
-`normalise_api_base` live with the providers (`ensemble.providers.params`, `.endpoints`), which
-take them; they are re-exported here.
+add fields with defaults, never change the meaning of existing ones. `SamplingParams` lives
+with the providers (`ensemble.providers.params`), which take it.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers.endpoints import normalise_api_base
 from ..providers.params import SamplingParams
 
 __all__ = [
@@ -23,10 +21,8 @@ __all__ = [
     "Parser",
     "Sample",
     "SampleRequest",
-    "SamplingParams",
     "as_messages",
     "check_text",
-    "normalise_api_base",
     "request_key",
 ]
 

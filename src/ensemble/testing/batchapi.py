@@ -408,7 +408,7 @@ class SimulatedBatchAPI:
         bad = self.server.check_body(ln.body)
         if bad is not None:
             return bad[0], {"error": bad[1]}
-        from ..sampling.batch import parse_custom_id
+        from ..sampling.batch_options import parse_custom_id
 
         parsed = parse_custom_id(ln.custom_id)
         start = parsed[1] if parsed is not None else None
