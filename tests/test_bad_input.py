@@ -127,3 +127,42 @@ def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
     with pytest.raises(DataError, match="questions.jsonl.*not UTF-8"):
         list(read_questions(run))
 
+
+
+# -- issue 32 item 6: the last tracebacks, each one line (in this process) -----------------------
+def _main(capsys, *argv):
+    from ensemble.cli import main
+
+    rc = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["afile", "/proc/nope"])
+def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path, capsys, where):
+    out = tmp_path / where if where == "afile" else where
+    if where == "afile":
+        out.write_text("not a folder")
+    err = _main(capsys, "eval", "boxball", "--model", "openai/x", "--api-base",
+                "http://127.0.0.1:9/v1", "--t", "1", "--n", "1", "--limit", "2", "--out", out)
+    assert f"--out {out}" in err
+    assert ("is a file, not a folder" if where == "afile" else "cannot create the folder") in err
+
+
+def test_a_spec_nested_100000_deep_is_one_line(tmp_path, capsys):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    err = _main(capsys, "eval", "--spec", deep)
+    assert "nested too deeply" in err and str(deep) in err
+
+
+def test_a_recursive_model_as_answer_is_one_input_error():
+    from pydantic import BaseModel
+
+    class Rec(BaseModel):  # the issue's Optional["Rec"]
+        child: Rec | None = None
+
+    Rec.model_rebuild()
+    with pytest.raises(InputError, match="contains itself"):
+        Ensemble(model="openai/x", api_base="http://127.0.0.1:9/v1", answer=Rec)

@@ -89,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_ERROR
+    except RecursionError:
+        # the last resort for an input nested deeper than Python reads (each reader of a
+        # nested file or schema should say so itself)
+        print("ensemble: error: an input is nested too deeply to read (thousands of levels "
+              "of lists or objects); give a flatter one", file=sys.stderr)
+        return EXIT_ERROR
     except UnicodeError as exc:
         # the last resort for text that is not UTF-8 where a reader did not check it (each
         # reader names its file; this names at least what was wrong)

@@ -68,8 +68,9 @@ def _unwrap_optional(ann: Any) -> Any:
     return ann
 
 
-def kind_for(annotation: Any) -> Any:
-    """The answer kind a field's annotation implies."""
+def kind_for(annotation: Any, within: tuple[type[Any], ...] = ()) -> Any:
+    """The answer kind a field's annotation implies (`within`: the models whose fields are
+    being read, to refuse a model that contains itself)."""
     ann = _unwrap_optional(annotation)
     if typing.get_origin(ann) is typing.Literal:
         return Choice(tuple(str(Choice().key_of(v)) for v in typing.get_args(ann)))
@@ -83,7 +84,7 @@ def kind_for(annotation: Any) -> Any:
         if ann is str:
             return Text()
         if is_model_class(ann):
-            return Structured(ann)
+            return Structured(ann, within)
     return Exact()
 
 
@@ -92,12 +93,17 @@ class Structured(OpenKind):
 
     name = "structured"
 
-    def __init__(self, model: type[Any]) -> None:
+    def __init__(self, model: type[Any], within: tuple[type[Any], ...] = ()) -> None:
         if not is_model_class(model):
             raise InputError(f"answer= takes a pydantic model class for structured outputs, "
                              f"got {model!r}")
+        if model in within:
+            path = " → ".join(m.__name__ for m in (*within, model))
+            raise InputError(f"answer={within[0].__name__}: the model contains itself ({path}); "
+                             "a recursive model has no fixed set of fields to vote on: give "
+                             "a model whose nesting ends")
         self.model = model
-        self.fields: dict[str, Any] = {name: kind_for(f.annotation)
+        self.fields: dict[str, Any] = {name: kind_for(f.annotation, (*within, model))
                                        for name, f in model.model_fields.items()}
 
     def __repr__(self) -> str:

@@ -127,10 +127,24 @@ def eval_summary(path: Path, *, flag: str) -> dict[str, Any]:
     return read_summary(path, "eval")
 
 
+def _make_run_dir(out: Path) -> None:
+    """Create the run folder, or one InputError line: a file in its place, a path that
+    cannot be created (a read-only or special file system, no permission)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a folder: give a folder for the run "
+                         "(it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create the folder ({exc.strerror or exc}): give "
+                         "a folder you can write to") from None
+
+
 def claim_run_dir(out: Path, *, kind: str, task: str, model: str) -> None:
     """Refuse (one line, before any request) to write a run into a folder holding another:
     another kind (a calibration in an eval's folder, or back), another task or another model.
     The same run again resumes there."""
+    _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
         return

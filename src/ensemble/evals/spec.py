@@ -154,6 +154,9 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec") -> RunSpec:
     except json.JSONDecodeError as exc:
         raise InputError(f"{flag} {path}: not JSON ({exc.msg} at line {exc.lineno})"
                          ) from None
+    except RecursionError:
+        raise InputError(f"{flag} {path}: nested too deeply to read (a spec is an object of "
+                         "a few levels); give the JSON spec of the run") from None
     if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
         doc["calibration"] = [doc["calibration"]]
     if isinstance(doc, dict) and isinstance(doc.get("n"), int):
