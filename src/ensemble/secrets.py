@@ -14,8 +14,7 @@ import os
 import re
 import threading
 
-__all__ = ["fingerprint", "redact", "redact_known", "register", "register_env_keys",
-           "registered_count"]
+__all__ = ["fingerprint", "redact", "redact_known", "register", "register_env_keys"]
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -56,11 +55,6 @@ def register_env_keys() -> None:
     for name, value in os.environ.items():
         if name.upper().endswith(_ENV_SUFFIXES):
             register(value)
-
-
-def registered_count() -> int:
-    with _lock:
-        return len(_secrets)
 
 
 def redact_known(text: str) -> str:

@@ -356,24 +356,6 @@ def run_slug(model: str) -> str:
     return slug.strip("-.") or "model"
 
 
-def make_run_dir(out: str | os.PathLike[str]) -> Path:
-    """Create the run folder (or accept an existing one); one-line InputError when it is a
-    file, cannot be created, or cannot be written."""
-    from ensemble.errors import InputError
-
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"--out {path} is a file, not a folder; give a folder for the run")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the run folder --out {path}: "
-                         f"{exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"the run folder --out {path} is not writable; choose another folder")
-    return path
-
-
 def default_run_dir(task: str, model: str, *, data: str | os.PathLike[str] | None = None,
                     kind: str = "eval", short: bool = False, api_base: str | None = None
                     ) -> Path:

@@ -8,8 +8,6 @@ encoding (null plus a `k_inf` sign marker), which `load` reverses.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -26,9 +24,6 @@ __all__ = [
     "MemberInfo",
     "Population",
     "ResultRow",
-    "SCHEMAS",
-    "load_summary",
-    "write_model",
 ]
 
 
@@ -220,31 +215,3 @@ class CalibrationSummary(BaseModel):
     invalid: int
     requests: int
     cost_usd: float | None
-
-
-SCHEMAS: dict[str, type[BaseModel]] = {
-    "eval-summary": EvalSummary,
-    "calibration": CalibrationSummary,
-}
-
-
-def write_model(path: str | os.PathLike[str], model: BaseModel) -> None:
-    """Write a model as JSON (±∞ encoded as ensemble.jsonio does)."""
-    from ensemble.jsonio import dumps
-
-    Path(path).write_text(dumps(model.model_dump(mode="python"), indent=2) + "\n")
-
-
-def load_summary(path: str | os.PathLike[str]) -> EvalSummary:
-    """Read and validate a summary.json (one-line DataError when it is not one)."""
-    from ensemble.errors import DataError
-    from ensemble.jsonio import loads
-
-    try:
-        doc = loads(Path(path).read_text())
-        return EvalSummary.model_validate(doc)
-    except OSError as exc:
-        raise DataError(f"cannot read it: {exc.strerror or exc}", path=str(path)) from None
-    except ValueError as exc:
-        first = str(exc).splitlines()[0]
-        raise DataError(f"not an eval summary: {first}", path=str(path)) from None

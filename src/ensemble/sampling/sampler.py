@@ -330,7 +330,6 @@ class Sampler:
             rule = spec.rule_from_counts(tops, seconds)
         else:
             rule = spec.rule()
-        self.last_rule = rule
         rows: list[list[Sample | None]] = [
             list(pilot.rows[i]) + [None] * max(0, spec.max_n - len(pilot.rows[i]))
             for i in range(len(requests))]

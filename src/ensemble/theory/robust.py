@@ -33,9 +33,7 @@ from .groups import (
 )
 from .regret import (
     SearchSpace,
-    candidates,
     check_size,
-    regret_batch,
     search_space,
     structure_grid,
 )
@@ -213,13 +211,3 @@ def _group_robust(groups: tuple[Group, ...], tol: float, max_iter: int) -> Group
     lw = space.worst(lam_weighted_f(groups).reshape(-1)).value
     return GroupRobustResult(groups, f, sol.upper, sol.lower, sol.majority_upper, lw,
                              sol.iterations, space.k_full)
-
-
-def robust_worst_regret_batch(f: NDArray[np.float64], lam: float, n: int) -> float:
-    """Convenience: worst-case regret of f (used by tests to cross-check)."""
-    params, vals = candidates(f, lam, n)
-    return float(vals.max())
-
-
-# regret_batch stays importable from here, as it always was
-__all__ += ["regret_batch", "robust_worst_regret_batch"]
