@@ -92,8 +92,10 @@ def test_request_checks():
                             {"role": "user", "content": "Left or right?"})
     for body, param in (({"messages": [{"role": "user", "content": "x"}]}, "model"),
                         ({"model": "a", "messages": []}, "messages"),
-                        ({"model": "a", "messages": [{"role": "tool", "content": "x"}]},
+                        ({"model": "a", "messages": [{"role": "function", "content": "x"}]},
                          "messages[0].role"),
+                        ({"model": "a", "messages": [{"role": "tool", "content": "x"}]},
+                         "messages[0].tool_call_id"),
                         ({"model": "a", "messages": [{"role": "user", "content": [
                             {"type": "image_url", "image_url": {"url": "x"}}]}]},
                          "messages[0].content"),

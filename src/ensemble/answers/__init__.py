@@ -17,6 +17,8 @@ from typing import Any
 
 from ..errors import InputError
 from .base import AnswerKind, FieldVoter, OpenKind, answer_span
+from .formats import ClientFormat, dspy_sections
+from .jsonmode import JsonObject, object_in
 from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
 from .structured import Exact, Structured, is_model_class
@@ -27,8 +29,10 @@ __all__ = [
     "ANSWER_NAMES",
     "AnswerKind",
     "Choice",
+    "ClientFormat",
     "Exact",
     "FieldVoter",
+    "JsonObject",
     "Math",
     "Number",
     "OpenKind",
@@ -38,11 +42,13 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "answer_span",
+    "dspy_sections",
     "clear_math_cache",
     "mbr_choice",
     "merge_same",
     "normalise_text",
     "number_key",
+    "object_in",
     "parse_number",
     "resolve_answer",
     "spellings",

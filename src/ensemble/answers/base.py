@@ -61,6 +61,8 @@ class FieldVoter(Protocol):
                  part aggregated with `aggregate` (the Ensemble's rule).
     render:      the text of a reply carrying the decision (the voted object as JSON, a
                  client's own format), or None when the decision has no text of its own.
+    answer_key:  the key of the samples that voted for a decision that is one sample's answer
+                 (their text is then the reply), or None.
     """
 
     def vote_fields(self, keys: Sequence[str | None],
@@ -68,6 +70,8 @@ class FieldVoter(Protocol):
                     ) -> tuple[Any, dict[str, Any]]: ...
 
     def render(self, decision: Any) -> str | None: ...
+
+    def answer_key(self, decision: Any) -> str | None: ...
 
 
 def answer_span(text: str | None) -> str | None:

@@ -151,6 +151,9 @@ class Structured(OpenKind):
         values, fields = self._vote_docs(docs, aggregate, prefix=prefix)
         return self._build(values), fields
 
+    def answer_key(self, decision: Any) -> str | None:
+        return None  # the voted object is no one sample's
+
     def render(self, decision: Any) -> str | None:
         """The reply's text for a decided instance: its JSON."""
         dump = getattr(decision, "model_dump", None)

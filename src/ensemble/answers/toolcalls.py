@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
-from .base import AnswerKind, OpenKind
+from .base import AnswerKind, FieldVoter, OpenKind
 from .kinds import Choice
 from .schema import model_from_schema
 from .structured import Structured, vote_column
@@ -179,6 +179,17 @@ class ToolCalls(OpenKind):
             return None
         render = getattr(self.text, "render", None)
         return render(decision) if callable(render) else None
+
+    def answer_key(self, decision: Any) -> str | None:
+        """A text decision's key (`{"text": key}`): its samples' text is the reply."""
+        if decision is None or isinstance(decision, (ToolCall, tuple)):
+            return None
+        if isinstance(self.text, FieldVoter):
+            key = self.text.answer_key(decision)
+        else:
+            key_of = getattr(self.text, "key_of", None)
+            key = key_of(decision) if callable(key_of) else decision
+        return None if key is None else json.dumps({"text": key})
 
     # -- the vote --------------------------------------------------------------------------
     def vote_fields(self, keys: Sequence[str | None],

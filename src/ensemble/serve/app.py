@@ -204,7 +204,8 @@ class VotingApp:
                                       f"endpoint; it serves: {names}", status=404,
                                       param="model", code="model_not_found")
             overrides = parse_overrides(req.overrides, served)
-            ens = self.ensembles.get(req.model, overrides, req.response_format, req.sampling)
+            ens = self.ensembles.get(req.model, overrides, req.response_format, req.sampling,
+                                     tools=req.tools, tool_choice=req.tool_choice)
         except RequestRejected as exc:
             rec["error"] = str(exc)
             return _error(exc.status, str(exc), exc.etype, param=exc.param, code=exc.code)
@@ -260,4 +261,4 @@ class VotingApp:
         if req.ignored:
             rec["note"] = f"ignored {','.join(req.ignored)}"
         return completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored,
-                              logprobs=req.logprobs)
+                              logprobs=req.logprobs, kind=ens.answer_kind)

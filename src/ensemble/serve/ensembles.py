@@ -10,9 +10,11 @@ limiters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..answers import ClientFormat, JsonObject
 from ..api import Ensemble
 from ..errors import InputError
 from ..members import Member
@@ -87,8 +89,11 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
     overrides = overrides or Overrides()
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
+    if answer is None:  # neither choices nor an answer kind: the client's own format
+        answer = served.answer if served.answer is not None or served.choices else \
+            ClientFormat()
     kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
-                          "answer": answer if answer is not None else served.answer,
+                          "answer": answer,
                           "stop": stop, "calibration": served.calibration,
                           "system": served.system, "seed": served.seed, "store": store,
                           **dict(sampling)}
@@ -131,22 +136,34 @@ class ServedEnsembles:
         return self.config.models.get(name)
 
     def get(self, name: str, overrides: Overrides | None = None,
-            response_format: Any = None, sampling: tuple[tuple[str, Any], ...] = ()
-            ) -> Ensemble:
+            response_format: Any = None, sampling: tuple[tuple[str, Any], ...] = (),
+            tools: Sequence[Any] | None = None, tool_choice: Any = None) -> Ensemble:
         """The Ensemble for a served name, a request's overrides, its structured-output
-        schema and the sampling keywords it adds (`ChatRequest.sampling`: logprobs); each
+        schema (or JSON mode), the sampling keywords it adds (`ChatRequest.sampling`:
+        logprobs) and its tools (sent upstream, voted: `ensemble.answers.toolcalls`); each
         variant built once: one limiter per upstream whatever the variant."""
-        answer, schema = None, ""
-        if response_format is not None:
+        answer: Any = None
+        schema = ""
+        if tools is not None:
+            from .schemas import schema_key
+
+            sampling = (*sampling, ("tools", list(tools)), ("tool_choice", tool_choice))
+            schema = "tools:" + schema_key("tools", {"tools": list(tools),
+                                                     "tool_choice": tool_choice})
+        if isinstance(response_format, Mapping) and response_format.get("type") == "json_object":
+            answer, schema = JsonObject(), schema + "json_object"
+        elif response_format is not None:
             from .schemas import json_schema_of, model_from_schema, schema_key
 
             spec = json_schema_of(response_format)
             if spec is not None:
-                schema = schema_key(*spec)
-                answer = self._models.get(schema)
+                digest = schema_key(*spec)
+                answer = self._models.get(digest)
                 if answer is None:
-                    answer = self._models[schema] = model_from_schema(*spec)
-        key = (name, overrides or Overrides(), schema, sampling)
+                    answer = self._models[digest] = model_from_schema(*spec)
+                schema += digest
+        key = (name, overrides or Overrides(), schema,
+               tuple(kv for kv in sampling if kv[0] not in ("tools", "tool_choice")))
         ens = self._built.get(key)
         if ens is None:
             ens = build_ensemble(self.config.models[name], store=self.config.store,

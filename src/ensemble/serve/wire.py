@@ -21,7 +21,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..answers import FieldVoter
+from ..decision import plain
 from ..errors import InputError
+from ..providers.toolcalls import read_tool_calls
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -30,11 +33,13 @@ if TYPE_CHECKING:
 __all__ = ["CHAT", "ChatRequest", "RequestRejected", "Wire", "completion_chunks",
            "completion_doc", "ensemble_doc", "error_doc", "parse_chat_request"]
 
-ROLES = ("system", "developer", "user", "assistant")
-UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "prediction")
+ROLES = ("system", "developer", "user", "assistant", "tool")
+UNSUPPORTED = ("functions", "function_call", "audio", "prediction")
 # sampling parameters the served ensemble sets itself: a request's are ignored, and said so
+# (parallel_tool_calls too: parallel calls are voted position by position when they come)
 IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
-           "presence_penalty", "frequency_penalty", "logit_bias")
+           "presence_penalty", "frequency_penalty", "logit_bias", "parallel_tool_calls")
+FORMATS = ("text", "json_schema", "json_object")
 MAX_TOP_LOGPROBS = 20
 MAX_CHOICES = 16
 CHUNK_CHARS = 64
@@ -57,7 +62,7 @@ class ChatRequest:
     """A checked chat request: the served name, the messages, and how to answer."""
 
     model: str
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     stream: bool = False
     include_usage: bool = False
     n: int = 1
@@ -66,6 +71,8 @@ class ChatRequest:
     ignored: tuple[str, ...] = ()  # sampling parameters the request set (the ensemble's rule)
     logprobs: bool = False  # the chosen sample's own logprobs in the reply
     top_logprobs: int | None = None
+    tools: tuple[Any, ...] | None = None  # function tools, sent upstream as given and voted
+    tool_choice: Any = None  # sent upstream as given
 
     @property
     def sampling(self) -> tuple[tuple[str, Any], ...]:
@@ -94,7 +101,7 @@ def _text(content: Any, i: int) -> str:
                           param=f"messages[{i}].content")
 
 
-def _messages(raw: Any) -> tuple[dict[str, str], ...]:
+def _messages(raw: Any) -> tuple[dict[str, Any], ...]:
     if not isinstance(raw, list) or not raw:
         raise RequestRejected("messages must be a non-empty list of {role, content} objects",
                               param="messages")
@@ -107,11 +114,58 @@ def _messages(raw: Any) -> tuple[dict[str, str], ...]:
         if role not in ROLES:
             raise RequestRejected(f"messages[{i}].role {role!r} is not supported; use one of "
                                   f"{', '.join(ROLES)}", param=f"messages[{i}].role")
-        out.append({"role": "system" if role == "developer" else role,
-                    "content": _text(m.get("content"), i)})
-    if not any(m["content"].strip() for m in out):
+        out.append(_message(m, role, i))
+    if not any((m["content"] or "").strip() or m.get("tool_calls") for m in out):
         raise RequestRejected("every message is empty; give the text to send", param="messages")
     return tuple(out)
+
+
+def _message(m: Mapping[str, Any], role: str, i: int) -> dict[str, Any]:
+    """One message as sent upstream: its text; an assistant's tool calls (its content may then
+    be null) and a tool result's `tool_call_id`, unchanged."""
+    calls = m.get("tool_calls") if role == "assistant" else None
+    if calls is not None and (not isinstance(calls, list) or not all(
+            isinstance(c, Mapping) and isinstance(c.get("function"), Mapping) for c in calls)):
+        raise RequestRejected(f"messages[{i}].tool_calls must be a list of "
+                              '{"id", "type": "function", "function": {...}} objects',
+                              param=f"messages[{i}].tool_calls")
+    content = m.get("content")
+    out: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                           "content": None if content is None and calls
+                           else _text(content, i)}
+    if calls:
+        out["tool_calls"] = [dict(c) for c in calls]
+    if role == "tool":
+        if not isinstance(m.get("tool_call_id"), str):
+            raise RequestRejected(f"messages[{i}]: a tool message needs the tool_call_id of "
+                                  "the call it answers", param=f"messages[{i}].tool_call_id")
+        out["tool_call_id"] = m["tool_call_id"]
+    if isinstance(m.get("name"), str) and role in ("tool", "user", "assistant"):
+        out["name"] = m["name"]
+    return out
+
+
+def _tools(body: Mapping[str, Any]) -> tuple[tuple[Any, ...] | None, Any]:
+    """(tools, tool_choice) of a request, checked (`ensemble.answers.tools_of`)."""
+    from ..answers import tools_of
+
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if tools is None:
+        if choice is not None and choice != "none":
+            raise RequestRejected("tool_choice needs tools", param="tool_choice")
+        return None, None
+    try:
+        names = [t.name for t in tools_of(tools)]
+    except InputError as exc:
+        raise RequestRejected(str(exc), param="tools") from None
+    named = choice.get("function", {}).get("name") if isinstance(choice, Mapping) \
+        and isinstance(choice.get("function"), Mapping) else None
+    if not (choice in (None, "auto", "none", "required") or named in names):
+        raise RequestRejected(f"tool_choice must be auto, none, required or "
+                              '{"type": "function", "function": {"name": NAME}} naming one of '
+                              f"the tools ({', '.join(names)}), got {choice!r}",
+                              param="tool_choice")
+    return tuple(tools), choice
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -127,11 +181,11 @@ def parse_chat_request(body: Any) -> ChatRequest:
             raise RequestRejected(f"{key} is not supported by the voting endpoint (it votes on "
                                   "text answers)", param=key)
     fmt = body.get("response_format")
-    if fmt is not None and not (isinstance(fmt, Mapping)
-                                and fmt.get("type") in ("text", "json_schema")):
+    if fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") in FORMATS):
         raise RequestRejected("response_format must be {\"type\": \"json_schema\", "
                               "\"json_schema\": {\"name\": ..., \"schema\": {...}}} (voted field "
-                              "by field) or {\"type\": \"text\"}", param="response_format")
+                              "by field), {\"type\": \"json_object\"} (voted key by key) or "
+                              "{\"type\": \"text\"}", param="response_format")
     stream = body.get("stream", False)
     if stream not in (True, False, None):
         raise RequestRejected(f"stream must be a boolean, got {stream!r}", param="stream")
@@ -144,13 +198,15 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise RequestRejected(f"n must be an integer from 1 to {MAX_CHOICES}, got {n!r}",
                               param="n")
     logprobs, top = _logprobs(body)
+    tools, tool_choice = _tools(body)
     return ChatRequest(model=model, messages=_messages(body.get("messages")),
                        stream=bool(stream), include_usage=bool((opts or {}).get("include_usage")),
                        n=n, overrides=body.get("ensemble"),
                        response_format=fmt if isinstance(fmt, Mapping)
-                       and fmt.get("type") == "json_schema" else None,
+                       and fmt.get("type") in ("json_schema", "json_object") else None,
                        ignored=tuple(k for k in IGNORED if body.get(k) is not None),
-                       logprobs=logprobs, top_logprobs=top)
+                       logprobs=logprobs, top_logprobs=top, tools=tools,
+                       tool_choice=tool_choice)
 
 
 def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int | None]:
@@ -176,14 +232,15 @@ def error_doc(message: str, etype: str = "invalid_request_error", *, param: str 
     return {"error": {"message": message, "type": etype, "param": param, "code": code}}
 
 
-def _representatives(d: Decision, k: int) -> list[Sample]:
-    """Choice 0: the first sample that voted for the decision; then one sample per next most
-    voted answer, up to k in all. No valid vote: the first sample drawn.
+def _representatives(d: Decision, k: int, won: str | None = None) -> list[Sample]:
+    """Choice 0: the first sample that voted for the decision (`won`, its key, when the kind
+    says it; else the answer the decision credits most); then one sample per next most voted
+    answer, up to k in all. No valid vote: the first sample drawn.
 
     Samples carry the canonical answer (the votes' keys); the decision is typed by the answer
     kind (a float for numbers), so the winner's key is the one the decision credits most."""
-    won = max(d.credit, key=lambda a: d.credit[a]) if d.decision is not None and d.credit \
-        else None
+    if won is None and d.decision is not None and d.credit:
+        won = max(d.credit, key=lambda a: d.credit[a])
     ranked = [won] if won is not None else []
     ranked += [a for a, _ in sorted(d.votes.items(), key=lambda kv: (-kv[1], kv[0]))
                if a != won]
@@ -197,9 +254,33 @@ def _representatives(d: Decision, k: int) -> list[Sample]:
     return out
 
 
+def _sample_message(s: Sample) -> dict[str, Any]:
+    """A sample as the assistant message it was: its text, or its tool calls as sent."""
+    reply = read_tool_calls(s.text)
+    if reply is None:
+        return {"role": "assistant", "content": s.text or ""}
+    return {"role": "assistant", "content": reply.content, "tool_calls": list(reply.tool_calls)}
+
+
+def _voted_choices(d: Decision, kind: Any) -> list[dict[str, Any]] | None:
+    """The one choice of a decision voted part by part: the voted tool calls, or the text the
+    kind renders for it (the voted object, a client's format); None when a sample's text is
+    the reply."""
+    if d.tool_calls:
+        return [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [
+            c.to_openai() for c in d.tool_calls]}, "logprobs": None,
+                 "finish_reason": "tool_calls"}]
+    if d.decision is None or not d.fields or not isinstance(kind, FieldVoter):
+        return None
+    text = kind.render(d.decision)
+    if text is None:
+        return None
+    return [{"index": 0, "message": {"role": "assistant", "content": text},
+             "logprobs": None, "finish_reason": "stop"}]
+
+
 def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
+    return plain(value)
 
 
 def json_decision(d: Decision) -> Any:
@@ -222,6 +303,8 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
                                 "votes": dict(f.counts), "margin": f.margin,
                                 "invalid": f.n_invalid}
                          for name, f in d.fields.items()}
+    if d.why is not None:  # nothing decided: why (the content is then the first sample's)
+        doc["why"] = d.why
     if ignored:
         doc["ignored"] = list(ignored)
     if len(members) > 1:
@@ -232,22 +315,25 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
 
 def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
                    ignored: Sequence[str] = (), completion_id: str | None = None,
-                   logprobs: bool = False) -> dict[str, Any]:
-    """The `chat.completion` answering a request with the ensemble's decision. A structured
-    output (a `response_format` schema) is answered with the voted object as JSON: each field
-    is its own vote's winner, so no single sample need hold them all; when no reply validates,
-    with the first sample's text (as for any decision without a valid vote). With `logprobs`,
-    each choice carries its sample's own logprobs as the upstream sent them (a voted object
-    is no one sample's text: null)."""
-    voted = json_decision(d) if d.fields else None
-    if voted is not None:
-        choices = [{"index": 0, "message": {"role": "assistant", "content": json.dumps(voted)},
-                    "logprobs": None, "finish_reason": "stop"}]
-    else:
-        choices = [{"index": i, "message": {"role": "assistant", "content": s.text or ""},
+                   logprobs: bool = False, kind: Any = None) -> dict[str, Any]:
+    """The `chat.completion` answering a request with the ensemble's decision.
+
+    A decision voted part by part (`kind` a `FieldVoter`) is answered with what was voted:
+    the voted tool calls (`finish_reason: tool_calls`), the voted object as JSON (a
+    `response_format` schema, JSON mode), or the client's own format (DSPy's sections); each
+    part is its own vote's winner, so no single sample need hold them all. Otherwise, and
+    when nothing was decided, with samples' texts (a sample that voted for the decision;
+    the first sample's text, or its tool calls, when none did). With `logprobs`, each
+    choice carries its sample's own logprobs as the upstream sent them (a voted reply is no
+    one sample's text: null)."""
+    choices = _voted_choices(d, kind)
+    if choices is None:
+        won = kind.answer_key(d.decision) if isinstance(kind, FieldVoter) \
+            and d.decision is not None else None
+        choices = [{"index": i, "message": _sample_message(s),
                     "logprobs": s.logprobs if logprobs else None,
                     "finish_reason": s.finish_reason or "stop"}
-                   for i, s in enumerate(_representatives(d, n))]
+                   for i, s in enumerate(_representatives(d, n, won))]
     if not choices:  # pragma: no cover - a decision always has samples
         choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
                     "logprobs": None, "finish_reason": "stop"}]
@@ -264,8 +350,9 @@ def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1
 def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
                       ) -> Iterator[dict[str, Any]]:
     """A `chat.completion` as the chunks OpenAI streams: per choice a role chunk, content
-    pieces and a finish chunk (it carries the `ensemble` object); with `include_usage`, every
-    chunk has `usage: null` and a last chunk without choices carries the usage."""
+    pieces (or its tool calls) and a finish chunk (it carries the `ensemble` object); with
+    `include_usage`, every chunk has `usage: null` and a last chunk without choices carries
+    the usage."""
     head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
             "model": doc["model"], "system_fingerprint": None}
     extra = {"usage": None} if include_usage else {}
@@ -274,11 +361,16 @@ def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
         j = ch["index"]
         yield {**head, "choices": [{"index": j, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}], **extra}
-        text = ch["message"]["content"]
+        text = ch["message"]["content"] or ""
         for i in range(0, len(text), CHUNK_CHARS):  # the logprobs ride on the first piece
             yield {**head, "choices": [{"index": j, "delta": {"content": text[i:i + CHUNK_CHARS]},
                                         "logprobs": ch["logprobs"] if i == 0 else None,
                                         "finish_reason": None}], **extra}
+        calls = ch["message"].get("tool_calls")
+        if calls:  # each call whole in one delta, as OpenAI's first delta of a call has it
+            yield {**head, "choices": [{"index": j, "delta": {"tool_calls": [
+                {"index": i, **c} for i, c in enumerate(calls)]}, "logprobs": None,
+                "finish_reason": None}], **extra}
         final: dict[str, Any] = {**head, "choices": [{"index": j, "delta": {}, "logprobs": None,
                                                       "finish_reason": ch["finish_reason"]}],
                                  **extra}
