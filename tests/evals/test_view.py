@@ -389,7 +389,9 @@ def mixed(tmp_path_factory):
 def test_mixed_run_page_has_member_rows_and_the_ensembles_votes(mixed):
     data = _data(build_view([mixed]).path)
     run = data["runs"][0]
-    assert run["mixed"] and run["members"] == ["ensemble", "weak", "strong"]
+    # the rows the page draws: the ensemble (its pooled votes) first, then each member
+    rows = [(r["label"], r["pooled"]) for r in data["rows"]]
+    assert rows == [("ensemble", True), ("weak · t = 1", False), ("strong · t = 0.5", False)]
     samples = list(read_samples(mixed))
     got = Counter((data["questions"][c[0]][0], c[5], s[0], data["strings"][s[1]])
                   for c in data["cells"] for s in c[3])

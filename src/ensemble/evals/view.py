@@ -161,9 +161,8 @@ def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
         "model": doc.get("model") or meta.get("model"),
         "task": doc.get("task") or meta.get("task") or "boxball",
         "created": doc.get("created") or meta.get("created"),
-        # descriptive only (the page reads `rows`): a run whose members are named, and their
-        # order, the ensemble first
-        "mixed": bool(members), "members": ["ensemble", *members] if members else [],
+        # the named members in the run's order, the ensemble first: the order of the rows
+        "members": ["ensemble", *members] if members else [],
     }
     if r.kind == "eval":
         ns = sorted({v.n for rows in r.votes.values() for v in rows})

@@ -2,6 +2,7 @@
 declares about itself.
 
     class Provider(Protocol):
+        name: str                        # which provider it is: "openai", "litellm", "local"
         model: str                       # as the user wrote it (part of the store key)
         endpoint: tuple[str, str, str]   # (provider, api_base, key fingerprint): its limits
         identity: str | None             # where samples come from (part of the store key)
@@ -83,6 +84,9 @@ class Capabilities:
 class Provider(Protocol):
     """What the sampler needs from a provider. See the module docstring."""
 
+    # which provider serves the samples ("openai" for the SDK, "litellm", "local", ...):
+    # what `Sampler.provider_name` reports and summary.json's `served_by` records
+    name: str
     model: str
     endpoint: tuple[str, str, str]
     # Where the samples come from, part of the store key: the normalised api_base, a local

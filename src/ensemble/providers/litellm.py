@@ -73,7 +73,7 @@ class LiteLLMProvider:
     Declares: no concurrency limit of its own, `n` to be found out, litellm's Batch API
     (`ensemble.providers.litellm_batch`) for the providers litellm covers."""
 
-    name = "litellm"  # what `Sampler.provider_name` shows
+    name = "litellm"
 
     def __init__(self, model: str, options: ProviderOptions | None = None, *,
                  target_model: str | None = None) -> None:

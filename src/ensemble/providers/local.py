@@ -34,7 +34,7 @@ class LocalProvider:
     summaries), no Batch API.
     """
 
-    name = "local"  # what `Sampler.provider_name` shows
+    name = "local"
 
     capabilities = Capabilities(max_concurrency=1, supports_n=False, batch_api=None)
 

@@ -107,7 +107,7 @@ class RouterProvider:
     the module docstring). The caller owns the Router. Declares: at most the sum of its
     deployments' concurrency, `n` to be found out, no Batch API."""
 
-    name = "router"  # what `Sampler.provider_name` shows
+    name = "router"
 
     def __init__(self, router: Any, *, model: str, options: ProviderOptions | None = None
                  ) -> None:

@@ -152,7 +152,7 @@ class Sampler:
     @property
     def provider_name(self) -> str:
         """Which provider serves this sampler: "openai" (the official SDK), "litellm", ..."""
-        return str(getattr(self.provider, "name", None) or type(self.provider).__name__)
+        return self.provider.name
 
     @property
     def api_base(self) -> str | None:

@@ -43,7 +43,7 @@ class FakeExpertProvider:
     (None: unknown price). `supports_n`: honour the provider's `n`.
     """
 
-    name = "fake"  # what `Sampler.provider_name` shows
+    name = "fake"
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
