@@ -4,9 +4,10 @@ Members (issue 31): cheap λ₁ = 1.5 at $0.15 per 1M output tokens, expensive �
 t = 1, the same tokens per sample (the simulated replies have equal length). Their samples come
 from the simulated experts (`ensemble.testing.SimulatedExpert`, in-process) with a shared
 difficulty (`difficulty_seed`): each question's reading accuracy is the Beta(a, b) quantile of
-one uniform shared by both members, so the questions the cheap member (Beta(3, 1)) gets wrong
-most of the time, its samples agreeing on the question's one distractor, are the hardest for
-the expensive one (Beta(12, 1)) too, which still reads most of them right.
+one uniform shared by both members, so the questions the cheap member (Beta(5, 1): 3% of the
+questions, or Beta(3, 1): 12.5%) gets wrong most of the time, its samples agreeing on the
+question's one distractor, are the hardest for the expensive one (Beta(12, 1)) too, which still
+reads most of them right.
 
 Cases: MathQA-style multiple choice (5 options, 1500 questions) and box-and-ball (all 216
 scenarios, both colours; a misread takes the other box's posterior; accuracy P(ω = decision)).
@@ -21,14 +22,16 @@ on them along the same R random orders of each member's samples:
   sample decides; every (k, threshold) is scored and the frontier kept: tuned in hindsight on
   the questions it is scored on (which favours it);
 - the cost rule (`ensemble.cost`) at several dollar values of a right decision, its joint prior
-  fitted (no labels) from a pilot of 4 cheap and 2 expensive further samples on 200 questions
-  (sample indices not used in scoring); the pilot's one-off cost is reported apart.
+  fitted (no labels) from a pilot of 6 cheap and 4 expensive samples on 1000 further questions
+  (box-and-ball: on each of its 432 questions, at sample indices not used in scoring); the pilot's
+  one-off cost is reported apart.
 
 Prints the table, the done-when check (at the expensive member's n = 1 accuracy, within 0.005,
 the cost rule spends at most 40% of what it spends; at every accuracy measured at most 1.1x the
 tuned cascade's cost) and writes docs/cost.png.
 
-Run:  python tests/bench/bench_cost.py [--orders 8] [--questions 1500]
+Run:  python tests/bench/bench_cost.py [--orders 4] [--questions 1500] [--cheap-a 5 3]
+      (~2 min here)
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import numpy as np
 
 from ensemble.cost import CostRule, fit_joint_prior, member_counts
 from ensemble.evals.adaptive import adaptive_eval, boxball_inputs
+from ensemble.evals.costeval import replay_cost, replay_credit
 from ensemble.evals.runner import EvalConfig, select_questions
 from ensemble.stopping import StopSpec
 from ensemble.tasks import get_task
@@ -54,7 +58,7 @@ LAMS = (1.5, 6.0)
 PRICE_PER_M = (0.15, 2.50)  # USD per 1M output tokens
 K = (10, 4)
 PILOT = (6, 4)
-PILOT_QUESTIONS = 300
+PILOT_QUESTIONS = 1000
 VALUES = (1.0, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 48)  # x the expensive member's price per sample
 BAYES_COSTS = (0.001, 0.004, 0.016)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>")
@@ -134,7 +138,8 @@ def _case(name, cheap, dear, prompts, labels, values, weights, scored, pilot, *,
         tokens.append(tok)
         pil.append(p)
     prices = tuple(t * pm / 1e6 for t, pm in zip(tokens, PRICE_PER_M, strict=True))
-    return {"name": name, "codes": codes, "pilot": pil, "values": values[scored],
+    return {"name": name, "codes": codes, "pilot": pil, "pilot_questions": len(pp),
+            "values": values[scored],
             "weights": weights[scored], "labels": labels, "prices": prices}
 
 
@@ -231,33 +236,12 @@ def fit_prior(case):
 
 
 def cost_rule(case, rule: CostRule, ords) -> tuple[float, float, float, float]:
-    """Replay the rule along each order: (accuracy, se, dollars per question, dear share)."""
-    codes, vals = case["codes"], case["values"]
-    Q, R = codes[0].shape[0], ords[0].shape[1]
-    credit = np.zeros((Q, R))
-    spent = np.zeros((Q, R))
-    dear = np.zeros((Q, R))
-    for q in range(Q):
-        for r in range(R):
-            seq = [[None if x < 0 else int(x) for x in codes[g][q, ords[g][q, r]]]
-                   for g in range(2)]
-            drawn = [0, 0]
-            while True:
-                a, b, (one, two) = member_counts([seq[g][:drawn[g]] for g in range(2)], LAMS)
-                g = rule.next_member(a, b, [drawn[0] < K[0], drawn[1] < K[1]])
-                if g is None:
-                    break
-                drawn[g] += 1
-            spent[q, r] = drawn[0] * case["prices"][0] + drawn[1] * case["prices"][1]
-            dear[q, r] = drawn[1]
-            if one is None:
-                continue
-            win = rule.win(a, b)
-            pick = one if win > 0.5 or two is None else (two if win < 0.5 else None)
-            credit[q, r] = (vals[q, pick] if pick is not None
-                            else (vals[q, one] + vals[q, two]) / 2)
-    acc, se = _mean(case, credit.mean(axis=1))
-    return acc, se, float(spent.mean()), float(dear.mean())
+    """Replay the rule along each order (`evals.costeval.replay_cost`, what `Ensemble(stop=
+    "cost")` asks): (accuracy, se, dollars per question, expensive votes per question)."""
+    rp = replay_cost(rule, case["codes"], ords)
+    acc, se = _mean(case, replay_credit(rp, case["codes"], ords, rule,
+                                        case["values"]).mean(axis=1))
+    return acc, se, float(rp.spent.mean()), float(rp.drawn[..., 1].mean())
 
 
 # -- the bench ----------------------------------------------------------------------------------
@@ -290,7 +274,7 @@ def bench(case, R: int, seed: int = 0) -> dict:
         rule_rows.append((v, acc, se, cost, dear, rule.summary))
     return {"case": case, "rows": rows, "cascades": casc, "cascade_front": cfront,
             "rules": rule_rows, "dear1": dear1, "fit_s": fit_s, "prior_nodes": len(prior.w),
-            "pilot_cost": PILOT_QUESTIONS * (PILOT[0] * pc + PILOT[1] * pe)}
+            "pilot_cost": case["pilot_questions"] * (PILOT[0] * pc + PILOT[1] * pe)}
 
 
 def report(res: dict) -> tuple[str, bool]:
@@ -310,14 +294,14 @@ def report(res: dict) -> tuple[str, bool]:
         k, thr = best[(cost, acc)]
         lines.append(f"| cascade k = {k}, agreement >= {thr:.2f} (hindsight) | {acc:.4f} | "
                      f"{cost / pe:.3f} |")
-    ok = True
+    under = True
     target = res["dear1"][0]
     within = []
     for v, acc, se, cost, dear, summ in res["rules"]:
         casc = cost_at(front, acc)
         ratio = None if casc is None else cost / casc
         if ratio is not None and ratio > 1.1:
-            ok = False
+            under = False
         if acc >= target - 0.005:
             within.append(cost)
         lines.append(f"| cost rule, value = {v:g} expensive samples | {acc:.4f} ± {se:.4f} | "
@@ -325,14 +309,14 @@ def report(res: dict) -> tuple[str, bool]:
                      f"{'—' if ratio is None else f'{ratio:.2f}x'}; expects {summ.accuracy:.3f}"
                      f" at {summ.mean_cost_usd / pe:.3f}) |")
     spend = min(within) / res["dear1"][2] if within else None
-    ok = ok and spend is not None and spend <= 0.4
+    ok = under and spend is not None and spend <= 0.4
     lines += ["", f"Joint prior: {res['prior_nodes']} nodes, fitted in {res['fit_s']:.2f} s from "
-              f"{PILOT_QUESTIONS} pilot questions ({PILOT[0]} cheap + {PILOT[1]} expensive "
+              f"{case['pilot_questions']} pilot questions ({PILOT[0]} cheap + {PILOT[1]} expensive "
               f"samples each; one-off cost {res['pilot_cost'] / pe:.0f} expensive samples).",
               f"At the expensive member's n = 1 accuracy {target:.4f} (within 0.005) the cost "
               f"rule spends {'—' if spend is None else f'{spend:.2f}'} of what it spends "
               "(target <= 0.40); every cost-rule point within 1.1x of the tuned cascade's cost "
-              f"at its accuracy: {'yes' if ok else 'no'}."]
+              f"at its accuracy: {'yes' if under else 'no'}."]
     return "\n".join(lines), ok
 
 
@@ -342,8 +326,12 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.6))
-    for ax, res in zip(np.atleast_1d(axes), results, strict=True):
+    cols = 2
+    rows_n = (len(results) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(6.5 * cols, 4.4 * rows_n), squeeze=False)
+    for ax in axes.ravel()[len(results):]:
+        ax.axis("off")
+    for ax, res in zip(axes.ravel(), results, strict=False):
         pe = res["case"]["prices"][1]
         fc = np.array(res["cascade_front"])
         ax.plot(fc[:, 0] / pe, fc[:, 1], "-", color="tab:orange",
@@ -351,8 +339,7 @@ def plot(results: list[dict], path: Path) -> None:
         rr = np.array([(c, a) for _, a, _, c, _, _ in res["rules"]])
         ax.plot(rr[:, 0] / pe, rr[:, 1], "o-", color="tab:blue", label="cost rule")
         for name, acc, _se, cost in res["rows"]:
-            marker = ("s" if "expensive" in name and "mixed" not in name else
-                      "^" if "cheap" in name else "x")
+            marker = ("x" if "mixed" in name else "s" if "expensive" in name else "^")
             color = ("tab:red" if marker == "s" else "tab:green" if marker == "^"
                      else "grey")
             ax.plot([cost / pe], [acc], marker, color=color)
@@ -360,7 +347,7 @@ def plot(results: list[dict], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("dollars per question / price of one expensive sample")
         ax.set_ylabel("accuracy")
-        ax.set_title(res["case"]["name"])
+        ax.set_title(res["case"]["name"], fontsize=10)
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle("red squares: expensive alone (n = 1, bayes); green triangles: cheap "
                  "(bayes, n = 10); grey x: fixed mixed", fontsize=9)
@@ -371,24 +358,29 @@ def plot(results: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     global CHEAP_A, PILOT_QUESTIONS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=8)
+    ap.add_argument("--orders", type=int, default=4)
     ap.add_argument("--questions", type=int, default=1500)
-    ap.add_argument("--cheap-a", type=float, default=3.0,
-                    help="the cheap member's reading accuracy Beta(a, 1) (default 3)")
+    ap.add_argument("--cheap-a", type=float, nargs="+", default=[5.0, 3.0],
+                    help="the cheap member's reading accuracy Beta(a, 1), one run per value "
+                         "(default 5: 3%% of questions are traps; 3: 12.5%%)")
     ap.add_argument("--cases", nargs="+", default=["mc", "boxball"])
-    ap.add_argument("--pilot-questions", type=int, default=PILOT_QUESTIONS)
+    ap.add_argument("--pilot-questions", type=int, default=1000)
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
-    CHEAP_A, PILOT_QUESTIONS = args.cheap_a, args.pilot_questions
+    PILOT_QUESTIONS = args.pilot_questions
     t0 = time.perf_counter()
     results, all_ok = [], True
-    makers = {"mc": lambda: mc_case(args.questions), "boxball": boxball_case}
-    for make in (makers[c] for c in args.cases):
-        res = bench(make(), args.orders)
-        text, ok = report(res)
-        print(text, "\n", flush=True)
-        results.append(res)
-        all_ok = all_ok and ok
+    for a in args.cheap_a:
+        CHEAP_A = a
+        makers = {"mc": lambda: mc_case(args.questions), "boxball": boxball_case}
+        for name in args.cases:
+            case = makers[name]()
+            case["name"] += f", cheap Beta({a:g}, 1)"
+            res = bench(case, args.orders)
+            text, ok = report(res)
+            print(text, "\n", flush=True)
+            results.append(res)
+            all_ok = all_ok and ok
     if not args.no_plot:
         plot(results, PLOT)
         print(f"wrote {PLOT}")

@@ -62,7 +62,9 @@ def _members(spec: RunSpec) -> tuple[Any, ...]:
     from ensemble.members import Member, resolve_members
 
     ms = [Member(m.model, n=int(m.n or 0), temperature=m.temperature, api_base=m.api_base,
-                 lam=m.lam, calibration=m.calibration) for m in spec.members]
+                 lam=m.lam, calibration=m.calibration,
+                 options=ProviderOptions(price_per_1k=m.price_per_1k))
+          for m in spec.members]
     from ensemble.providers.endpoints import normalise_api_base
 
     seen: dict[tuple[str, str | None, float], int] = {}
@@ -98,8 +100,9 @@ async def run_mixed(spec: RunSpec, cfg: Any) -> dict[str, Any]:
     if cfg.batch is not None or cfg.router is not None:
         raise InputError("--ensemble samples each member online through its own endpoint: "
                          "drop --batch / --router")
-    if cfg.adaptive:
-        raise InputError("--adaptive scores one model; drop it with --ensemble")
+    if any(r != "cost" for r in cfg.adaptive):
+        raise InputError("--adaptive bayes and beta score one model; an ensemble's spec takes "
+                         '"adaptive": ["cost"] (the cost rule over its members)')
     check(spec, "--ensemble")
     if not spec.ensemble:
         raise InputError("the spec scores one model at several temperatures (n at the top): "
@@ -140,6 +143,10 @@ async def run_mixed(spec: RunSpec, cfg: Any) -> dict[str, Any]:
     summary = analyse_mixed(cfg, drawn.questions, drawn.answers, members=members,
                             labels=labels, samples=ks, aggregators=names,
                             population=task.population())
+    if cfg.adaptive:
+        from .costeval import mixed_cost_rows
+
+        summary["adaptive"] = mixed_cost_rows(cfg, spec, task, drawn, members, ks)
     from .records import VoteMember, write_run_log
 
     voters = [VoteMember(float(m.temperature), (m.n,), label=lb, model=m.model)
@@ -228,10 +235,10 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
 
 
 def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
-    """The eval's limits and key, with the member's endpoint."""
-    if m.api_base is None:
-        return base
-    return ProviderOptions.build(base, api_base=m.api_base)
+    """The eval's limits and key, with the member's endpoint and price."""
+    own = {k: v for k, v in (("api_base", m.api_base),
+                             ("price_per_1k", m.options.price_per_1k)) if v is not None}
+    return ProviderOptions.build(base, **own) if own else base
 
 
 def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,

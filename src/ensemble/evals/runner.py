@@ -112,7 +112,9 @@ class EvalConfig:
                              f"({max(self.ns)}); draw at least as many samples as the group size")
         bad = [r for r in self.adaptive if r not in ("bayes", "beta")]
         if bad:
-            raise InputError(f"--adaptive takes bayes or beta, got {bad[0]!r}")
+            raise InputError(f"--adaptive takes bayes or beta, got {bad[0]!r}"
+                             + (" (cost chooses among an ensemble's members: give each its "
+                                "n in a --spec file)" if bad[0] == "cost" else ""))
         if self.max_n is not None and self.max_n > self.k():
             raise InputError(f"--max-n {self.max_n} is more than the samples drawn per question "
                              f"(--samples {self.k()}): draw at least --max-n samples")

@@ -89,10 +89,11 @@ class FixedRow(_Model):
 
 
 class AdaptiveRow(_Model):
-    """A stopping rule replayed on the drawn samples, beside fixed n (evals/adaptive.py)."""
+    """A stopping rule replayed on the drawn samples, beside fixed n (evals/adaptive.py), or
+    the cost rule over a mixed run's members (evals/costeval.py: t null)."""
 
-    t: float
-    n: int  # the rule's max n
+    t: float | None
+    n: int  # the rule's max n (the cost rule: every member's n)
     aggregator: str
     stop: str
     mean_samples: float
@@ -105,6 +106,8 @@ class AdaptiveRow(_Model):
     saving: float
     vs_fixed: dict[str, Any]
     fixed: list[FixedRow]
+    mean_samples_by_member: list[float] | None = None  # the cost rule: votes of each member
+    value_usd: float | None = None  # the cost rule: dollars a right decision is worth
     scored: str
 
 

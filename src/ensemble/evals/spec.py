@@ -59,6 +59,9 @@ class MemberSpec(BaseModel):
     samples: int | None = Field(None, ge=1, description="samples per question (default: "
                                                         "the larger of n and --samples)")
     label: str | None = Field(None, description="name in the tables (default model@t)")
+    price_per_1k: tuple[float, float] | None = Field(
+        None, description="(prompt, completion) USD per 1,000 tokens of this member (default: "
+                          "the price table, or --price-per-1k-tokens)")
 
 
 class RunSpec(BaseModel):
@@ -91,10 +94,14 @@ class RunSpec(BaseModel):
         None, description="jsonl: the answer kind of rows without choices")
     max_tokens: int | None = Field(None, ge=1, description="completion token limit per sample")
     bootstrap: int | None = Field(None, ge=2, description="bootstrap resamples (default 1000)")
-    adaptive: list[Literal["bayes", "beta"]] | None = Field(
-        None, description="one model: stopping rules scored beside fixed n")
+    adaptive: list[Literal["bayes", "beta", "cost"]] | None = Field(
+        None, description="one model: stopping rules scored beside fixed n (bayes, beta); an "
+                          "ensemble: cost, the cost rule over its members")
     max_n: int | None = Field(None, ge=1, description="the adaptive rules' budget")
     stop_cost: float | None = Field(None, gt=0, description="the bayes rule's cost per sample")
+    value_usd: float | None = Field(None, gt=0, description="the cost rule's dollars per right "
+                                    "decision (default: it loses at most 0.005 accuracy "
+                                    "against the strongest member alone)")
     fail_on_error: float | None = Field(None, ge=0, description="failure policy: the share "
                                                                 "(< 1) or count of questions "
                                                                 "that may fail")

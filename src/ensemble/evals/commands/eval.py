@@ -312,15 +312,16 @@ def _adaptive_table(summary: dict[str, Any], width: int, dropped: list[str]) -> 
         return None
     cols = [Column("t"), Column("rule"), Column("samples / question"), Column("accuracy"),
             Column("95% interval", drop=1), Column(f"fixed n = {adaptive[0]['n']}", drop=2),
-            Column("difference (95%)", drop=3), Column("saving")]
+            Column("difference (95%)", drop=3), Column("saving"), Column("$ / question", drop=4)]
     rows = []
     for r in adaptive:
         vs = r["vs_fixed"]
-        rows.append([f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
+        cost = r.get("mean_cost_usd")
+        rows.append(["—" if r["t"] is None else f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
                      f"{r['mean_samples']:.2f} {_iv(r['mean_samples_ci'], 2)}",
                      f"{r['accuracy']:.4f}", _iv(r["ci"]), f"{vs['accuracy']:.4f}",
                      f"{vs['difference']:+.4f} {_iv(vs['difference_ci'])}",
-                     f"{r['saving']:.0%}"])
+                     f"{r['saving']:.0%}", "unknown" if cost is None else f"{cost:.3g}"])
     table, gone = fit_table(cols, rows, width=width, caption=adaptive[0]["scored"],
                             title="Adaptive sampling, replayed on the drawn samples (the same "
                                   "random orders of each question's samples for every row)")
@@ -409,6 +410,9 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
             + ("utility, ±1 units" if box else "accuracy") + ")")
         out.append(d)
         gone += gone3
+    adaptive = _adaptive_table(summary, width, gone)
+    if adaptive is not None:
+        out.append(adaptive)
     note = dropped_note(sorted(set(gone)), width)
     if note:
         out.append(note)

@@ -1,0 +1,203 @@
+"""The cost rule replayed on a mixed run's stored samples: what it would have spent and decided.
+
+`replay_cost(rule, codes, orders)` runs the rule along given orders of each member's stored
+samples, one vote at a time, exactly as `Ensemble(stop="cost")` asks (member g's i-th vote is
+its i-th sample along the order); `cost_rows` is the eval's adaptive row of a mixed run
+(`ensemble eval --spec` with `"adaptive": ["cost"]`), beside the fixed ensemble of every
+member's n under the λ-weighted vote, on the same orders.
+
+The joint prior is fitted (no labels) from every stored sample of every question, i.e. from the
+run's whole draw rather than from a pilot the rule would have paid for first: the row says what
+the rule would have spent and decided on these questions given the prior the run supports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ensemble.cost import CostRule, fit_joint_prior, member_counts
+from ensemble.cost.spec import CostSpec
+from ensemble.errors import InputError
+
+from .intervals import estimate
+
+__all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit"]
+
+
+@dataclass(frozen=True)
+class CostReplay:
+    """Per question and order: the decided option (−1: none; −2: a tie of the two leaders),
+    the votes drawn from each member (Q, R, G) and the dollars spent (NaN: a price unknown)."""
+
+    decision: NDArray[np.int64]
+    drawn: NDArray[np.int64]
+    spent: NDArray[np.float64]
+
+
+def _labels(row: Any) -> list[str | None]:
+    return [None if x < 0 else str(int(x)) for x in row]
+
+
+def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
+                orders: Sequence[NDArray[np.int64]],
+                costs: Sequence[NDArray[np.float64]] | None = None) -> CostReplay:
+    """Replay `rule` on each member's (Q, K_g) answer codes (−1 invalid) along (Q, R, K_g)
+    orders; `costs` (Q, K_g) per stored sample (default: the rule's prices)."""
+    G = len(codes)
+    if len(orders) != G or G != len(rule.max_n):
+        raise InputError(f"give codes and orders for each of the rule's {len(rule.max_n)} "
+                         "members")
+    Q, R = codes[0].shape[0], orders[0].shape[1]
+    for g in range(G):
+        if codes[g].shape[1] < rule.max_n[g]:
+            raise InputError(f"member {g} may draw {rule.max_n[g]} votes but only "
+                             f"{codes[g].shape[1]} are stored")
+    decision = np.full((Q, R), -1, dtype=np.int64)
+    drawn = np.zeros((Q, R, G), dtype=np.int64)
+    spent = np.zeros((Q, R))
+    for q in range(Q):
+        for r in range(R):
+            seq = [_labels(codes[g][q, orders[g][q, r]]) for g in range(G)]
+            n = [0] * G
+            while True:
+                a, b, (one, two) = member_counts([seq[g][:n[g]] for g in range(G)],
+                                                 rule.lams)
+                ask = rule.next_member(a, b, [n[h] < rule.max_n[h] for h in range(G)])
+                if ask is None:
+                    break
+                n[ask] += 1
+            drawn[q, r] = n
+            for h in range(G):
+                used = orders[h][q, r, :n[h]]
+                spent[q, r] += (n[h] * rule.prices[h] if costs is None
+                                else float(costs[h][q, used].sum()))
+            if one is not None:
+                win = rule.win(a, b)
+                pick = one if (win > 0.5 or two is None) else (two if win < 0.5 else None)
+                decision[q, r] = -2 if pick is None else int(pick)
+    return CostReplay(decision, drawn, spent)
+
+
+def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
+           orders: Sequence[NDArray[np.int64]], rule: CostRule,
+           values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(Q, R) credit of each decision; a tie of the two leaders is worth their mean."""
+    Q, R = rp.decision.shape
+    out = np.zeros((Q, R))
+    for q in range(Q):
+        for r in range(R):
+            d = rp.decision[q, r]
+            if d >= 0:
+                out[q, r] = values[q, d]
+            elif d == -2:
+                n = rp.drawn[q, r]
+                seq = [_labels(codes[g][q, orders[g][q, r, :n[g]]]) for g in range(len(codes))]
+                _, _, (one, two) = member_counts(seq, rule.lams)
+                out[q, r] = (values[q, int(one)] + values[q, int(two)]) / 2  # type: ignore
+    return out
+
+
+def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.float64]],
+              values: NDArray[np.float64], weights: NDArray[np.float64], *,
+              budgets: Sequence[int], lams: Sequence[float | None], spec: CostSpec,
+              orders: int = 20, reps: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+    """The adaptive row of the cost rule on a mixed run's samples (see the module docstring).
+
+    codes[g], costs[g]: (Q, K_g) answer codes and dollars of member g's stored samples; values
+    (Q, O) the credit of deciding each option; budgets: each member's most votes (its n)."""
+    G = len(codes)
+    g_rng = np.random.default_rng(seed)
+    Q = codes[0].shape[0]
+    weights_l = None if any(x is None for x in lams) else [float(x) for x in lams]  # type: ignore
+    price = []
+    for g in range(G):
+        c = np.asarray(costs[g], dtype=float)
+        if not np.isfinite(c).all():
+            raise InputError("the cost rule needs every sample's price: give each member "
+                             "price_per_1k (or a model the price table knows)")
+        price.append(float(c.mean()))
+    lw = weights_l or price
+    counts = [member_counts([_labels(codes[g][q]) for g in range(G)], lw) for q in range(Q)]
+    prior = spec.prior or fit_joint_prior(np.array([c[0] for c in counts]),
+                                          np.array([c[1] for c in counts]))
+    rule = replace(spec, prior=prior).build(a=None, b=None, prices=price, max_n=budgets,
+                                            lams=weights_l)
+    ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
+            for g in range(G)]
+    rp = replay_cost(rule, codes, ords, costs)
+    acc_q = replay_credit(rp, codes, ords, rule, values).mean(axis=1)
+    # the fixed ensemble on the same orders: every member's n, votes weighed by 2λ (or price)
+    n_opt = values.shape[1]
+    votes = np.zeros((Q, orders, n_opt))
+    for g in range(G):
+        picked = np.take_along_axis(codes[g][:, None, :], ords[g][..., :budgets[g]], axis=2)
+        votes += 2 * lw[g] * (picked[..., None] == np.arange(n_opt)).sum(axis=2)
+    mx = votes.max(axis=-1, keepdims=True)
+    top = (votes == mx) & (mx > 0)
+    fixed_q = ((top * values[:, None, :]).sum(-1) / np.maximum(top.sum(-1), 1)).mean(axis=1)
+    w = np.asarray(weights, dtype=float)
+    boot = g_rng.integers(0, Q, size=(reps, Q))
+
+    def est(x: NDArray[np.float64], wt: NDArray[np.float64]) -> Any:
+        num = (wt * x)[boot].sum(axis=1)
+        den = wt[boot].sum(axis=1)
+        return estimate(num / np.where(den > 0, den, 1.0), float((wt * x).sum() / wt.sum()))
+
+    ones = np.ones(Q)
+    acc, fixed = est(acc_q, w), est(fixed_q, w)
+    samples = est(rp.drawn.sum(axis=2).mean(axis=1).astype(float), ones)
+    diff = est(acc_q - fixed_q, w)
+    total = sum(budgets)
+    return [{"t": None, "n": total, "aggregator": "cost rule", "stop": "cost",
+             "mean_samples": samples.value, "mean_samples_ci": list(samples.ci),
+             "mean_cost_usd": float(rp.spent.mean()),
+             "mean_samples_by_member": [float(x) for x in rp.drawn.mean(axis=(0, 1))],
+             "accuracy": acc.value, "sem": acc.sem, "ci": list(acc.ci),
+             "saving": 1 - samples.value / total, "value_usd": rule.value_usd,
+             "vs_fixed": {"n": total, "accuracy": fixed.value, "difference": diff.value,
+                          "difference_ci": list(diff.ci)},
+             "fixed": [{"n": total, "accuracy": fixed.value, "sem": fixed.sem,
+                        "ci": list(fixed.ci)}],
+             "scored": "the cost rule replayed on the stored samples (prior fitted on them), "
+                       "beside every member's n under the λ-weighted vote"}]
+
+
+def mixed_cost_rows(cfg: Any, spec: Any, task: Any, drawn: Any, members: Sequence[Any],
+                    ks: Sequence[int]) -> list[dict[str, Any]]:
+    """`cost_rows` for a mixed run (`mixed.run_mixed`): the members' drawn answers and the
+    dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
+    decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
+    from .adaptive import boxball_inputs
+
+    questions = drawn.questions
+    Q = len(questions)
+    if task.layout.utility:
+        values, weights, _ = boxball_inputs(questions)
+        letters = ["L", "R"]
+    else:
+        letters = []
+        for q in questions:
+            letters.extend(c for c in q.choices if c not in letters)
+        values = np.zeros((Q, len(letters)))
+        for i, q in enumerate(questions):
+            values[i, letters.index(str(q.correct))] = 1.0
+        weights = np.ones(Q)
+    idx = {c: i for i, c in enumerate(letters)}
+    codes, costs = [], []
+    for g, k in enumerate(ks):
+        codes.append(np.array([[idx.get(a, -1) if a is not None else -1 for a in row[:k]]
+                               for row in drawn.answers[g]], dtype=np.int64))
+        c = np.full((Q, k), np.nan)
+        for qi in range(Q):
+            for smp in drawn.rows[g * Q + qi] or ():
+                if smp is not None and smp.cost_usd is not None and smp.index < k:
+                    c[qi, smp.index] = smp.cost_usd
+        costs.append(c)
+    return cost_rows(codes, costs, values, weights, budgets=[m.n for m in members],
+                     lams=[m.lam for m in members], spec=CostSpec(value_usd=spec.value_usd),
+                     reps=cfg.bootstrap, seed=cfg.seed)
