@@ -58,3 +58,20 @@ def test_max_cost_stops_before_passing_the_cap_by_more_than_one_request(tmp_path
                                   "--json")).stdout)
         assert done["samples"]["from_store"] >= 3 * 3
         assert done["cost"]["stored_samples_usd"] > 0
+
+
+def test_a_request_that_alone_passes_what_is_left_is_not_sent(tmp_path, capsys):
+    """Issue 32 item 7: at $1 per 1k tokens one box-ball request's prompt alone costs more
+    than --max-cost 0.05; it is estimated before sending (as --dry-run counts) and refused."""
+    from ensemble.cli import main
+
+    with SimulatedServer(lam1=3.0) as srv:
+        rc = main(["eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+                   srv.base_url, "--t", "1", "--n", "1", "--samples", "3", "--limit", "10",
+                   "--out", str(tmp_path / "run"), "--price-per-1k-tokens", "1,1",
+                   "--max-cost", "0.05"])
+        sent = srv.stats.requests
+    err = capsys.readouterr().err
+    assert rc == 1 and sent == 0, err
+    assert "the next request alone would cost about $" in err and "prompt tokens" in err
+    assert "left of the --max-cost $0.05" in err and "Traceback" not in err

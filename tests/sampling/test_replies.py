@@ -106,7 +106,7 @@ def test_max_cost_without_a_price_sends_nothing():
 def test_cost_cap_says_why_it_stopped_where_it_did():
     with SimulatedServer(lam1=3.0, latency=0.05) as srv:
         r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
-                "--price-per-1k-tokens", "10,10", "--max-cost", "0.05", "-k", "200",
+                "--price-per-1k-tokens", "1,1", "--max-cost", "0.05", "-k", "200",
                 "--t", "1", "Which box?")
     assert r.returncode == 1, r.stderr
     assert "in flight hold $" in r.stderr and "the average of the" in r.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
@@ -18,7 +18,7 @@ from .replies import checked
 from .run import LEASE_TTL, RunContext
 from .types import Sample, SampleRequest
 
-__all__ = ["CostCapReached", "OnlineRequests", "RunWasStopped", "StoredMeanwhile"]
+__all__ = ["CostCapReached", "OnlineRequests", "RunWasStopped", "StoredMeanwhile", "prompt_tokens"]
 
 
 class CostCapReached(RetryBudgetExceeded):
@@ -39,6 +39,14 @@ class StoredMeanwhile(Exception):
         self.samples = samples
 
 
+def prompt_tokens(provider: Provider, messages: Sequence[Mapping[str, Any]]) -> int:
+    """A prompt's tokens by the provider's tokenizer, else about 4 characters a token."""
+    counted = provider.count_tokens(messages)
+    if counted is None:
+        counted = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4
+    return counted
+
+
 class OnlineRequests:
     """Sends one sampler's requests: `await online.request(req, n=, start=)`."""
 
@@ -55,6 +63,7 @@ class OnlineRequests:
         self.limiter: EndpointLimiter | None = None
         self.in_flight = 0
         self.paid = 0  # replies received (priced)
+        self.sampled = 0  # samples in those replies (for the completion tokens per sample)
         self.retrying = 0
         self.stored = stored  # whether a store keeps the samples (for the cost cap's words)
         self.bad_usage: str | None = None
@@ -76,7 +85,7 @@ class OnlineRequests:
         attempts = 0
         last: ProviderError | None = None
         while True:
-            await self._check_cost()
+            await self._check_cost(req, n)
             if last is None or t_first is None:
                 ticket = await limiter.acquire()
             else:  # a retry waits for the endpoint's cool-down within the sample's time budget
@@ -150,6 +159,7 @@ class OnlineRequests:
             tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
             limiter.release(ticket, outcome="ok", tokens=tokens or None)
             self.paid += 1
+            self.sampled += n
             self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd)
             return comp
 
@@ -171,9 +181,10 @@ class OnlineRequests:
         err.systemic = exc.systemic  # an unreachable endpoint stays systemic
         return err
 
-    async def _check_cost(self) -> None:
+    async def _check_cost(self, req: SampleRequest, n: int) -> None:
         """Stop new requests when spent plus in flight would pass `max_cost`. Until the first
-        price is known, one request at a time, so the cap is passed by at most one request."""
+        price is known, one request at a time, so the cap is passed by at most one request;
+        and a request whose own estimate (`request_cost`) exceeds what is left is not sent."""
         if self.max_cost is None:
             return
         s = self.ctx.stats
@@ -188,6 +199,31 @@ class OnlineRequests:
         per = (s.cost_usd or 0.0) / self.paid if self.paid > 0 else 0.0
         if s.cost_usd is not None and s.cost_usd + per * (self.in_flight + 1) > self.max_cost:
             self._stop_for_cost(self._cost_stop_message(s.cost_usd, per))
+        est = self.request_cost(req, n)
+        if est is not None and s.cost_usd is not None:
+            cost, what = est
+            left = self.max_cost - s.cost_usd - per * self.in_flight
+            if cost > left:
+                self._stop_for_cost(
+                    f"the next request alone would cost about ${cost:.4f} ({what}), more than "
+                    f"the ${max(left, 0.0):.4f} left of the --max-cost ${self.max_cost:g} "
+                    f"(spent ${s.cost_usd:.4f}), so it was not sent; raise --max-cost"
+                    + (", or lower --max-concurrency" if self.in_flight else ""))
+
+    def request_cost(self, req: SampleRequest, n: int) -> tuple[float, str] | None:
+        """About what one request of `n` samples costs, before it is sent (as a dry run
+        counts): its prompt's tokens (the provider's tokenizer, else ~4 characters a token)
+        and, once replies came in, their average completion tokens per sample; None when the
+        price is unknown."""
+        prompt = prompt_tokens(self.provider, req.messages)
+        per_sample = (self.ctx.stats.completion_tokens / self.sampled if self.sampled else 0.0)
+        completion = round(per_sample * n)
+        cost = self.provider.price(prompt, completion)
+        if cost is None:
+            return None
+        what = f"{prompt} prompt tokens" + (f" and ~{completion} completion tokens"
+                                            if completion else "")
+        return cost, what
 
     def _cost_stop_message(self, spent: float, per: float) -> str:
         """Why the cap stopped the run where it did: the estimate and the reserve."""

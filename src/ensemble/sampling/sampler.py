@@ -55,7 +55,13 @@ from ..providers.registry import provider_for
 from ..providers.router import as_provider
 from ..providers.translate import NUnsupported
 from .batch_options import BatchOptions
-from .online import CostCapReached, OnlineRequests, RunWasStopped, StoredMeanwhile
+from .online import (
+    CostCapReached,
+    OnlineRequests,
+    RunWasStopped,
+    StoredMeanwhile,
+    prompt_tokens as prompt_tokens_of,
+)
 from .results import (
     RunEstimate,
     SampleFailure,
@@ -426,10 +432,7 @@ class Sampler:
             reqs = sum(-(-len(run) // per) for run in contiguous(miss))
             n_requests += reqs
             if reqs:
-                counted = self.provider.count_tokens(req.messages)
-                if counted is None:  # about 4 characters a token
-                    counted = sum(len(str(m.get("content", ""))) for m in req.messages) // 4 + 4
-                prompt_tokens += reqs * counted
+                prompt_tokens += reqs * prompt_tokens_of(self.provider, req.messages)
             if completion_max is not None:
                 completion_max = (None if req.params.max_tokens is None
                                   else completion_max + len(miss) * req.params.max_tokens)
