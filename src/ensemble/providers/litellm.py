@@ -89,6 +89,8 @@ class LiteLLMProvider:
         self.endpoint = endpoint_key(provider_of(self.target), self.api_base, self._key)
         self.identity = normalise_api_base(self.api_base) if self.api_base else None
         self._checked = False
+        self._client: Any = None  # the SDK client handed to litellm with a transport
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
                                          batch_api=self.batch_api)
 
@@ -151,7 +153,25 @@ class LiteLLMProvider:
         self._checked = True
 
     async def aclose(self) -> None:
-        return None
+        client, loop = self._client, self._client_loop
+        self._client = self._client_loop = None
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.close()
+
+    def sdk_client(self) -> Any:
+        """With `options.transport`: the `AsyncOpenAI` client on that transport that litellm
+        is handed (`client=`, litellm's public parameter for OpenAI-compatible calls), one per
+        event loop; None without a transport (litellm's own HTTP client)."""
+        if self.options.transport is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            from .http import new_client
+
+            self._client = new_client(self.api_base or "https://api.openai.com/v1", self._key,
+                                      self.options.max_concurrency, self.options.transport)
+            self._client_loop = loop
+        return self._client
 
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
                        n: int = 1, first_index: int = 0,
@@ -162,6 +182,9 @@ class LiteLLMProvider:
             kwargs["api_base"] = self.api_base
         if self._key is not None:
             kwargs["api_key"] = self._key
+        client = self.sdk_client()
+        if client is not None:
+            kwargs["client"] = client
         price = self.options.price_per_1k
         return await litellm_request(
             litellm().acompletion, model=self.model, target=self.target,

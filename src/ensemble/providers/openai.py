@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
 from .endpoints import normalise_api_base
+from .http import new_client
 from .litellm import litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
@@ -61,18 +62,6 @@ def serves(model: str) -> bool:
     if os.environ.get(PROVIDER_ENV, "").strip().lower() == "litellm":
         return False
     return model.startswith("openai/") and len(model) > len("openai/")
-
-
-def _new_client(base_url: str, key: str | None, size: int) -> Any:
-    import openai
-
-    # the SDK's own HTTP client class and its Limits (httpx in openai 1.x-2.x, httpx2 in 3.x,
-    # whose pool does not slow down with the number of connections as httpcore's does)
-    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size,
-                                                    max_keepalive_connections=size)
-    return openai.AsyncOpenAI(api_key=key or "sk-no-key-required", base_url=base_url,
-                              max_retries=0,
-                              http_client=openai.DefaultAsyncHttpxClient(limits=limits))
 
 
 class OpenAIProvider:
@@ -155,7 +144,8 @@ class OpenAIProvider:
         """This provider's `AsyncOpenAI` client on the running event loop."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = _new_client(self.base_url, self._key, self.options.max_concurrency)
+            self._client = new_client(self.base_url, self._key, self.options.max_concurrency,
+                                      self.options.transport)
             self._client_loop = loop
         return self._client
 

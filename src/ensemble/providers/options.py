@@ -42,6 +42,7 @@ class ProviderKwargs(TypedDict, total=False):
     max_retry_time: float
     max_failures: int
     price_per_1k: tuple[float, float] | None
+    transport: Any
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class ProviderOptions:
     max_failures:    consecutive permanent failures that stop the run (scattered refusals don't).
     price_per_1k:    (prompt, completion) USD per 1,000 tokens, for a model whose price litellm
                      does not know (a self-hosted or simulated one); None: litellm's price table.
+    transport:       an httpx transport for the HTTP client of OpenAI-compatible requests
+                     (the openai SDK's client; litellm's through its `client=`), e.g.
+                     `ensemble.testing.InProcessTransport`: the simulated server in this
+                     process, no socket. None: the network. Never written to files.
     """
 
     api_base: str | None = None
@@ -71,6 +76,7 @@ class ProviderOptions:
     max_retry_time: float = 900.0
     max_failures: int = 10
     price_per_1k: tuple[float, float] | None = None
+    transport: Any = None
 
     def __post_init__(self) -> None:
         _positive_number("timeout", self.timeout)
@@ -124,7 +130,8 @@ class ProviderOptions:
         """The options as a dict for files and reports: the key reduced to a fingerprint."""
         from ..secrets import fingerprint
 
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_key"}
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("api_key", "transport")}
         out["api_key"] = (None if self.api_key is None
                           else f"fingerprint:{fingerprint(self.api_key)}")
         return out

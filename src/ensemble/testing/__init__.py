@@ -26,11 +26,13 @@ from .expert import (
 )
 from .fake import FakeExpertProvider
 from .faults import FAULT_KINDS, FaultPlan
+from .inprocess import InProcessTransport
 from .openexpert import OpenAnswers, StructuredPlan, write_number
 from .server import INDEX_HEADER, ServedReply, ServerStats, SimulatedServer
 from .toolexpert import FormatPlan, ToolPlan
 
 __all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan", "FakeExpertProvider", "FaultPlan",
+           "InProcessTransport",
            "FormatPlan", "MCModel", "OpenAnswers", "Reply", "ServedReply", "ServerStats",
            "SimulatedExpert", "SimulatedServer", "StructuredPlan", "ToolPlan",
            "answer_key_from_questions", "prompt_hash", "prompt_key", "question_text",

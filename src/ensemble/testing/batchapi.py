@@ -163,17 +163,16 @@ class SimulatedBatchAPI:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def routes(self, app: Any) -> None:
-        r = app.router
-        r.add_post("/v1/files", self._upload)
-        r.add_get("/v1/files", self._list_files)
-        r.add_get("/v1/files/{id}", self._file)
-        r.add_get("/v1/files/{id}/content", self._file_content)
-        r.add_delete("/v1/files/{id}", self._delete_file)
-        r.add_post("/v1/batches", self._create)
-        r.add_get("/v1/batches", self._list)
-        r.add_get("/v1/batches/{id}", self._retrieve)
-        r.add_post("/v1/batches/{id}/cancel", self._cancel)
+    def routes(self) -> list[tuple[str, str, Any]]:
+        """(method, path, handler) of the Files and Batch API routes (paths as aiohttp
+        writes them: `{id}` is one path segment)."""
+        return [("POST", "/v1/files", self._upload), ("GET", "/v1/files", self._list_files),
+                ("GET", "/v1/files/{id}", self._file),
+                ("GET", "/v1/files/{id}/content", self._file_content),
+                ("DELETE", "/v1/files/{id}", self._delete_file),
+                ("POST", "/v1/batches", self._create), ("GET", "/v1/batches", self._list),
+                ("GET", "/v1/batches/{id}", self._retrieve),
+                ("POST", "/v1/batches/{id}/cancel", self._cancel)]
 
     # -- helpers -----------------------------------------------------------------------------
     def _count(self, route: str) -> None:

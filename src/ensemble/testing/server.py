@@ -57,7 +57,7 @@ from .expert import (
 from .faults import FaultPlan
 from .openexpert import OpenAnswers, StructuredPlan
 from .toolexpert import FormatPlan, ToolPlan, bad_tool_history
-from .wire import error_doc, error_response
+from .wire import SSE_HEADERS, error_doc, error_response
 
 __all__ = ["INDEX_HEADER", "BatchPlan", "MCModel", "ServedReply", "ServerStats",
            "SimulatedServer", "answer_key_from_questions", "prompt_hash", "prompt_key",
@@ -232,12 +232,8 @@ class SimulatedServer:
 
         # batch input files run to hundreds of MB (OpenAI takes up to 200 MB per batch)
         app = web.Application(client_max_size=self.batch_api.plan.max_bytes + 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handle_chat)
-        app.router.add_post("/chat/completions", self._handle_chat)
-        app.router.add_get("/v1/models", self._handle_models)
-        app.router.add_get("/health", self._handle_health)
-        app.router.add_get("/stats", self._handle_stats)
-        self.batch_api.routes(app)
+        for method, path, handler in self.routes():
+            app.router.add_route(method, path, handler)
         # a hanging "timeout" fault must not hold up stop() for its whole duration
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
                                      shutdown_timeout=0.5)
@@ -245,6 +241,23 @@ class SimulatedServer:
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
         self.port = int(self._runner.addresses[0][1])  # the port bound (0: one the OS chose)
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        """(method, path, handler) of every route: what the HTTP server serves and what
+        `InProcessTransport` dispatches to (`ensemble.testing.inprocess`)."""
+        return [("POST", "/v1/chat/completions", self._handle_chat),
+                ("POST", "/chat/completions", self._handle_chat),
+                ("GET", "/v1/models", self._handle_models),
+                ("GET", "/health", self._handle_health),
+                ("GET", "/stats", self._handle_stats), *self.batch_api.routes()]
+
+    def transport(self) -> Any:
+        """An httpx transport that answers in this process, without a socket: pass it as
+        `transport=` (a provider option: `Ensemble(..., transport=server.transport())`) or
+        to an httpx client; see `ensemble.testing.InProcessTransport`."""
+        from .inprocess import InProcessTransport
+
+        return InProcessTransport(self)
 
     async def _shutdown(self) -> None:
         """Stop listening, then cancel the batches still running and wait for them."""
@@ -520,49 +533,60 @@ class SimulatedServer:
         }
 
     async def _stream(self, request: Any, doc: dict[str, Any], body: dict[str, Any]) -> Any:
-        """The completion as server-sent events, chunked as the OpenAI API sends them: per
-        choice a role chunk, content chunks and a finish chunk; with
-        `stream_options.include_usage` every chunk carries `usage: null` and a last chunk with
-        no choices carries the usage; then `data: [DONE]`."""
-        import json
-
+        """The completion as server-sent events (`sse_events`), written as they are made; an
+        in-process request (`ensemble.testing.inprocess`) takes them as its reply's stream."""
         from aiohttp import web
 
         with self.lock:
             self.stats.streamed += 1
-        opts = body.get("stream_options") or {}
-        usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                       "Cache-Control": "no-cache"})
+        events = sse_events(doc, body)
+        in_process = getattr(request, "stream_reply", None)
+        if in_process is not None:
+            return in_process(events)
+        resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await resp.prepare(request)
-        head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
-                "model": doc["model"], "system_fingerprint": None}
-
-        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
-            chunk = {**head, "choices": choices, **extra}
-            if usage and "usage" not in extra:
-                chunk["usage"] = None
-            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-
-        for ch in doc["choices"]:
-            j = ch["index"]
-            await send([{"index": j, "delta": {"role": "assistant", "content": ""},
-                         "logprobs": None, "finish_reason": None}])
-            text = ch["message"]["content"] or ""
-            pieces = [text[i:i + 16] for i in range(0, len(text), 16)] or [""]
-            for pi, piece in enumerate(pieces):
-                lp = ch.get("logprobs") if pi == 0 else None
-                await send([{"index": j, "delta": {"content": piece}, "logprobs": lp,
-                             "finish_reason": None}])
-            calls = ch["message"].get("tool_calls") or []
-            if calls:
-                await send([{"index": j, "delta": {"tool_calls": [
-                    {"index": i, **c} for i, c in enumerate(calls)]}, "logprobs": None,
-                    "finish_reason": None}])
-            await send([{"index": j, "delta": {}, "logprobs": None,
-                         "finish_reason": ch["finish_reason"]}])
-        if usage:
-            await send([], usage=doc["usage"])
-        await resp.write(b"data: [DONE]\n\n")
+        for event in events:
+            await resp.write(event)
         await resp.write_eof()
         return resp
+
+
+def sse_events(doc: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
+    """A chat completion document as server-sent events, chunked as the OpenAI API sends
+    them: per choice a role chunk, content chunks and a finish chunk; with
+    `stream_options.include_usage` every chunk carries `usage: null` and a last chunk with no
+    choices carries the usage; then `data: [DONE]`."""
+    import json
+
+    opts = body.get("stream_options") or {}
+    usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
+    head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
+            "model": doc["model"], "system_fingerprint": None}
+    events: list[bytes] = []
+
+    def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+        chunk = {**head, "choices": choices, **extra}
+        if usage and "usage" not in extra:
+            chunk["usage"] = None
+        events.append(f"data: {json.dumps(chunk)}\n\n".encode())
+
+    for ch in doc["choices"]:
+        j = ch["index"]
+        send([{"index": j, "delta": {"role": "assistant", "content": ""},
+               "logprobs": None, "finish_reason": None}])
+        text = ch["message"]["content"] or ""
+        pieces = [text[i:i + 16] for i in range(0, len(text), 16)] or [""]
+        for pi, piece in enumerate(pieces):
+            lp = ch.get("logprobs") if pi == 0 else None
+            send([{"index": j, "delta": {"content": piece}, "logprobs": lp,
+                   "finish_reason": None}])
+        calls = ch["message"].get("tool_calls") or []
+        if calls:
+            send([{"index": j, "delta": {"tool_calls": [
+                {"index": i, **c} for i, c in enumerate(calls)]}, "logprobs": None,
+                "finish_reason": None}])
+        send([{"index": j, "delta": {}, "logprobs": None, "finish_reason": ch["finish_reason"]}])
+    if usage:
+        send([], usage=doc["usage"])
+    events.append(b"data: [DONE]\n\n")
+    return events

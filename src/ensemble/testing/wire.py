@@ -8,7 +8,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-__all__ = ["ChatServer", "error_doc", "error_response"]
+__all__ = ["SSE_HEADERS", "ChatServer", "error_doc", "error_response"]
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}  # a stream's
 
 
 def error_doc(message: str, etype: str, *, param: str | None = None,
