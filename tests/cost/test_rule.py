@@ -132,3 +132,11 @@ def test_member_counts_label_the_leaders_by_weighted_votes():
 def test_bad_input(kwargs, match):
     with pytest.raises(InputError, match=match):
         CostRule(prior=PLANTED, **kwargs)
+
+
+def test_a_decision_rests_on_at_least_one_vote():
+    # votes worth far less than their price: the rule still asks once, the cheapest member
+    rule = CostRule(prior=PLANTED, prices=PRICES, max_n=[8, 3], lams=LAMS, value_usd=0.01)
+    assert rule.next_member([0, 0], [0, 0]) == 0
+    assert rule.next_member([1, 0], [0, 0]) is None
+    assert sum(rule.summary.mean_samples) == pytest.approx(1.0)

@@ -14,7 +14,8 @@ is worth, in dollars), and backward induction over the states gives
     V(s) = max( T(s),  max_g [ −c_g + P(1 | s, g) V(s + 1 for answer 1 of g)
                                     + P(2 | s, g) V(s + 1 for answer 2 of g) ] ),
 
-over every member with budget left. The rule stops where T wins and otherwise asks the member
+over every member with budget left. The rule stops where T wins (never before a first vote:
+a decision rests on at least one) and otherwise asks the member
 whose term is largest: the expected gain in accuracy, net of its price, of a vote and of
 acting optimally after it. That is Bayes-optimal under π among all rules that choose whom to
 ask and when to stop from the votes seen (for binary questions without invalid answers; other
@@ -129,8 +130,10 @@ def _states(prior: JointPrior, max_n: tuple[int, ...], ref: tuple[float, ...]) -
 def _induction(st: _States, costs: NDArray[np.float64]
                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(T, cont): the terminal value of each state and the value of asking each member
-    (−inf without budget), by backward induction level by level."""
+    (−inf without budget), by backward induction level by level. The empty state never
+    stops (T = −inf there): a decision rests on at least one vote."""
     T = np.maximum(st.win, 1 - st.win)
+    T[0] = -np.inf
     S, G = st.A.shape
     V = T.copy()
     cont = np.full((S, G), -np.inf)
