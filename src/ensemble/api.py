@@ -180,8 +180,9 @@ class Ensemble(Generic[AnswerT]):
                  tools: None = None, **kwargs: Unpack[EnsembleKwargs]) -> None: ...
 
     @overload
-    def __init__(self: Ensemble[Any], model: str | None = None, *, answer: AnswerKind,
-                 tools: None = None, **kwargs: Unpack[EnsembleKwargs]) -> None: ...
+    def __init__(self: Ensemble[Any], model: str | None = None, *,
+                 answer: AnswerKind | Literal["json", "format"], tools: None = None,
+                 **kwargs: Unpack[EnsembleKwargs]) -> None: ...
 
     def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
                  temperature: float | None = None, n: int | None = None,

@@ -110,8 +110,8 @@ def vote(model: str | None = None, *,
 
 
 @overload
-def vote(model: str | None = None, *, answer: AnswerKind, tools: None = None,
-         **options: Unpack[EnsembleKwargs]) -> _VoteDecorator[Any]: ...
+def vote(model: str | None = None, *, answer: AnswerKind | Literal["json", "format"],
+         tools: None = None, **options: Unpack[EnsembleKwargs]) -> _VoteDecorator[Any]: ...
 
 
 def vote(model: str | None = None, **options: Any) -> _VoteDecorator[Any]:

@@ -4,6 +4,9 @@
     Ensemble(model, answer="math")          # symbolic equivalence (math-verify)
     Ensemble(model, answer="text")          # case, whitespace and punctuation-insensitive
     Ensemble(model, answer=Verdict)         # a pydantic model: structured outputs, per field
+    Ensemble(model, answer="json")          # JSON mode: each key of the objects voted
+    Ensemble(model, answer="format")        # DSPy sections, JSON, ANSWER: X, \\boxed{}, <answer>
+    Ensemble(model, tools=[...])            # tool calls: kind, tool, then each argument
     Ensemble(model, choices=["A", "B"])     # "choice", the default with choices=
 
 `resolve_answer(answer, choices)` turns what a user gives into an `AnswerKind`. See
@@ -55,11 +58,12 @@ __all__ = [
     "tools_of",
 ]
 
-ANSWER_NAMES = ("choice", "number", "math", "text")
+ANSWER_NAMES = ("choice", "number", "math", "text", "json", "format")
 
 
 def resolve_answer(answer: Any = None, choices: Sequence[str] | None = None) -> Any:
-    """The AnswerKind for `answer=` ("choice", "number", "math", "text", an AnswerKind, a
+    """The AnswerKind for `answer=` ("choice", "number", "math", "text", "json" (JSON mode,
+    voted key by key), "format" (the client's own format), an AnswerKind, a
     pydantic model class, or None: a choice among `choices`, or the raw `<answer>` text)."""
     if answer is None or answer == "choice":
         if answer == "choice" and not choices:
@@ -67,7 +71,8 @@ def resolve_answer(answer: Any = None, choices: Sequence[str] | None = None) -> 
                              "answer='number', 'math' or 'text'")
         return Choice(tuple(choices) if choices else None)
     if isinstance(answer, str):
-        kinds = {"number": Number, "math": Math, "text": Text}
+        kinds = {"number": Number, "math": Math, "text": Text, "json": JsonObject,
+                 "format": ClientFormat}
         if answer not in kinds:
             raise InputError(f"unknown answer kind {answer!r}; use one of "
                              f"{', '.join(ANSWER_NAMES)}, an AnswerKind or a pydantic model")

@@ -77,7 +77,11 @@ def vote_objects(docs: Sequence[Any], aggregate: Callable[[list[str | None]], Vo
         v = vote_column(kind, column, aggregate)
         fields[prefix + name] = v
         if v.decision is not None:
-            values[name] = v.value
+            value = v.value
+            if isinstance(kind, Number) and float(value).is_integer() and all(
+                    isinstance(x, int) for x in column if x is not None):
+                value = int(value)  # integers stay integers: 7, not 7.0
+            values[name] = value
     return values, fields
 
 
