@@ -90,16 +90,15 @@ def test_answer_lines_are_voted_as_one_answer():
 
 
 @pytest.mark.parametrize("text, key", [
-    ("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]",
-     {"format": "dspy", "value": {"answer": "Paris"}}),
-    ('```json\n{"a": 1}\n```', {"format": "json", "value": {"a": 1}}),
-    ("thinking...\nANSWER: B", {"format": "answer", "value": "B"}),
-    ("so \\boxed{1,250}", {"format": "answer", "value": "1250"}),
-    ("<answer>1250.0</answer>", {"format": "answer", "value": "1250"}),
-    ("<answer>left box</answer>", {"format": "answer", "value": "left box"}),
+    ("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", 'dspy {"answer":"Paris"}'),
+    ('```json\n{"a": 1}\n```', 'json {"a":1}'),
+    ("thinking...\nANSWER: B", "B"),
+    ("so \\boxed{1,250}", "1250"),
+    ("<answer>1250.0</answer>", "1250"),
+    ("<answer>left box</answer>", "left box"),
 ])
 def test_each_format_is_read(text, key):
-    assert json.loads(ClientFormat().parse(text)) == key
+    assert ClientFormat().parse(text) == key
 
 
 def test_a_reply_in_no_format_abstains_and_the_decision_says_why():

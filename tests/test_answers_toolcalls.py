@@ -116,8 +116,8 @@ def test_a_tool_call_is_kept_as_text_and_read_back():
     assert text is not None and read_tool_calls(text).tool_calls == (call,)
     assert reply_text("plain", None) == "plain" and read_tool_calls("plain") is None
     kind = ToolCalls(TOOLS)
-    assert json.loads(kind.parse(text)) == {"calls": [{"name": "get_time",
-                                                       "arguments": {"zone": "UTC"}}]}
+    assert kind.parse(text) == 'get_time {"zone":"UTC"}'  # readable in Decision.votes
+    assert kind.parse("<answer>hi</answer>") == "text: hi"
     assert ToolCall("get_time", {"zone": "UTC"}).to_openai()["function"]["arguments"] \
         == '{"zone": "UTC"}'
 

@@ -83,6 +83,14 @@ def _answer_key(raw: str) -> str | None:
     return normalise(raw)  # stripped of quotes, brackets and stray punctuation
 
 
+def _read_key(key: str) -> tuple[str, Any]:
+    """(format, value) of a key: DSPy's sections or an object read back, or one answer."""
+    for form in ("dspy", "json"):
+        if key.startswith(form + " {"):
+            return form, json.loads(key[len(form) + 1:])
+    return "answer", key
+
+
 class ClientFormat(OpenKind):
     """An answer in whichever format the client asked for (see the module docstring)."""
 
@@ -114,8 +122,9 @@ class ClientFormat(OpenKind):
         return self.parse(raw)
 
     def parse(self, text: str) -> str | None:
-        """`{"format": ..., "value": ...}`: DSPy's sections as written, a JSON object, or an
-        answer's canonical key."""
+        """The key, readable in `Decision.votes`: one answer's key itself (`B`, `1250`), or
+        `dspy ` / `json ` and the compact JSON of DSPy's sections as written or of the
+        object."""
         got = self._read(text)
         if got is None:
             return None
@@ -124,12 +133,12 @@ class ClientFormat(OpenKind):
             value = _answer_key(value)
             if value is None:
                 return None
-        return json.dumps({"format": form, "value": value}, sort_keys=True,
-                          separators=(",", ":"))
+        if form == "answer":
+            return value
+        return f"{form} " + json.dumps(value, sort_keys=True, separators=(",", ":"))
 
     def value(self, key: str, spellings: Mapping[str, int]) -> Any:
-        doc = json.loads(key)
-        return doc["value"]
+        return _read_key(key)[1]
 
     def vote_fields(self, keys: Sequence[str | None],
                     aggregate: Callable[[list[str | None]], Vote]
@@ -138,11 +147,11 @@ class ClientFormat(OpenKind):
         or one answer. The decision: {"format": "dspy", "fields": {...}}, {"format": "json",
         "object": {...}}, or the answer's key (a number's shortest spelling, else the
         stripped text)."""
-        docs = [None if k is None else json.loads(k) for k in keys]
-        forms = [None if d is None else d["format"] for d in docs]
+        docs = [None if k is None else _read_key(k) for k in keys]
+        forms = [None if d is None else d[0] for d in docs]
         fields: dict[str, Vote] = {"format": vote_column(Choice(FORMATS), forms, aggregate)}
         won = fields["format"].value
-        values = [d["value"] if d is not None and d["format"] == won else None for d in docs]
+        values = [d[1] if d is not None and d[0] == won else None for d in docs]
         if won == "answer":
             v = aggregate(values)
             fields["answer"] = v
@@ -183,8 +192,7 @@ class ClientFormat(OpenKind):
         """The key of the samples that gave a one-answer decision (None: not one answer)."""
         if not isinstance(decision, str):
             return None
-        return json.dumps({"format": "answer", "value": decision}, sort_keys=True,
-                          separators=(",", ":"))
+        return decision
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ClientFormat)

@@ -28,6 +28,7 @@ and `arguments.x`.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["Tool", "ToolCall", "ToolCalls", "tools_of"]
 
 KINDS = ("tool_call", "text")
+TEXT_PREFIX = "text: "  # a text reply's key: this, then the key its answer kind reads
+_NAME = re.compile(r"[A-Za-z0-9_-]+")  # the characters of a tool's name (OpenAI's)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,17 @@ def tools_of(tools: Sequence[Any]) -> tuple[Tool, ...]:
     return tuple(out)
 
 
+def _read_key(key: str) -> str | list[dict[str, Any]]:
+    """A sample's key read back: the text reply's key, or its calls ({name, arguments})."""
+    if key.startswith(TEXT_PREFIX):
+        return key[len(TEXT_PREFIX):]
+    calls = []
+    for line in key.split("\n"):
+        name, _, args = line.partition(" ")
+        calls.append({"name": None if name == "?" else name, "arguments": json.loads(args)})
+    return calls
+
+
 class ToolCalls(OpenKind):
     """Replies that are a text or tool calls, voted kind, tool, then argument by argument."""
 
@@ -141,13 +155,15 @@ class ToolCalls(OpenKind):
         return self.parse(raw)
 
     def parse(self, text: str) -> str | None:
-        """The sample's key: `{"calls": [{"name", "arguments", "id"}, ...]}` for tool calls
-        (arguments None when they are not a JSON object), `{"text": key}` for a text reply
-        (None when its text has no answer)."""
+        """The sample's key, readable in `Decision.votes`: a tool call is its name, a space
+        and its arguments as compact JSON (`get_weather {"city":"Paris"}`; `null` when they
+        are not a JSON object; a name that is not a tool name's characters is `?`), parallel
+        calls one per line; a text reply is `text: ` and the key `text` reads (None when its
+        text has no answer)."""
         reply = read_tool_calls(text)
         if reply is None:
             key = self.text.parse(text) if text else None
-            return None if key is None else json.dumps({"text": key})
+            return None if key is None else TEXT_PREFIX + key
         calls = []
         for c in reply.tool_calls:
             fn = c.get("function") or {}
@@ -155,20 +171,20 @@ class ToolCalls(OpenKind):
                 args = json.loads(fn.get("arguments") or "{}")
             except (TypeError, ValueError):
                 args = None
-            calls.append({"name": fn.get("name"),
-                          "arguments": args if isinstance(args, dict) else None})
-        if not calls:
-            return None
-        return json.dumps({"calls": calls}, sort_keys=True, separators=(",", ":"))
+            name = fn.get("name")
+            calls.append((name if isinstance(name, str) and _NAME.fullmatch(name) else "?")
+                         + " " + json.dumps(args if isinstance(args, dict) else None,
+                                            sort_keys=True, separators=(",", ":")))
+        return "\n".join(calls) if calls else None
 
     def same(self, a: str, b: str) -> bool:
         return a == b
 
     def value(self, key: str, spellings: Mapping[str, int]) -> Any:
-        doc = json.loads(key)
-        if "text" in doc:
-            return self.text.value(doc["text"], {})
-        return tuple(ToolCall(c["name"], c["arguments"] or {}) for c in doc["calls"])
+        doc = _read_key(key)
+        if isinstance(doc, str):
+            return self.text.value(doc, {})
+        return tuple(ToolCall(c["name"], c["arguments"] or {}) for c in doc)
 
     def response_format(self) -> dict[str, Any] | None:
         return self.text.response_format()
@@ -189,26 +205,27 @@ class ToolCalls(OpenKind):
         else:
             key_of = getattr(self.text, "key_of", None)
             key = key_of(decision) if callable(key_of) else decision
-        return None if key is None else json.dumps({"text": key})
+        return None if key is None else TEXT_PREFIX + key
 
     # -- the vote --------------------------------------------------------------------------
     def vote_fields(self, keys: Sequence[str | None],
                     aggregate: Callable[[list[str | None]], Vote]
                     ) -> tuple[Any, dict[str, Vote]]:
         """(the decision, each part's Vote): see the module docstring."""
-        docs = [None if k is None else json.loads(k) for k in keys]
-        kinds = [None if d is None else ("text" if "text" in d else "tool_call") for d in docs]
+        docs = [None if k is None else _read_key(k) for k in keys]
+        kinds = [None if d is None else ("text" if isinstance(d, str) else "tool_call")
+                 for d in docs]
         fields: dict[str, Vote] = {"kind": vote_column(Choice(KINDS), kinds, aggregate)}
         won = fields["kind"].value
         if won == "text":
-            texts = [d["text"] if k == "text" and d is not None else None
+            texts = [d if k == "text" and isinstance(d, str) else None
                      for d, k in zip(docs, kinds, strict=True)]
             v = aggregate(texts)
             fields["text"] = v
             return (None if v.decision is None else self.text.value(v.decision, {})), fields
         if won != "tool_call":
             return None, fields
-        calls = [d["calls"] if k == "tool_call" and d is not None else None
+        calls = [d if k == "tool_call" and isinstance(d, list) else None
                  for d, k in zip(docs, kinds, strict=True)]
         if any(c is not None and len(c) > 1 for c in calls):
             v = vote_column(Choice(tuple(str(i) for i in range(1, 1 + max(
