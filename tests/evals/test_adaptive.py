@@ -223,3 +223,49 @@ def test_json_rows_report_cost_and_a_rerun_draws_nothing(tmp_path, capsys):
         # share of the 6 drawn that it used
         assert row["mean_cost_usd"] == pytest.approx(drawn * row["mean_samples"] / 6)
         assert row["mean_cost_usd"] < drawn  # it stopped early on some question
+
+
+def _open_run(questions_n, k=20, per_question=6, seed=0):
+    """Open-answer questions whose answers are their own (the task's distinct answers grow
+    with the questions, one question's stay at `per_question`), and (1, Q, K) answers."""
+    from ensemble.tasks import Question
+
+    g = np.random.default_rng(seed)
+    qs, rows = [], []
+    for i in range(questions_n):
+        opts = [f"{i}-{j}" for j in range(per_question)]
+        qs.append(Question(id=f"q{i}", prompt=f"q{i}", choices=tuple(opts), correct=opts[0]))
+        p = g.dirichlet(np.ones(per_question) * 0.5)
+        rows.append([None if g.random() < 0.05 else opts[g.choice(per_question, p=p)]
+                     for _ in range(k)])
+    ans = np.empty((1, questions_n, k), dtype=object)
+    ans[0] = rows
+    return qs, ans
+
+
+def test_open_answers_are_coded_per_question_and_score_as_the_task_wide_coding():
+    """Issue 32 item 12: each question's answers are coded among its own options (n_options is
+    one question's, not the task's 300 distinct answers), and the replay scores exactly as the
+    task-wide coding did (the rules read only counts: codes are labels)."""
+    from ensemble.evals.adaptive import question_codes
+    from ensemble.stopping import StopSpec
+
+    qs, ans = _open_run(50)
+    codes, correct, n_opt = question_codes(qs, ans)
+    assert n_opt == 6 and codes.shape == (1, 50, 20) and codes.max() < 6
+    assert correct == [0] * 50 and (codes[ans == None] == -1).all()  # noqa: E711
+    # the task-wide coding (every distinct answer of the task its own code)
+    every = sorted({c for q in qs for c in q.choices})
+    at = {c: i for i, c in enumerate(every)}
+    wide = np.vectorize(lambda a: -1 if a is None else at[a], otypes=[np.int64])(ans)
+    right = [at[q.correct] for q in qs]
+    for stop in ("bayes", "beta"):
+        spec = StopSpec(stop=stop, max_n=20)
+        (a,) = adaptive_eval(codes, spec, correct=correct, n_options=n_opt, fixed_ns=[1, 5],
+                             reps=50, orders=20, rng=3)
+        (b,) = adaptive_eval(wide, spec, correct=right, n_options=len(every), fixed_ns=[1, 5],
+                             reps=50, orders=20, rng=3)
+        assert a.accuracy.value == pytest.approx(b.accuracy.value, abs=1e-12)
+        assert a.mean_samples.value == pytest.approx(b.mean_samples.value, abs=1e-12)
+        assert {n: e.value for n, e in a.fixed.items()} == pytest.approx(
+            {n: e.value for n, e in b.fixed.items()}, abs=1e-12)

@@ -45,6 +45,7 @@ __all__ = [
     "Replay",
     "adaptive_eval",
     "boxball_inputs",
+    "question_codes",
     "replay",
     "values_from_correct",
 ]
@@ -107,6 +108,29 @@ def values_from_correct(correct: ArrayLike, n_options: int) -> NDArray[np.float6
     v = np.zeros((c.size, n_options))
     v[np.arange(c.size), c] = 1.0
     return v
+
+
+def question_codes(questions: Sequence[Any], answers: Any,
+                   options: Sequence[str] | None = None
+                   ) -> tuple[NDArray[np.int64], list[int], int]:
+    """(codes, correct, n_options): (T, Q, K) codes of the answers (T, Q, K; None = invalid,
+    code −1), each question's among its own options (its choices, then its right answer if not
+    among them; open answers: the ones its samples gave), or among `options` for every
+    question; each question's right code (−1 when not among `options`); the number of codes.
+    Coded per question, a replay's cost grows with one question's options, not with the
+    task's distinct answers (issue 32: 951 of them, one-hot per sample, was quadratic)."""
+    if options is not None:
+        opts = [list(options)] * len(questions)
+    else:
+        opts = [list(dict.fromkeys([*q.choices, str(q.correct)])) for q in questions]
+    idx = [{c: i for i, c in enumerate(o)} for o in opts]
+    arr = np.asarray(answers, dtype=object)
+    codes = np.full(arr.shape, -1, dtype=np.int64)
+    for qi, where in enumerate(idx):
+        codes[:, qi] = [[-1 if a is None else where.get(a, -1) for a in row]
+                        for row in arr[:, qi]]
+    correct = [where.get(str(q.correct), -1) for where, q in zip(idx, questions, strict=True)]
+    return codes, correct, max((len(o) for o in opts), default=1)
 
 
 def boxball_inputs(questions: Sequence[Any]

@@ -448,25 +448,18 @@ def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     """
     from ensemble.stopping import StopSpec
 
-    from .adaptive import adaptive_eval, boxball_inputs
+    from .adaptive import adaptive_eval, boxball_inputs, question_codes
 
     layout = layout_of(cfg.task)
     box = layout.utility
     max_n = cfg.max_n or cfg.k()
     if box:
         values, weights, groups = boxball_inputs(questions)
-        letters = ["L", "R"]
+        codes, _, _ = question_codes(questions, answers, options=("L", "R"))
         kw: dict[str, Any] = {"values": values, "weights": weights, "groups": groups}
     else:
-        letters = []
-        for q in questions:
-            letters.extend(c for c in q.choices if c not in letters)
-        kw = {"correct": [letters.index(str(q.correct)) for q in questions],
-              "n_options": len(letters)}
-    idx = {c: i for i, c in enumerate(letters)}
-    codes = np.array([[[idx.get(a, -1) if a is not None else -1 for a in row]
-                       for row in answers[ti]] for ti in range(answers.shape[0])],
-                     dtype=np.int64)
+        codes, correct, n_options = question_codes(questions, answers)
+        kw = {"correct": correct, "n_options": n_options}
     fixed_ns = sorted({n for n in cfg.ns if n <= max_n} | {max_n})
     if rows is not None:
         T, Q = codes.shape[:2]
