@@ -215,7 +215,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, tuple) and value and all(isinstance(c, ToolCall) for c in value):
         return [plain(c) for c in value]
     dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
+    return dump(mode="json", by_alias=True) if callable(dump) else value
 
 
 def confidence(s: Sample) -> float:

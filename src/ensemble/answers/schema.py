@@ -13,6 +13,7 @@ JSON), never a silently looser model.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from keyword import iskeyword
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field, create_model
@@ -64,10 +65,13 @@ def _model(name: str, schema: Mapping[str, Any], defs: Mapping[str, Any], where:
                          "are voted one by one)")
     required = set(schema.get("required") or (() if lenient else props))
     fields: dict[str, Any] = {}
-    for field, sub in props.items():
-        if not isinstance(field, str) or not field.isidentifier():
-            raise InputError(f"{where}: field name {field!r} is not supported (letters, "
-                             "digits and _ only)")
+    for i, (field, sub) in enumerate(props.items()):
+        if not isinstance(field, str) or not field:
+            raise InputError(f"{where}: a property needs a name, got {field!r}")
+        # a name Python or pydantic cannot take ("file-path", "_id", "json") is the alias of
+        # a field named for its place; the objects voted and sent keep the schema's names
+        attr = field if field.isidentifier() and not field.startswith("_") \
+            and not iskeyword(field) and not hasattr(BaseModel, field) else f"field_{i}"
         fwhere = f"{where}.properties.{field}"
         try:
             typ, optional = _field_type(f"{name}_{field}", sub, defs, fwhere, depth, lenient)
@@ -76,10 +80,12 @@ def _model(name: str, schema: Mapping[str, Any], defs: Mapping[str, Any], where:
                 raise
             typ, optional = Any, False
         desc = sub.get("description") if isinstance(sub, Mapping) else None
+        alias = field if attr != field else None
         if field in required and not optional:
-            fields[field] = (typ, Field(..., description=desc))
+            fields[attr] = (typ, Field(..., description=desc, alias=alias))
         else:
-            fields[field] = (Optional[typ], Field(None, description=desc))  # noqa: UP045
+            fields[attr] = (Optional[typ], Field(None, description=desc,  # noqa: UP045
+                                                 alias=alias))
     model: type[BaseModel] = create_model(name, **fields)
     return model
 

@@ -103,8 +103,11 @@ class Structured(OpenKind):
                              "a recursive model has no fixed set of fields to vote on: give "
                              "a model whose nesting ends")
         self.model = model
-        self.fields: dict[str, Any] = {name: kind_for(f.annotation, (*within, model))
+        # keyed by the names the objects use (a field's alias, when it has one)
+        self.fields: dict[str, Any] = {f.alias or name: kind_for(f.annotation, (*within, model))
                                        for name, f in model.model_fields.items()}
+        self._annotations = {f.alias or name: f.annotation
+                             for name, f in model.model_fields.items()}
 
     def __repr__(self) -> str:
         return f"Structured({self.model.__name__})"
@@ -128,7 +131,8 @@ class Structured(OpenKind):
             inst = self.model.model_validate_json(raw)
         except (ValidationError, ValueError):
             return None
-        return json.dumps(inst.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return json.dumps(inst.model_dump(mode="json", by_alias=True), sort_keys=True,
+                          separators=(",", ":"))
 
     def value(self, key: str, spellings: Mapping[str, int]) -> Any:
         return self.model.model_validate_json(key)
@@ -157,7 +161,7 @@ class Structured(OpenKind):
     def render(self, decision: Any) -> str | None:
         """The reply's text for a decided instance: its JSON."""
         dump = getattr(decision, "model_dump", None)
-        return json.dumps(dump(mode="json")) if callable(dump) else None
+        return json.dumps(dump(mode="json", by_alias=True)) if callable(dump) else None
 
     def _build(self, values: dict[str, Any] | None) -> Any:
         from pydantic import ValidationError
@@ -183,7 +187,7 @@ class Structured(OpenKind):
                 continue
             v = vote_column(kind, column, aggregate)
             if isinstance(v.value, float) and v.value.is_integer() and _unwrap_optional(
-                    self.model.model_fields[name].annotation) is int:
+                    self._annotations[name]) is int:
                 v = replace(v, value=int(v.value))  # an int field's decision is 8, not 8.0
             fields[prefix + name] = v
             if v.decision is not None:

@@ -268,4 +268,5 @@ class ToolCalls(OpenKind):
         fields.update(arg_fields)
         if inst is None:
             return None
-        return ToolCall(name, inst.model_dump(mode="json", exclude_unset=True))
+        return ToolCall(name, inst.model_dump(mode="json", exclude_unset=True,
+                                                  by_alias=True))
