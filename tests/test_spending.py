@@ -70,3 +70,19 @@ def test_stop_cost_by_name_takes_the_default_spec():
     ens = Ensemble(members=[Member("openai/a", n=2, temperature=1.0),
                             Member("openai/b", n=1, temperature=1.0)], stop="cost")
     assert isinstance(ens.stop_spec, CostSpec) and ens.stop_spec.target_loss is None
+
+
+def test_one_prompt_per_call_reuses_the_rule_until_the_data_grows(servers, tmp_path):
+    s1, s2 = servers
+    with _ensemble(s1, s2, tmp_path / "s.sqlite", value_usd=0.004) as ens:
+        mem = ens.cost_memory
+        ens.decide_many(PROMPTS[:20])
+        assert mem.fitted_on == 10  # the 10 pilot questions
+        ens.decide(PROMPTS[20])  # 20 decisions now: refitted on them
+        assert mem.fitted_on == 20
+        rule = mem.rule
+        ens.decide(PROMPTS[21])  # 21 <= 22: the same rule serves again
+        ens.decide_many(PROMPTS[22:26])  # 22: still
+        assert mem.rule is rule
+        ens.decide(PROMPTS[26])  # 26 > 22: refitted
+        assert mem.rule is not rule and mem.fitted_on == 26

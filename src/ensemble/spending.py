@@ -42,9 +42,20 @@ class CostMemory:
     spent: list[float] = field(default_factory=list)
     votes: list[int] = field(default_factory=list)
     rule: CostRule | None = None
+    fitted_on: int = 0  # the decisions the rule's prior was fitted on
 
     def price(self, g: int) -> float | None:
         return self.spent[g] / self.votes[g] if self.votes and self.votes[g] else None
+
+    def still_fits(self, decisions: int, prices: Sequence[float]) -> bool:
+        """The rule built last time serves again until the data grew by a tenth or a price
+        moved by 5% (a served Ensemble decides one prompt per call: refitting the prior and
+        the induction on every call would cost ~0.1 s each)."""
+        rule = self.rule
+        if rule is None or decisions > 1.1 * self.fitted_on:
+            return False
+        return all(abs(p - q) <= 0.05 * max(q, 1e-300) for p, q in zip(prices, rule.prices,
+                                                                      strict=True))
 
 
 async def draw_by_cost(members: Sequence[Member], params: Sequence[Any],
@@ -117,10 +128,12 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
     if spec.prior is None and not data:
         raise InputError("the cost rule fits its prior from pilots: no question had a pilot "
                          "(all failed?)")
-    rule = spec.build(a=[d[0] for d in data] if data else None,
-                      b=[d[1] for d in data] if data else None,
-                      prices=prices, max_n=budgets, lams=weights)
-    memory.rule = rule
+    rule = memory.rule if memory.still_fits(len(data), prices) else None
+    if rule is None:
+        rule = spec.build(a=[d[0] for d in data] if data else None,
+                          b=[d[1] for d in data] if data else None,
+                          prices=prices, max_n=budgets, lams=weights)
+        memory.rule, memory.fitted_on = rule, len(data)
 
     async def finish(p: int) -> None:
         while p not in failed:
