@@ -87,7 +87,7 @@ class Member:
 
     @property
     def api_base(self) -> str | None:
-        return self.options.api_base
+        return self.options.endpoint.api_base
 
     def __repr__(self) -> str:
         lam = "None" if self.lam is None else f"{self.lam:.4g}"

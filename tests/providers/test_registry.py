@@ -28,7 +28,7 @@ def test_a_registered_prefix_serves_its_model_strings_through_the_sampler():
     made = []
 
     def factory(model, options):
-        made.append((model, options.max_concurrency))
+        made.append((model, options.limits.max_concurrency))
         return FakeExpertProvider(lam1=3.0, seed=2, model=model, supports_n=False)
 
     register_provider("planted", factory, replace=True)

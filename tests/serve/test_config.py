@@ -35,8 +35,8 @@ def test_the_docs_config_loads_and_builds_its_ensembles(tmp_path, monkeypatch):
     served = ServedEnsembles(cfg)
     mini = served.get("vote-mini")
     assert mini.n == 5 and mini.choices == tuple("ABCDE")
-    assert mini.members[0].options.max_concurrency == 8
-    assert mini.members[0].options.api_key == "sk-docs-example-0000000000"
+    assert mini.members[0].options.limits.max_concurrency == 8
+    assert mini.members[0].options.endpoint.api_key == "sk-docs-example-0000000000"
     assert served.get("adaptive").stop_spec.stop == "bayes"
     assert served.get("adaptive").stop_spec.max_n == 20
     mixed = served.get("mixed")

@@ -86,7 +86,7 @@ def calibration_dir(cfg: CalibrationConfig) -> Path:
     return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=data,
                                                          kind="calibrate",
                                                          short=cfg.task == DEFAULT_TASK,
-                                                         api_base=cfg.provider.api_base)
+                                                         api_base=cfg.provider.endpoint.api_base)
 
 
 def _write_records(out: Path, qs: list[Question], temperatures: tuple[float, ...],
@@ -199,7 +199,7 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     _say(cfg, "choosing the rule for each temperature (worst-case regret) and writing the "
               "report...")
     rec = recommend(fits, cfg.n_budget, cells=cells, joint=joint, model=cfg.model,
-                    api_base=cfg.provider.api_base, choices=qs[0].choices,
+                    api_base=cfg.provider.endpoint.api_base, choices=qs[0].choices,
                     target_accuracy=cfg.target_accuracy)
     (stats,) = drawn.stats
     return _write(cfg, out, qs, fits, joint, rec, panels, invalid, stats, drawn)
@@ -250,7 +250,7 @@ def _write(cfg: CalibrationConfig, out: Path, qs: list[Question], fits: list[Lam
 
     from .records import now_iso
 
-    meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.api_base),
+    meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.endpoint.api_base),
             "endpoint": drawn.endpoints[0], "served_by": drawn.served_by[0],
             "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
             "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,

@@ -237,7 +237,7 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
 def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
     """The eval's limits and key, with the member's endpoint and price."""
     own = {k: v for k, v in (("api_base", m.api_base),
-                             ("price_per_1k", m.options.price_per_1k)) if v is not None}
+                             ("price_per_1k", m.options.cost.price_per_1k)) if v is not None}
     return ProviderOptions.build(base, **own) if own else base
 
 

@@ -170,7 +170,7 @@ def run_dir(cfg: EvalConfig) -> Path:
 
     data = cfg.data if layout_of(cfg.task).takes_data else None
     return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=data,
-                                                         api_base=cfg.provider.api_base)
+                                                         api_base=cfg.provider.endpoint.api_base)
 
 
 def select_questions(cfg: EvalConfig, task: Task) -> list[Question]:

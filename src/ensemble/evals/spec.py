@@ -336,7 +336,7 @@ def recorded_spec(cfg: Any, spec: RunSpec | None = None) -> RunSpec:
            "data": _absolute(cfg.data), "open": cfg.open or None, "answer": cfg.answer,
            "max_tokens": cfg.max_tokens, "bootstrap": cfg.bootstrap,
            "fail_on_error": cfg.fail_on_error, "max_cost": cfg.max_cost}
-    base = cfg.provider.api_base
+    base = cfg.provider.endpoint.api_base
     if spec is not None and spec.ensemble:
         members = [m.model_copy(update={"api_base": m.api_base or base,
                                         "calibration": _absolute(m.calibration)})

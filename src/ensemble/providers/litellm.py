@@ -40,13 +40,13 @@ def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, st
     Keys from the environment are used for any api_base, loopback included; with an api_base
     and no key at all a placeholder is sent (self-hosted servers often need none; the clients
     want one)."""
-    if options.api_key is not None:
-        return options.api_key, "explicit"
+    if options.endpoint.api_key is not None:
+        return options.endpoint.api_key, "explicit"
     env = env_key_name(provider)
     value = os.environ.get(env)
     if value:
         return value, f"env:{env}"
-    if options.api_base:
+    if options.endpoint.api_base:
         return LOCAL_PLACEHOLDER_KEY, "placeholder"
     return None, None
 
@@ -55,8 +55,8 @@ def litellm_batch_api(target: str, options: ProviderOptions, key: str | None) ->
     """litellm's Files and Batch API for a model string, its endpoint and the resolved key."""
     from .litellm_batch import LiteLLMBatchAPI
 
-    return LiteLLMBatchAPI(target, api_base=options.api_base, api_key=key,
-                           timeout=options.timeout, max_attempts=options.max_attempts)
+    return LiteLLMBatchAPI(target, api_base=options.endpoint.api_base, api_key=key,
+                           timeout=options.retry.timeout, max_attempts=options.retry.max_attempts)
 
 
 def litellm_token_count(target: str, messages: Sequence[Mapping[str, str]]) -> int | None:
@@ -83,7 +83,7 @@ class LiteLLMProvider:
         self.model = model
         self.options = options or ProviderOptions()
         self.target = target_model or model  # the string litellm is given
-        self.api_base = self.options.api_base
+        self.api_base = self.options.endpoint.api_base
         register_env_keys()
         self._key, self._key_source = self._resolve_key()
         self.endpoint = endpoint_key(provider_of(self.target), self.api_base, self._key)
@@ -105,7 +105,7 @@ class LiteLLMProvider:
         """USD at `price_per_1k` if given, else litellm's price table (its batch rates with
         `batch`; None where it has none: litellm's own fallback, half the online price, is a
         guess, not a price)."""
-        given = self.options.price_per_1k
+        given = self.options.cost.price_per_1k
         if given is not None and not batch:
             return (prompt_tokens * given[0] + completion_tokens * given[1]) / 1000.0
         return litellm_price(self.target, prompt_tokens, completion_tokens, batch=batch)
@@ -159,17 +159,18 @@ class LiteLLMProvider:
             await client.close()
 
     def sdk_client(self) -> Any:
-        """With `options.transport`: the `AsyncOpenAI` client on that transport that litellm
-        is handed (`client=`, litellm's public parameter for OpenAI-compatible calls), one per
-        event loop; None without a transport (litellm's own HTTP client)."""
-        if self.options.transport is None:
+        """With `options.endpoint.transport`: the `AsyncOpenAI` client on that transport that
+        litellm is handed (`client=`, litellm's public parameter for OpenAI-compatible calls),
+        one per event loop; None without a transport (litellm's own HTTP client)."""
+        if self.options.endpoint.transport is None:
             return None
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             from .http import new_client
 
             self._client = new_client(self.api_base or "https://api.openai.com/v1", self._key,
-                                      self.options.max_concurrency, self.options.transport)
+                                      self.options.limits.max_concurrency,
+                                      self.options.endpoint.transport)
             self._client_loop = loop
         return self._client
 
@@ -185,7 +186,7 @@ class LiteLLMProvider:
         client = self.sdk_client()
         if client is not None:
             kwargs["client"] = client
-        price = self.options.price_per_1k
+        price = self.options.cost.price_per_1k
         return await litellm_request(
             litellm().acompletion, model=self.model, target=self.target,
             where=self.api_base, messages=messages, params=params, n=n,

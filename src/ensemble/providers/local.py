@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import ensemble.local as runtime
@@ -64,7 +63,7 @@ class LocalProvider:
             self._local = endpoint
             self.api_base = endpoint.api_base
             self._inner = LiteLLMProvider(
-                self.model, replace(self.options, api_base=endpoint.api_base, api_key=None),
+                self.model, self.options.replace(api_base=endpoint.api_base, api_key=None),
                 target_model=endpoint.model)
 
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,

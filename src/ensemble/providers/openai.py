@@ -77,7 +77,7 @@ class OpenAIProvider:
         self.options = options or ProviderOptions()
         self.target = model  # the litellm model string (token counts go through litellm)
         self.wire_model = model.split("/", 1)[1] if model.startswith("openai/") else model
-        self.api_base = self.options.api_base
+        self.api_base = self.options.endpoint.api_base
         # as litellm and the SDK do, OPENAI_BASE_URL / OPENAI_API_BASE move OpenAI's own API
         self.base_url = (self.api_base or os.environ.get("OPENAI_BASE_URL")
                          or os.environ.get("OPENAI_API_BASE") or OPENAI_API_BASE)
@@ -88,7 +88,7 @@ class OpenAIProvider:
         self.identity = normalise_api_base(self.api_base) if self.api_base else None
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        price = self.options.price_per_1k
+        price = self.options.cost.price_per_1k
         self._price: tuple[float, float] | None = (
             None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
         self._price_known = price is not None
@@ -105,8 +105,8 @@ class OpenAIProvider:
         from .openai_batch import OpenAIBatchAPI
 
         return OpenAIBatchAPI(self.target, client=self.client, model=self.wire_model,
-                              api_base=self.api_base, timeout=self.options.timeout,
-                              max_attempts=self.options.max_attempts)
+                              api_base=self.api_base, timeout=self.options.retry.timeout,
+                              max_attempts=self.options.retry.max_attempts)
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
@@ -144,8 +144,8 @@ class OpenAIProvider:
         """This provider's `AsyncOpenAI` client on the running event loop."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = new_client(self.base_url, self._key, self.options.max_concurrency,
-                                      self.options.transport)
+            self._client = new_client(self.base_url, self._key, self.options.limits.max_concurrency,
+                                      self.options.endpoint.transport)
             self._client_loop = loop
         return self._client
 

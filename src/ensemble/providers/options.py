@@ -1,11 +1,21 @@
-"""How to reach a provider and how hard to push it: one frozen, validated options object.
+"""How to reach a provider and how hard to push it: five frozen, validated values, one per
+concept (as httpx separates `Timeout` and `Limits`), and `ProviderOptions` holding one of each.
+
+- `Endpoint`: where the provider is and the key (`repr` hides it; it is registered for
+  redaction the moment it is given);
+- `Limits`: requests in flight and per minute, tokens per minute (the endpoint's limiter);
+- `Retry`: seconds per attempt, attempts for transient errors, seconds per sample in all;
+- `FailurePolicy`: consecutive permanent failures that stop a run;
+- `CostPolicy`: the price of a model whose price litellm does not know.
 
 `ProviderOptions` is what `Sampler`, `Ensemble`, the evals and the CLI pass around instead of a
-row of keyword arguments. It is validated once, when built: every number finite and positive,
-the api_base a real http(s) URL. The key is never shown (`repr` hides it) and is registered for
-redaction the moment it is given.
+row of keyword arguments; it is built from the parts or from their fields as keywords
+(`ProviderOptions(api_base=..., max_concurrency=8)`, the names every user-facing signature
+takes), and each consumer reads its part (`options.limits`, `options.retry`, ...). Every value
+is validated once, when built: every number finite and positive, the api_base a real http(s)
+URL.
 
-The retry policy it configures (see docs/sampling.md):
+The retry policy (see docs/sampling.md):
 - 429, and 503/529 "overloaded" replies, are backpressure: the endpoint's shared limiter slows
   down and every request to it waits out the Retry-After; the request is retried without using
   up `max_attempts`, until `max_retry_time` (per sample) runs out.
@@ -19,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
@@ -26,7 +37,13 @@ from urllib.parse import urlparse
 
 from ..errors import InputError
 
-__all__ = ["ProviderKwargs", "ProviderOptions", "check_keywords", "validate_api_base"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
+
+__all__ = ["CostPolicy", "Endpoint", "FailurePolicy", "Limits", "ProviderKwargs",
+           "ProviderOptions", "Retry", "check_keywords", "validate_api_base"]
 
 
 class ProviderKwargs(TypedDict, total=False):
@@ -46,58 +63,22 @@ class ProviderKwargs(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class ProviderOptions:
-    """Where the provider is and the limits to respect.
+class Endpoint:
+    """Where the provider is and how to reach it.
 
-    api_base:        OpenAI-compatible base URL (None: the provider's own).
-    api_key:         the key (None: the provider's environment variable, e.g. OPENAI_API_KEY).
-    timeout:         seconds per request attempt.
-    max_concurrency: requests in flight to this endpoint, at most (shared by every Sampler and
-                     Ensemble of the process that uses the same endpoint and key).
-    rpm, tpm:        requests / tokens per minute, at most (None: learned from 429s only).
-    max_attempts:    attempts per request for transient errors (not counting rate limits).
-    max_retry_time:  seconds one sample may spend waiting and retrying, rate limits included.
-    max_failures:    consecutive permanent failures that stop the run (scattered refusals don't).
-    price_per_1k:    (prompt, completion) USD per 1,000 tokens, for a model whose price litellm
-                     does not know (a self-hosted or simulated one); None: litellm's price table.
-    transport:       an httpx transport for the HTTP client of OpenAI-compatible requests
-                     (the openai SDK's client; litellm's through its `client=`), e.g.
-                     `ensemble.testing.InProcessTransport`: the simulated server in this
-                     process, no socket. None: the network. Never written to files.
+    api_base:  an OpenAI-compatible base URL (None: the provider's own).
+    api_key:   the key (None: the provider's environment variable, e.g. OPENAI_API_KEY).
+    transport: an httpx transport for the HTTP client of OpenAI-compatible requests (the
+               openai SDK's client; litellm's through its `client=`), e.g.
+               `ensemble.testing.InProcessTransport`: the simulated server in this process,
+               no socket. None: the network. Never written to files.
     """
 
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    timeout: float = 60.0
-    max_concurrency: int = 16
-    rpm: float | None = None
-    tpm: float | None = None
-    max_attempts: int = 6
-    max_retry_time: float = 900.0
-    max_failures: int = 10
-    price_per_1k: tuple[float, float] | None = None
     transport: Any = None
 
     def __post_init__(self) -> None:
-        _positive_number("timeout", self.timeout)
-        _positive_number("max_retry_time", self.max_retry_time)
-        _positive_int("max_concurrency", self.max_concurrency)
-        _positive_int("max_attempts", self.max_attempts)
-        _positive_int("max_failures", self.max_failures)
-        if self.rpm is not None:
-            _positive_number("rpm", self.rpm)
-        if self.tpm is not None:
-            _positive_number("tpm", self.tpm)
-        if self.price_per_1k is not None:
-            try:
-                pin, pout = (float(x) for x in self.price_per_1k)
-            except (TypeError, ValueError):
-                raise InputError("price_per_1k must be (prompt, completion) USD per 1,000 "
-                                 f"tokens, got {self.price_per_1k!r}") from None
-            if not (math.isfinite(pin) and math.isfinite(pout) and pin >= 0 and pout >= 0):
-                raise InputError(f"price_per_1k must be finite and >= 0, got "
-                                 f"{self.price_per_1k!r}")
-            object.__setattr__(self, "price_per_1k", (pin, pout))
         if self.api_base is not None:
             object.__setattr__(self, "api_base", validate_api_base(self.api_base))
         if self.api_key is not None:
@@ -109,31 +90,154 @@ class ProviderOptions:
             register(self.api_key)
 
     def __repr__(self) -> str:  # the key never appears, set or not
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                          if f.name != "api_key")
         key = "***" if self.api_key else None
-        return f"ProviderOptions({shown}, api_key={key!r})"
+        via = f", transport={self.transport!r}" if self.transport is not None else ""
+        return f"Endpoint(api_base={self.api_base!r}, api_key={key!r}{via})"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How hard to push the endpoint (its limiter; shared by every Sampler and Ensemble of the
+    process that uses the same endpoint and key, the tightest of each applying).
+
+    max_concurrency: requests in flight, at most.
+    rpm, tpm:        requests / tokens per minute, at most (None: learned from 429s only).
+    """
+
+    max_concurrency: int = 16
+    rpm: float | None = None
+    tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        _positive_int("max_concurrency", self.max_concurrency)
+        if self.rpm is not None:
+            _positive_number("rpm", self.rpm)
+        if self.tpm is not None:
+            _positive_number("tpm", self.tpm)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The time and the attempts a request gets.
+
+    timeout:        seconds per request attempt.
+    max_attempts:   attempts per request for transient errors (not counting rate limits).
+    max_retry_time: seconds one sample may spend waiting and retrying, rate limits included.
+    """
+
+    timeout: float = 60.0
+    max_attempts: int = 6
+    max_retry_time: float = 900.0
+
+    def __post_init__(self) -> None:
+        _positive_number("timeout", self.timeout)
+        _positive_int("max_attempts", self.max_attempts)
+        _positive_number("max_retry_time", self.max_retry_time)
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """When a run stops: after `max_failures` consecutive permanent failures (scattered
+    refusals don't stop it)."""
+
+    max_failures: int = 10
+
+    def __post_init__(self) -> None:
+        _positive_int("max_failures", self.max_failures)
+
+
+@dataclass(frozen=True)
+class CostPolicy:
+    """What samples cost. price_per_1k: (prompt, completion) USD per 1,000 tokens, for a model
+    whose price litellm does not know (a self-hosted or simulated one); None: litellm's price
+    table."""
+
+    price_per_1k: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.price_per_1k is None:
+            return
+        try:
+            pin, pout = (float(x) for x in self.price_per_1k)
+        except (TypeError, ValueError):
+            raise InputError("price_per_1k must be (prompt, completion) USD per 1,000 "
+                             f"tokens, got {self.price_per_1k!r}") from None
+        if not (math.isfinite(pin) and math.isfinite(pout) and pin >= 0 and pout >= 0):
+            raise InputError(f"price_per_1k must be finite and >= 0, got {self.price_per_1k!r}")
+        object.__setattr__(self, "price_per_1k", (pin, pout))
+
+
+# the parts of ProviderOptions, each with the keyword names its fields go by
+_PARTS: dict[str, type[Any]] = {"endpoint": Endpoint, "limits": Limits, "retry": Retry,
+                                "failures": FailurePolicy, "cost": CostPolicy}
+_PART_OF: dict[str, str] = {f.name: part for part, cls in _PARTS.items() for f in fields(cls)}
+
+
+@dataclass(frozen=True, init=False)
+class ProviderOptions:
+    """Where the provider is and the limits to respect: one `Endpoint`, `Limits`, `Retry`,
+    `FailurePolicy` and `CostPolicy` (see the module docstring).
+
+    Built from the parts, from their fields as keywords, or both (a keyword replaces its
+    part's field): `ProviderOptions(api_base=url, max_concurrency=8)`,
+    `ProviderOptions(limits=Limits(max_concurrency=8), retry=Retry(timeout=30))`.
+    """
+
+    endpoint: Endpoint
+    limits: Limits
+    retry: Retry
+    failures: FailurePolicy
+    cost: CostPolicy
+
+    def __init__(self, *, endpoint: Endpoint | None = None, limits: Limits | None = None,
+                 retry: Retry | None = None, failures: FailurePolicy | None = None,
+                 cost: CostPolicy | None = None, **kwargs: Unpack[ProviderKwargs]) -> None:
+        check_keywords(kwargs, tuple(_PART_OF), what="provider option")
+        given: dict[str, Any] = {"endpoint": endpoint, "limits": limits, "retry": retry,
+                                 "failures": failures, "cost": cost}
+        for name, cls in _PARTS.items():
+            part = given[name]
+            if part is not None and not isinstance(part, cls):
+                raise InputError(f"{name}= takes {cls.__name__}(...), got {part!r}")
+            mine = {k: v for k, v in kwargs.items() if _PART_OF[k] == name}
+            if part is None:
+                part = cls(**mine)
+            elif mine:
+                part = replace(part, **mine)
+            object.__setattr__(self, name, part)
+
+    def __repr__(self) -> str:  # the key never appears (Endpoint's repr hides it)
+        return (f"ProviderOptions(endpoint={self.endpoint!r}, limits={self.limits!r}, "
+                f"retry={self.retry!r}, failures={self.failures!r}, cost={self.cost!r})")
 
     @classmethod
     def build(cls, options: ProviderOptions | None = None, /, **kwargs: Any) -> ProviderOptions:
         """`options` (or the defaults) updated with keyword arguments, names checked."""
         check_keywords(kwargs, cls.names(), what="provider option")
         kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("rpm", "tpm")}
-        base = options if options is not None else cls()
-        return replace(base, **kwargs) if kwargs else base
+        if options is None:
+            return cls(**kwargs)
+        return options.replace(**kwargs) if kwargs else options
+
+    def replace(self, **kwargs: Unpack[ProviderKwargs]) -> ProviderOptions:
+        """A copy with these fields (by their keyword names) replaced."""
+        return ProviderOptions(endpoint=self.endpoint, limits=self.limits, retry=self.retry,
+                               failures=self.failures, cost=self.cost, **kwargs)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+        """The keyword names of the parts' fields (what user-facing signatures take)."""
+        return tuple(_PART_OF)
 
     def public(self) -> dict[str, Any]:
-        """The options as a dict for files and reports: the key reduced to a fingerprint."""
+        """The options as one flat dict for files and reports: the key reduced to a
+        fingerprint, the transport left out."""
         from ..secrets import fingerprint
 
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name not in ("api_key", "transport")}
-        out["api_key"] = (None if self.api_key is None
-                          else f"fingerprint:{fingerprint(self.api_key)}")
+        out = {k: getattr(getattr(self, part), k) for k, part in _PART_OF.items()
+               if k not in ("api_key", "transport")}
+        key = self.endpoint.api_key
+        out["api_key"] = None if key is None else f"fingerprint:{fingerprint(key)}"
         return out
 
 

@@ -134,7 +134,7 @@ class RouterProvider:
             base = lp.get("api_base")
             parts.append(f"{target}@{base or ''}#{fingerprint(key)}")
             cap = lp.get("max_parallel_requests")
-            cap = int(cap) if isinstance(cap, int) and cap > 0 else o.max_concurrency
+            cap = int(cap) if isinstance(cap, int) and cap > 0 else o.limits.max_concurrency
             limits = (cap, _positive(lp.get("rpm")), _positive(lp.get("tpm")))
             ekey = endpoint_key(provider_of(target), base, key if isinstance(key, str) else None)
             lim = limiter_for(ekey, max_concurrency=cap, rpm=limits[1], tpm=limits[2])
@@ -193,7 +193,7 @@ class RouterProvider:
         # one retry policy, the sampler's: the Router makes one attempt per call
         settings.setdefault("num_retries", 0)
         if options is not None:
-            settings.setdefault("timeout", options.timeout)
+            settings.setdefault("timeout", options.retry.timeout)
         ll = litellm()
         try:
             router = ll.Router(model_list=doc["model_list"], **settings)

@@ -56,8 +56,8 @@ class OnlineRequests:
         self.ctx = ctx
         self.provider = provider
         self.options = options
-        self.retry = RetryPolicy(max_attempts=options.max_attempts,
-                                 max_retry_time=options.max_retry_time)
+        self.retry = RetryPolicy(max_attempts=options.retry.max_attempts,
+                                 max_retry_time=options.retry.max_retry_time)
         self.max_cost = max_cost
         self.extra_headers = extra_headers
         self.limiter: EndpointLimiter | None = None
@@ -89,7 +89,7 @@ class OnlineRequests:
             if last is None or t_first is None:
                 ticket = await limiter.acquire()
             else:  # a retry waits for the endpoint's cool-down within the sample's time budget
-                left = o.max_retry_time - (time.monotonic() - t_first)
+                left = o.retry.max_retry_time - (time.monotonic() - t_first)
                 try:
                     ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
                 except asyncio.TimeoutError:
@@ -111,7 +111,7 @@ class OnlineRequests:
                 comp = await self.provider.complete(req.messages, req.params, n=n,
                                                     first_index=start,
                                                     headers=self.extra_headers,
-                                                    timeout=o.timeout)
+                                                    timeout=o.retry.timeout)
             except ProviderError as exc:
                 last = exc
                 self.in_flight -= 1
@@ -130,7 +130,7 @@ class OnlineRequests:
                 if self.retry.gives_up(exc, attempts, elapsed):
                     raise self._gave_up(exc, attempts, elapsed) from None
                 wait = exc.retry_after
-                if wait is not None and wait > o.max_retry_time - elapsed:
+                if wait is not None and wait > o.retry.max_retry_time - elapsed:
                     # the provider asks for more than the sample's time budget has left:
                     # waiting part of it would only fail later
                     raise self._gave_up(exc, attempts, elapsed, asked=wait) from None
@@ -139,7 +139,7 @@ class OnlineRequests:
                 try:
                     if not exc.backpressure:
                         await asyncio.sleep(min(self.retry.backoff(attempts),
-                                                max(0.0, o.max_retry_time - elapsed)))
+                                                max(0.0, o.retry.max_retry_time - elapsed)))
                     # backpressure: the limiter's shared cool-down holds the next attempt
                 finally:
                     self.retrying -= 1
@@ -165,7 +165,7 @@ class OnlineRequests:
 
     def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float, *,
                  asked: float | None = None) -> ProviderError:
-        budget = self.options.max_retry_time
+        budget = self.options.retry.max_retry_time
         if asked is not None:
             what = (f"{elapsed:.0f} s: the provider asked to wait {asked:g} s (Retry-After), "
                     f"more than the {max(0.0, budget - elapsed):.0f} s left of --max-retry-time "
@@ -252,7 +252,7 @@ class OnlineRequests:
             parts.append(f"cooling down {lim.cooldown_s:.1f} s after the provider's rate limit")
         if self.in_flight:
             parts.append(f"{self.in_flight} requests waiting for {where}"
-                         f" (timeout {self.options.timeout:g} s)")
+                         f" (timeout {self.options.retry.timeout:g} s)")
         if lim is not None and lim.waiting:
             parts.append(f"{lim.waiting} queued for the endpoint's limit")
         if self.retrying:

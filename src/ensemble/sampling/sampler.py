@@ -153,7 +153,7 @@ class Sampler:
                                       stored=lambda: self.store is not None)
 
     def __repr__(self) -> str:  # never shows the key
-        return f"Sampler(model={self.model!r}, api_base={self.options.api_base!r})"
+        return f"Sampler(model={self.model!r}, api_base={self.options.endpoint.api_base!r})"
 
     @property
     def provider_name(self) -> str:
@@ -162,7 +162,7 @@ class Sampler:
 
     @property
     def api_base(self) -> str | None:
-        return self.provider.api_base or self.options.api_base
+        return self.provider.api_base or self.options.endpoint.api_base
 
     @property
     def stats(self) -> JobStats:
@@ -210,15 +210,15 @@ class Sampler:
             # a provider may declare it serves fewer requests at once (the local llama.cpp
             # server: one)
             caps = self.provider.capabilities
-            cap = caps.max_concurrency or o.max_concurrency
-            conc = min(o.max_concurrency, cap)
-            if conc < o.max_concurrency and caps.limit_reason:
+            cap = caps.max_concurrency or o.limits.max_concurrency
+            conc = min(o.limits.max_concurrency, cap)
+            if conc < o.limits.max_concurrency and caps.limit_reason:
                 self.run_state.note(f"{caps.limit_reason}, fewer than max_concurrency="
-                                    f"{o.max_concurrency}: concurrency is capped at {conc}")
+                                    f"{o.limits.max_concurrency}: concurrency is capped at {conc}")
             self._limiter = limiter_for(self.provider.endpoint, max_concurrency=conc,
-                                        rpm=o.rpm, tpm=o.tpm)
-            self._limiter_token = self._limiter.attach(max_concurrency=conc, rpm=o.rpm,
-                                                       tpm=o.tpm)
+                                        rpm=o.limits.rpm, tpm=o.limits.tpm)
+            self._limiter_token = self._limiter.attach(max_concurrency=conc, rpm=o.limits.rpm,
+                                                       tpm=o.limits.tpm)
             self._online.limiter = self._limiter
 
     # -- sampling ----------------------------------------------------------------------------
@@ -265,7 +265,7 @@ class Sampler:
         helpers: list[asyncio.Task[None]] = []
         try:
             if queue.pending:
-                n_workers = min(queue.pending, self.options.max_concurrency)
+                n_workers = min(queue.pending, self.options.limits.max_concurrency)
                 if self.store is not None:
                     helpers.append(asyncio.ensure_future(ctx.heartbeat()))
                     # samples leased to a batch of this store arrive when it is collected
@@ -364,7 +364,7 @@ class Sampler:
 
         ctx.start_progress()
         try:
-            n_workers = max(1, min(len(requests), self.options.max_concurrency))
+            n_workers = max(1, min(len(requests), self.options.limits.max_concurrency))
             await asyncio.gather(*(worker() for _ in range(n_workers)))
         finally:
             self.stats.wall_time_s += time.perf_counter() - t0
@@ -436,7 +436,7 @@ class Sampler:
             if completion_max is not None:
                 completion_max = (None if req.params.max_tokens is None
                                   else completion_max + len(miss) * req.params.max_tokens)
-        cost, why = _price(self.provider, self.model, self.options.price_per_1k, prompt_tokens,
+        cost, why = _price(self.provider, self.model, self.options.cost.price_per_1k, prompt_tokens,
                            completion_max)
         return RunEstimate(samples_stored=stored, samples_missing=missing, requests=n_requests,
                            prompt_tokens=prompt_tokens, completion_tokens_max=completion_max,
@@ -516,7 +516,7 @@ class Sampler:
     def _check_price_known(self) -> None:
         """Refuse `max_cost` before the first request when the provider knows no price for
         the model (nothing is sent)."""
-        if self.options.price_per_1k is not None:
+        if self.options.cost.price_per_1k is not None:
             return
         cost, why = _price(self.provider, self.model, None, 0, 0)
         if cost is None:
@@ -539,11 +539,11 @@ class Sampler:
             self._consecutive_failures += 1
         if exc.systemic:
             ctx.stop_for(f"{exc}; stopped new requests", cause=exc)
-        elif self._consecutive_failures >= self.options.max_failures:
+        elif self._consecutive_failures >= self.options.failures.max_failures:
             ctx.stop_for(
                 f"{self._consecutive_failures} requests in a row failed for good (last: {exc}); "
                 "stopped new requests so as not to spend more (--max-failures "
-                f"{self.options.max_failures})", cause=exc)
+                f"{self.options.failures.max_failures})", cause=exc)
 
     async def _run_unit(self, req: SampleRequest, key: str, indices: list[int],
                         row: list[Sample | None]) -> None:
