@@ -87,7 +87,8 @@ def test_a_tool_call_is_voted_tool_then_argument_by_argument(client, upstream):
         tool.arguments_kind().model.model_validate(args)  # valid against the tool's schema
         assert ens["decision"] == {"name": call.function.name, "arguments": args}
         # the tools and tool_choice reached the upstream as sent
-        assert all(rep.tool_calls for rep in served(upstream, prompt))
+        assert all(list(rep.tools) == TOOLS and rep.tool_choice == "auto"
+                   for rep in served(upstream, prompt))
 
 
 def test_a_tool_call_history_is_forwarded_unchanged(client, upstream):
@@ -176,3 +177,16 @@ def test_nothing_to_vote_says_why_and_gives_the_first_sample():
             first = next(t for rep in up.stats.replies
                          for i, t in zip(rep.indices, rep.texts, strict=True) if i == 0)
             assert r.choices[0].message.content == first != ""
+
+
+@pytest.mark.parametrize("extra, param", [
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools"),
+    ({"functions": [{"name": "f"}]}, "functions"),
+])
+def test_bad_tools_are_a_400_naming_the_parameter(client, extra, param):
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "x"}],
+                                       **extra)
+    assert ei.value.body["param"] == param and "\n" not in ei.value.body["message"]

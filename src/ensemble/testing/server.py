@@ -70,7 +70,8 @@ class ServedReply:
     """One chat completion the server answered (`ServerStats.replies`, in order served): the
     request's last message, temperature, sample indices, the texts and the usage it reported
     (the true ones: before `echo_key` or `usage` misreport them), the logprobs served when
-    the request asked for them, each choice's tool calls and the messages received."""
+    the request asked for them, each choice's tool calls, and the messages, tools and
+    tool_choice received."""
 
     number: int  # the request's number (1, 2, ...: order of arrival)
     prompt: str
@@ -82,6 +83,8 @@ class ServedReply:
     logprobs: tuple[Any, ...] = ()  # per choice, the logprobs served (when asked)
     tool_calls: tuple[tuple[dict[str, Any], ...], ...] = ()  # per choice, the calls it made
     messages: tuple[Any, ...] = ()  # the request's messages, as received
+    tools: tuple[Any, ...] = ()  # the request's tools and tool_choice, as received
+    tool_choice: Any = None
 
 
 @dataclass
@@ -523,7 +526,8 @@ class SimulatedServer:
                 self.stats.replies.append(ServedReply(
                     number, prompt, temperature, tuple(range(start, start + k)), texts, ptoks,
                     ctoks, tuple(c.get("logprobs") for c in choices) if want_lp else (),
-                    calls, tuple(messages)))
+                    calls, tuple(messages), tuple(body.get("tools") or ()),
+                    body.get("tool_choice")))
         model = str(body.get("model", ""))
         return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",
