@@ -14,16 +14,20 @@ Run: python tests/bench/bench_evals.py   (or python -m pytest tests/bench/bench_
 
 from __future__ import annotations
 
+import random
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ensemble.evals.analysis import vote_accuracy_loop, vote_values  # noqa: E402
+from ensemble.evals.analysis import vote_values  # noqa: E402
 from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
 
@@ -55,6 +59,31 @@ def _box(seed: int = 0) -> tuple[EvalConfig, list[Question], np.ndarray]:
     g = np.random.default_rng(seed)
     answers = np.where(g.random((T, len(qs), K)) < 0.5, "L", "R").astype(object)
     return cfg, qs, answers
+
+
+def vote_accuracy_loop(codes: NDArray[np.integer], correct: NDArray[np.integer], n: int, *,
+                       reps: int, rng: Any = 0) -> float:
+    """The paper's procedure with a plain Python loop: for each repetition, every question
+    with replacement and one random n-subset of its answers, plurality with a random
+    tie-break. Its expectation is the mean of `vote_values` (the benchmark's reference)."""
+    g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    r = random.Random(int(g.integers(2**31)))
+    q = np.shape(codes)[0]
+    rows = [list(map(int, row)) for row in codes]
+    corr = list(map(int, correct))
+    total = 0.0
+    for _ in range(reps):
+        acc = 0.0
+        for _q in range(q):
+            i = r.randrange(q)
+            sub = [a for a in r.sample(rows[i], n) if a >= 0]
+            if not sub:
+                continue
+            cnt = Counter(sub)
+            best = max(cnt.values())
+            acc += r.choice([a for a, c in cnt.items() if c == best]) == corr[i]
+        total += acc / q
+    return total / reps
 
 
 def _median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]

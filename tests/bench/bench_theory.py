@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from ensemble.theory import group_robust_aggregator, majority_f, worst_case_regret
-from ensemble.theory.regret import _space, dense_worst_case_regret, search_cost
+from ensemble.theory.regret import _space, search_cost
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "theory"))
+from regret_oracle import dense_worst_case_regret  # noqa: E402
+
 from ensemble.theory.robust import _group_robust, _robust
 from ensemble.theory.threshold import _threshold, threshold
 

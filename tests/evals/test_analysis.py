@@ -9,7 +9,6 @@ import pytest
 
 from ensemble.errors import InputError
 from ensemble.evals.analysis import (
-    box_counts_estimate,
     box_utility,
     box_values,
     plurality_counts_estimate,
@@ -124,6 +123,11 @@ def test_box_utility_with_invalid_answers_by_enumeration():
     assert follow == pytest.approx(box_utility(a, joint, 1, r_right=b)[0], abs=1e-12)
 
 
+def majority_estimate(counts, joint, n):
+    """The per-scenario majority utility the evals report at n (what box_values computes)."""
+    return box_values(counts, joint, [n])["majority", n].values
+
+
 def test_box_estimate_is_unbiased_for_every_n_up_to_the_samples():
     # exact expectation over the multinomial law of each colour's K = 4 counts
     a = np.array([[0.7, 0.1], [0.6, 0.3]])
@@ -144,7 +148,7 @@ def test_box_estimate_is_unbiased_for_every_n_up_to_the_samples():
                 cnt = np.zeros((2, 2, 3), dtype=int)
                 cnt[s] = (t1, t2)
                 cnt[1 - s] = (k, 0, 0)
-                exp[s] += pr * box_counts_estimate(cnt, JOINT, n)[s]
+                exp[s] += pr * majority_estimate(cnt, JOINT, n)[s]
         np.testing.assert_allclose(exp, box_utility(a, JOINT, n, r_right=b), atol=1e-12)
         if n > 1:  # the plug-in is biased (Jensen): the reason for the estimator
             plug = sum(pmf(t1, (a[0, 0], b[0, 0], i[0, 0])) * pmf(t2, (a[0, 1], b[0, 1], i[0, 1]))
@@ -172,7 +176,7 @@ def test_box_estimate_draws_each_colour_without_replacement():
                     d = np.sign(nl - nrr)
                     vals.append(-1.0 if nl + nrr == 0 else (d if w == 1 else -d))
             ref += pw * np.prod([wc[c] for c in cols]) * np.mean(vals)
-    assert box_counts_estimate(cnt, joint, n)[0] == pytest.approx(ref, abs=1e-12)
+    assert majority_estimate(cnt, joint, n)[0] == pytest.approx(ref, abs=1e-12)
 
 
 def test_box_jackknife_is_the_two_sample_delete_one_jackknife():
@@ -186,7 +190,7 @@ def test_box_jackknife_is_the_two_sample_delete_one_jackknife():
             for _ in range(cnt[0, col, cat]):
                 c = cnt[0].copy()
                 c[col, cat] -= 1
-                loo.append(box_counts_estimate(c[None], joint, 2)[0])
+                loo.append(majority_estimate(c[None], joint, 2)[0])
         loo = np.array(loo)
         ref += 4 / 5 * np.sum((loo - loo.mean()) ** 2)
     assert vals["majority", 2].cond_var()[0] == pytest.approx(ref, abs=1e-12)

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from regret_oracle import dense_worst_case_regret
 
 from ensemble.theory import (
     majority_f,
@@ -14,7 +15,6 @@ from ensemble.theory import (
     threshold,
     worst_case_regret,
 )
-from ensemble.theory.regret import dense_worst_case_regret
 from ensemble.theory.structures import three_signal_reports
 from ensemble.theory.utility import regret
 

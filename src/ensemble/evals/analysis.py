@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import comb, factorial
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,7 +52,6 @@ __all__ = [
     "VOTE_RULES",
     "Cell",
     "ItemValues",
-    "box_counts_estimate",
     "box_utility",
     "box_values",
     "check_box",
@@ -62,7 +60,6 @@ __all__ = [
     "plurality_exact",
     "power_table",
     "state_weights",
-    "vote_accuracy_loop",
     "vote_values",
 ]
 
@@ -271,34 +268,6 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
     return out
 
 
-def vote_accuracy_loop(codes: NDArray[np.integer], correct: NDArray[np.integer], n: int, *,
-                       reps: int, rng: Any = 0) -> float:
-    """The paper's procedure with a plain Python loop: for each repetition, every question
-    with replacement and one random n-subset of its answers, plurality with a random
-    tie-break. Its expectation is the mean of `vote_values` (the benchmark's reference)."""
-    import random
-    from collections import Counter
-
-    g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    r = random.Random(int(g.integers(2**31)))
-    q = np.shape(codes)[0]
-    rows = [list(map(int, row)) for row in codes]
-    corr = list(map(int, correct))
-    total = 0.0
-    for _ in range(reps):
-        acc = 0.0
-        for _q in range(q):
-            i = r.randrange(q)
-            sub = [a for a in r.sample(rows[i], n) if a >= 0]
-            if not sub:
-                continue
-            cnt = Counter(sub)
-            best = max(cnt.values())
-            acc += r.choice([a for a, c in cnt.items() if c == best]) == corr[i]
-        total += acc / q
-    return total / reps
-
-
 # -- box-and-ball: utility ---------------------------------------------------------------------
 def state_weights(joint: NDArray[np.float64]
                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -367,25 +336,6 @@ def check_box(counts: NDArray[np.int64], joint: NDArray[np.float64], n: int) -> 
         raise InputError(f"n = {n} needs at least {n} answers to every question of a scenario; "
                          f"some have {int(k[short].min())} (draw more with --samples): no "
                          "unbiased estimate of the majority exists with fewer")
-
-
-def box_counts_estimate(counts: NDArray[np.integer], joint: NDArray[np.float64], n: int
-                        ) -> NDArray[np.float64]:
-    """Unbiased majority utility per scenario (±1 units) from answer counts.
-
-    counts: (..., S, 2, 3) answers "L", "R" and invalid per scenario and colour (red, blue);
-    joint: (S, 2, 2) P(colour c, ω) as [s, c, ω]. Returns (..., S).
-    """
-    c = np.asarray(counts, dtype=np.int64)
-    j = np.asarray(joint, dtype=float)
-    check_box(c, j, n)
-    k = c.sum(axis=-1)
-    norm = choose_table(k, n)  # C(K, m)
-    safe = np.where(norm > 0, norm, 1.0)
-    tab = [choose_table(c[..., i], n) for i in range(3)]
-    h = _diff_tables(tab[0], tab[1], tab[2], n) / safe[..., None]
-    z = tab[2] / safe
-    return _box_majority(h, z, j, n)
 
 
 def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list[int]

@@ -521,32 +521,3 @@ def group_worst_case_regret(f: ArrayLike, groups: Sequence[Any]) -> GroupWorstCa
     check_size(gs, "regret")
     farr = validate_group_f(f, gs)
     return search_space(gs).worst(farr)
-
-
-def dense_worst_case_regret(f: ArrayLike, lam: float, *, p_points: int = 401,
-                            simplex_points: int = 201) -> float:
-    """A slow reference: a much denser plain grid, then a local polish (benchmarks and tests)."""
-    from scipy.optimize import minimize
-
-    farr = np.asarray(f, dtype=float)
-    n = farr.size - 1
-    P, G0, G1 = structure_grid(p_points, simplex_points)
-    best = -math.inf
-    best_u = None
-    chunk = 200_000
-    for s in range(0, P.size, chunk):
-        mu, q0, q1 = three_signal_reports(P[s:s + chunk], G0[s:s + chunk], G1[s:s + chunk], lam)
-        r = regret_batch(farr, mu, q0, q1, n)
-        i = int(np.argmax(r))
-        if r[i] > best:
-            best = float(r[i])
-            best_u = _from_params(P[s + i], G0[s + i], G1[s + i])
-
-    def neg(u: Array) -> float:
-        p, g0, g1 = _to_params(np.asarray(u))
-        mu, q0, q1 = three_signal_reports(p, g0, g1, lam)
-        return -float(regret_batch(farr, mu, q0, q1, n))
-
-    res = minimize(neg, best_u, method="Nelder-Mead",
-                   options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 4000})
-    return max(best, -float(res.fun))
