@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
                    help="quote the request's API key in every reply's text (a careless provider)")
     s.add_argument("--report-usage", type=_usage, metavar="P,C",
                    help="report P prompt and C completion tokens in every reply, e.g. -5,-9")
-    o = s.add_argument_group("open answers and structured outputs")
+    o = s.add_argument_group("open answers, structured outputs, tool calls, clients' formats")
     o.add_argument("--open-answers", metavar="FILE",
                    help="JSON object: question text (after '### Question:') -> its number; "
                         "those prompts get the number in varied forms (1,250, $1,250, ...)")
@@ -67,6 +67,19 @@ def register(subparsers: Any) -> None:
                         "requests with a response_format JSON schema get JSON replies")
     o.add_argument("--structured-accuracy", type=probability, default=0.8, metavar="P",
                    help="chance each field of a structured reply is the planted value")
+    o.add_argument("--missing-rate", type=probability, default=0.0, metavar="P",
+                   help="JSON mode: chance each planted key is left out of a reply")
+    o.add_argument("--tools", action="store_true",
+                   help="answer a request with tools by a tool call planted per prompt")
+    o.add_argument("--tool-accuracy", type=probability, default=0.8, metavar="P",
+                   help="chance a tool call names the planted tool, and each argument is right")
+    o.add_argument("--tool-text-rate", type=probability, default=0.0, metavar="P",
+                   help="chance a request with tools is answered in text instead")
+    o.add_argument("--client-formats", action="store_true",
+                   help="answer DSPy's [[ ## field ## ]] and inspect_ai's 'ANSWER: $LETTER' "
+                        "requests in their format")
+    o.add_argument("--format-accuracy", type=probability, default=0.7, metavar="P",
+                   help="chance each field of a formatted reply is the planted value")
     b = s.add_argument_group("Batch API (/v1/files, /v1/batches)")
     b.add_argument("--batch-delay", type=nonneg_float, default=1.0, metavar="S",
                    help="seconds from a batch's creation to its completion (default 1)")
@@ -125,11 +138,13 @@ def _question_map(path: str, what: str, values: str,
     return doc
 
 
-def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
+def _open_modes(args: argparse.Namespace) -> dict[str, Any]:
+    """The expert's plans the flags ask for: open answers, structured outputs and JSON mode,
+    tool calls, clients' formats."""
     import json
 
     from ..errors import InputError
-    from ..testing import OpenAnswers, StructuredPlan
+    from ..testing import FormatPlan, OpenAnswers, StructuredPlan, ToolPlan
 
     open_answers = structured = None
     if args.open_answers:
@@ -144,8 +159,13 @@ def _open_modes(args: argparse.Namespace) -> tuple[Any, Any]:
                              "'{\"label\": \"no\"}'") from None
         if not isinstance(values, dict):
             raise InputError("--structured must be a JSON object of field values")
-        structured = StructuredPlan(values, accuracy=args.structured_accuracy)
-    return open_answers, structured
+        structured = StructuredPlan(values, accuracy=args.structured_accuracy,
+                                    missing_rate=args.missing_rate)
+    return {"open_answers": open_answers, "structured": structured,
+            "tools": ToolPlan(accuracy=args.tool_accuracy, text_rate=args.tool_text_rate)
+            if args.tools else None,
+            "formats": FormatPlan(accuracy=args.format_accuracy) if args.client_formats
+            else None}
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -159,7 +179,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.answer_key:
         key = _question_map(args.answer_key, "answer key", "a letter",
                             lambda v: isinstance(v, str))
-    open_answers, structured = _open_modes(args)
+    plans = _open_modes(args)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     faults = FaultPlan(rate=args.fault_rate, kinds=kinds, first=args.fail_first,
                        every=args.fail_every, retry_after=args.retry_after, hang=args.hang,
@@ -173,8 +193,7 @@ def run_serve(args: argparse.Namespace) -> int:
                              rate_limit=args.rate_limit,
                              rate_limit_retry_after=args.rate_limit_retry_after,
                              refuse_rate=args.refuse_rate, echo_key=args.echo_key,
-                             usage=args.report_usage, open_answers=open_answers,
-                             structured=structured,
+                             usage=args.report_usage, **plans,
                              batch=BatchPlan(delay=args.batch_delay,
                                              fail_rate=args.batch_fail_rate,
                                              fail_first=args.batch_fail_first,
