@@ -10,7 +10,8 @@ choices nor an answer kind.
 - a JSON object (the whole reply, code fences allowed): voted key by key (`JsonObject`), the
   reply the voted object;
 - `ANSWER: X` on a line of its own (inspect_ai's templates; the last such line), `\\boxed{X}`
-  (the last), or `<answer>X</answer>` (the paper's; the last tag): one answer, voted as text
+  (the last), or `<answer>X</answer>` (the paper's; the last tag), else "the answer is X"
+  (`ensemble.sampling.parsing`'s fallbacks, as before): one answer, voted
   (a number written several ways is one number; other text stripped of quotes, brackets and
   stray punctuation, compared exactly), the reply the text of a sample that gave it.
 
@@ -25,7 +26,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..sampling.parsing import normalise
+from ..sampling.parsing import extract_answer, normalise
 from .base import OpenKind, braced
 from .jsonmode import object_in, vote_objects
 from .kinds import Choice, Text
@@ -71,7 +72,9 @@ def _answer(text: str) -> str | None:
         if inner is not None and inner.strip():
             return inner.strip()
     tags = [t for t in _TAG.findall(text) if t.strip() and not t.lstrip().startswith("#")]
-    return tags[-1] if tags else None
+    if tags:
+        return tags[-1]
+    return extract_answer(text)  # the fallbacks before: "the answer is X", a bold letter
 
 
 def _answer_key(raw: str) -> str | None:
