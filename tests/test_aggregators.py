@@ -6,14 +6,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ensemble.aggregators import (
-    aggregator_f,
-    aggregator_names,
-    get_aggregator,
-    majority_credit,
-    plurality_credit,
-    plurality_winner,
-)
+from ensemble.aggregators import aggregator_names, get_aggregator
+from ensemble.credit import aggregator_f, majority_credit, plurality_credit, plurality_winner
 from ensemble.errors import InputError
 from ensemble.theory import ReportStructure, threshold
 
@@ -188,7 +182,7 @@ def test_rules_refuse_tasks_they_cannot_apply_to():
 
 
 def test_group_vectorised_forms():
-    from ensemble.aggregators import (
+    from ensemble.credit import (
         group_aggregator_f,
         group_credit,
         group_utility,
@@ -219,7 +213,7 @@ def test_group_vectorised_forms():
 
 
 def test_group_utility_with_invalid_answers():
-    from ensemble.aggregators import group_aggregator_f, group_utility, group_utility_with_invalid
+    from ensemble.credit import group_aggregator_f, group_utility, group_utility_with_invalid
 
     ns, lams = [2, 1], [1.0, 8.0]
     mu = np.array([0.3, 0.6])

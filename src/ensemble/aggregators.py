@@ -8,8 +8,7 @@ the group but support no answer) or "fail" (raise).
 
 Binary rules are also available as vectors f(0..n) (the probability of deciding the first
 choice given x votes for it), matching `ensemble.theory`, and vectorised forms score many
-items and bootstrap draws at once for the evals: those live in `ensemble.credit` and are
-re-exported here.
+items and bootstrap draws at once for the evals: those live in `ensemble.credit`.
 
 Mixed ensembles. Votes may carry a group label (`groups=[member index per vote]`). Pooled rules
 (plurality, majority, random-follow, weighted) ignore the labels and only report the counts per
@@ -17,8 +16,9 @@ group; `lam-weighted` weighs each vote by 2λ of its group (any number of option
 `lams=[λ per group]` is the minimax-regret rule of the per-group counts (binary only). Which rule
 applies to which task is in `RULES` (`aggregator_info`), and `get_aggregator(name,
 n_options=...)` refuses a rule that cannot apply before any sample is drawn. For groups, f is an
-array indexed by the per-group counts, f[x_1, ..., x_G] (`group_aggregator_f`), and
-`group_utility` gives its exact expected utility under per-group report probabilities.
+array indexed by the per-group counts, f[x_1, ..., x_G] (`ensemble.credit.group_aggregator_f`),
+and `ensemble.credit.group_utility` gives its exact expected utility under per-group report
+probabilities.
 """
 
 from __future__ import annotations
@@ -32,40 +32,18 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from .credit import (
-    TIE_RULES,
-    aggregator_f,
-    as_rng,
-    group_aggregator_f,
-    group_credit,
-    group_utility,
-    group_utility_with_invalid,
-    lam_weighted_credit,
-    majority_credit,
-    plurality_credit,
-    plurality_winner,
-)
+from .credit import TIE_RULES, aggregator_f, as_rng, group_aggregator_f
 from .errors import InputError
 
 __all__ = [
     "INVALID_POLICIES",
     "RULES",
-    "TIE_RULES",
     "Aggregator",
     "RuleInfo",
     "Vote",
-    "aggregator_f",
     "aggregator_info",
     "aggregator_names",
     "get_aggregator",
-    "group_aggregator_f",
-    "group_credit",
-    "group_utility",
-    "group_utility_with_invalid",
-    "lam_weighted_credit",
-    "majority_credit",
-    "plurality_credit",
-    "plurality_winner",
 ]
 
 INVALID_POLICIES = ("ignore", "abstain", "fail")

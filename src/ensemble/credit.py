@@ -3,7 +3,7 @@
 A binary rule is a vector f(0..n) (the probability of deciding the first choice given x votes
 for it), matching `ensemble.theory`; for mixed ensembles an array f[x_1, ..., x_G] of the
 per-group counts. The credit functions score many items and bootstrap draws at once.
-`ensemble.aggregators` re-exports every name here.
+Import them from here (`ensemble.aggregators` holds the per-vote rules).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_box_group_estimate_is_unbiased_against_planted_probabilities(box):
         d = np.array(draws[r])
         assert abs(d.mean() - exact[r]) < 4 * d.std(ddof=1) / np.sqrt(len(d)), r
     # the exact target is the aggregators module's group utility (independent code)
-    from ensemble.aggregators import group_utility_with_invalid
+    from ensemble.credit import group_utility_with_invalid
     from ensemble.evals.analysis import state_weights
 
     mu, w0, w1 = state_weights(joint)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ensemble.aggregators import group_aggregator_f, group_utility
+from ensemble.credit import group_aggregator_f, group_utility
 from ensemble.qr import psi
 from ensemble.tasks.boxball import BoxBallTask
 from ensemble.theory import group_worst_case_regret

@@ -26,9 +26,9 @@ GroupRule = Any  # Callable[[tuple[int, ...], tuple[int, ...]], NDArray]: (prese
 
 def group_rule(name: str, lams: Any) -> GroupRule:
     """The rule `name` for groups as `(present groups, their valid sizes) -> f` over the present
-    groups' counts of the first choice (`ensemble.aggregators.group_aggregator_f`; cached).
+    groups' counts of the first choice (`ensemble.credit.group_aggregator_f`; cached).
     `lams`: λ per group (ψ_λ units); majority ignores it (None entries allowed)."""
-    from ensemble.aggregators import group_aggregator_f
+    from ensemble.credit import group_aggregator_f
 
     cache: dict[tuple[tuple[int, ...], tuple[int, ...]], NDArray[np.float64]] = {}
     lam = [1.0 if x is None else float(x) for x in lams]
@@ -258,7 +258,7 @@ def _subsets(counts: NDArray[np.int64], n: int) -> tuple[NDArray[np.int64], NDAr
 
 def _vote_group_one(counts: list[NDArray[np.int64]], right: int, ns: list[int],
                     rules: dict[str, Any]) -> dict[str, float]:
-    from ensemble.aggregators import lam_weighted_credit, plurality_credit
+    from ensemble.credit import lam_weighted_credit, plurality_credit
 
     y = np.zeros((1, 0, counts[0].shape[0] - 1), dtype=np.int64)
     pr = np.ones(1)

@@ -189,7 +189,7 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     use), deciding choices[0] with probability f (robust may randomise: the likelier choice
     is written, f as `p_first`). More options: plurality of the pooled votes, or lam-weighted
     (votes weighted by 2λ_g)."""
-    from ensemble.aggregators import lam_weighted_credit, plurality_credit
+    from ensemble.credit import lam_weighted_credit, plurality_credit
 
     from .groups import group_rule
 
