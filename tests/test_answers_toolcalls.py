@@ -136,3 +136,23 @@ def test_bad_tools_are_one_line(tools, message):
 def test_the_responses_api_form_of_a_tool_is_read_too():
     flat = [{"type": "function", "name": "get_time", "parameters": TIME["function"]["parameters"]}]
     assert [t.name for t in tools_of(flat)] == ["get_time"]
+
+
+def test_free_form_arguments_are_voted_key_by_key_not_dropped():
+    tools = [{"type": "function", "function": {"name": "run"}},  # no parameters declared
+             {"type": "function", "function": {"name": "set", "parameters": {
+                 "type": "object", "properties": {"opts": {"type": "object"}}}}}]
+    from ensemble.aggregators import get_aggregator
+
+    rule = get_aggregator("plurality", open=True)
+    kind = ToolCalls(tools)
+
+    def vote(name, args_list):
+        texts = [reply_text(None, [{"id": "c", "type": "function", "function": {
+            "name": name, "arguments": json.dumps(a)}}]) for a in args_list]
+        return kind.vote_fields([kind.parse(t) for t in texts], lambda keys: rule(keys))
+
+    call, fields = vote("run", [{"cmd": "ls", "n": 2}, {"cmd": "ls", "n": 3}, {"cmd": "ls"}])
+    assert call.arguments["cmd"] == "ls" and fields["arguments.n"].n_invalid == 1
+    call, _ = vote("set", [{"opts": {"a": 1}}, {"opts": {"a": 1}}, {"opts": {"b": 2}}])
+    assert call.arguments == {"opts": {"a": 1}}

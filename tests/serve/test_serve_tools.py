@@ -184,6 +184,8 @@ def test_nothing_to_vote_says_why_and_gives_the_first_sample():
      "tool_choice"),
     ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools"),
     ({"functions": [{"name": "f"}]}, "functions"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "array"}}}]}, "tools"),
 ])
 def test_bad_tools_are_a_400_naming_the_parameter(client, extra, param):
     with pytest.raises(openai.BadRequestError) as ei:

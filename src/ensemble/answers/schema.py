@@ -35,8 +35,8 @@ def model_from_schema(name: str, schema: Mapping[str, Any], *,
 
     `where` names the schema in errors. `lenient` (tool parameters): a property of a kind not
     read here is `Any` (voted as its exact JSON) instead of an error, `required` is what the
-    schema lists (JSON Schema's default: none), and an object without properties is a model
-    without fields."""
+    schema lists (JSON Schema's default: none), a nested object without properties is a free
+    dict (its exact JSON), and a top-level one a model without fields."""
     defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     return _model(name, schema, defs, where, 0, lenient)
 
@@ -131,6 +131,8 @@ def _field_type(name: str, sub: Any, defs: Mapping[str, Any], where: str,
     if kind in _SCALARS:
         return _SCALARS[kind], nullable
     if kind == "object":
+        if lenient and not sub.get("properties"):  # a free-form object: its exact JSON
+            return dict[str, Any], nullable
         return _model(name, sub, defs, where, depth + 1, lenient), nullable
     if kind == "array":
         items = sub.get("items")

@@ -12,7 +12,9 @@ as text by `ensemble.providers.toolcalls`). The vote, each step by the Ensemble'
 4. each argument among the samples that called the winning tool, with the kind its JSON schema
    implies (`ensemble.answers.schema` and `Structured`: enums and booleans as choices, numbers
    by numeric equivalence, strings as text by their canonical form, objects field by field,
-   the rest as exact JSON); an argument that is missing or of the wrong type abstains.
+   the rest as exact JSON); an argument that is missing or of the wrong type abstains. A tool
+   that declares no parameters has whatever keys its calls give voted key by key (as JSON
+   mode's objects).
 
 The decision is a `ToolCall(name, arguments)`, its arguments valid against the tool's schema
 (None when the voted arguments fail it, or a required one has no valid vote). The upstream's
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
 from .base import AnswerKind, FieldVoter, OpenKind
+from .jsonmode import vote_objects
 from .kinds import Choice
 from .schema import model_from_schema
 from .structured import Structured, vote_column
@@ -262,8 +265,12 @@ class ToolCalls(OpenKind):
         arg_keys = [json.dumps(c.get("arguments")) if ok and c is not None
                     and isinstance(c.get("arguments"), dict) else None
                     for c, ok in zip(at, chose, strict=True)]
-        if not kind.fields:  # a tool without parameters
-            return ToolCall(name, {})
+        if not kind.fields:  # no declared parameters: whatever keys the calls give, each voted
+            args, arg_fields = vote_objects([None if k is None else json.loads(k)
+                                             for k in arg_keys], aggregate,
+                                            prefix=prefix + "arguments.")
+            fields.update(arg_fields)
+            return ToolCall(name, args)
         inst, arg_fields = kind.vote_fields(arg_keys, aggregate, prefix=prefix + "arguments.")
         fields.update(arg_fields)
         if inst is None:

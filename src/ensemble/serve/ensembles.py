@@ -166,8 +166,15 @@ class ServedEnsembles:
                tuple(kv for kv in sampling if kv[0] not in ("tools", "tool_choice")))
         ens = self._built.get(key)
         if ens is None:
-            ens = build_ensemble(self.config.models[name], store=self.config.store,
-                                 overrides=overrides, answer=answer, sampling=sampling)
+            try:
+                ens = build_ensemble(self.config.models[name], store=self.config.store,
+                                     overrides=overrides, answer=answer, sampling=sampling)
+            except InputError as exc:
+                if tools is not None and str(exc).startswith("tools"):
+                    from .wire import RequestRejected
+
+                    raise RequestRejected(str(exc), param="tools") from None
+                raise
             self._built[key] = ens
         return ens
 
