@@ -130,7 +130,8 @@ def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path):
 def mixed_runs(tmp_path_factory):
     """Two mixed ensembles of the same members' labels, through real HTTP: A's strong member
     at λ₁ = 2, B's at λ₁ = 8 (the weak one the same), three rules each."""
-    from ensemble.evals.mixed import load_spec, run_mixed
+    from ensemble.evals.mixed import run_mixed
+    from ensemble.evals.spec import load_spec
 
     base = tmp_path_factory.mktemp("mixed-cmp")
     with SimulatedServer(lam1=1.0, seed=1) as weak, SimulatedServer(lam1=2.0, seed=2) as s2, \

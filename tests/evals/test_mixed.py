@@ -16,9 +16,10 @@ from ensemble.evals.groups import (
     group_rule,
     vote_group_values,
 )
-from ensemble.evals.mixed import load_spec, run_mixed
+from ensemble.evals.mixed import run_mixed
 from ensemble.evals.runner import EvalConfig, run_eval
 from ensemble.evals.scoring import box_layout
+from ensemble.evals.spec import load_spec
 from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer

@@ -370,7 +370,8 @@ def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
 # -- a mixed ensemble (`ensemble eval --ensemble`) ---------------------------------------------
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    from ensemble.evals.mixed import load_spec, run_mixed
+    from ensemble.evals.mixed import run_mixed
+    from ensemble.evals.spec import load_spec
 
     base = tmp_path_factory.mktemp("mixed")
     with SimulatedServer(lam1=1.0, seed=1, invalid_rate=0.1) as a, \

@@ -18,9 +18,6 @@ structure: exact for one model at several temperatures, an approximation across 
                  {"model": "openai/b", "n": 1, "temperature": 1.0, "calibration": "runs/cal-b"}],
      "calibration": ["runs/calibrate-a"],
      "aggregators": ["majority", "lam-weighted", "robust"]}
-
-The members' spec is re-exported here (`load_spec`, `EnsembleSpec`, `MemberSpec`,
-`spec_schema`) for code that imports it from this module.
 """
 
 from __future__ import annotations
@@ -37,19 +34,9 @@ from ensemble.tasks import layout_of
 
 from .openanswers import refuse_open
 from .scoring import check_aggregators, default_aggregators
-from .spec import (
-    EnsembleSpec,
-    MemberSpec,
-    RunSpec,
-    check,
-    load_spec,
-    recorded_spec,
-    spec_schema,
-    write_spec,
-)
+from .spec import RunSpec, check, recorded_spec, write_spec
 
-__all__ = ["EnsembleSpec", "MemberSpec", "analyse_mixed", "ensemble_vote", "load_spec",
-           "model_line", "run_mixed", "spec_schema"]
+__all__ = ["analyse_mixed", "ensemble_vote", "model_line", "run_mixed"]
 
 UNITS = ("λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at each member's temperature; "
          "utility in ±1 units (accuracy = (1 + utility) / 2)")
