@@ -40,7 +40,10 @@ def test_number_keys(raw, key):
     assert Number().parse(raw) == key
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "no number here", "<answer>none</answer>", "1/0"])
+@pytest.mark.parametrize("raw", ["", "   ", "no number here", "<answer>none</answer>", "1/0",
+                                 # mixed numbers (issue 32): not read, rather than read as 1/2
+                                 "1 1/2", "<answer>1 1/2</answer>", r"1\frac{1}{2}",
+                                 r"\boxed{3\frac{1}{4}}", "-2 3/4"])
 def test_number_invalid(raw):
     assert Number().parse(raw) is None
 

@@ -39,3 +39,31 @@ def test_unknown_command_is_one_line_usage_error():
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "invalid choice" in lines[0]
     assert "Traceback" not in res.stderr
+
+
+def test_every_e_g_in_the_help_parses_as_written():
+    """Issue 32 item 9: `testing serve --help` showed `--report-usage -5,-9`, which argparse
+    reads as an option ("expected one argument"). Each help's example of a flag's own value
+    (`e.g. --flag=VALUE` or `e.g. --flag VALUE`) parses."""
+    import re
+
+    from ensemble.cli import build_parser
+
+    parser = build_parser()
+    found = []
+
+    def walk(p, path):
+        for action in p._actions:
+            if action.choices and isinstance(action.choices, dict):
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+            for m in re.finditer(r"e\.g\. (--[\w-]+(?:=\S+| [^\s(),;]+))", action.help or ""):
+                example = m.group(1).rstrip(".")
+                flag = re.split(r"[= ]", example)[0]
+                if flag in action.option_strings:
+                    found.append([*path, *example.split(" ", 1)])
+
+    walk(parser, [])
+    usage = [a for a in found if a[-1].startswith("--report-usage")]
+    assert usage == [["testing", "serve", "--report-usage=-5,-9"]]
+    assert parser.parse_args(usage[0]).report_usage == (-5, -9)

@@ -1,5 +1,7 @@
-"""Examples in the docs run as written: docs/tasks.md's custom task (against the simulated
-server) and the README's local-model snippet (from any folder)."""
+"""Examples in the docs run as written: every fenced command and Python block of docs/*.md and
+the README is run here or marked (the rule is below, and in docs/architecture.md, "Code blocks
+in the docs"); docs/tasks.md's custom task (against the simulated server), the README's
+local-model snippet (from any folder) and docs/serve.md's calls against its own server."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import io
 import json
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tasks.md"
@@ -103,3 +107,119 @@ def test_readme_calibration_demo_is_typical_and_says_what_a_rejection_means():
     assert [f"{v:.1f}" for v in lams] == [claim[1], claim[2]]
     assert abs(joint.lrt_pvalue - float(claim[3])) < 0.01
     assert 0.2 < joint.lrt_pvalue < 0.9 and joint.holds  # typical, not borderline
+
+
+# -- every fenced command and Python block is run, or marked (issue 32 item 9) -----------------
+# The rule, for docs/*.md and README.md (helpers adding docs: follow it, the test below fails
+# otherwise):
+#   - a ```python block is run here as written (exec, offline, in an empty folder);
+#   - a ```bash / ```sh block's lines are `ensemble ...` commands run here in this process
+#     (`ensemble.cli.main`), each exiting 0;
+#   - or the block is preceded by a marker comment (blank lines between are fine):
+#       <!-- needs: provider -->                  it needs a real provider (a key, the network)
+#       <!-- needs: WHY -->                       anything else it needs that a test cannot
+#                                                 give (root, a long benchmark, a running server)
+#       <!-- run by: tests/FILE.py::test_name --> a test runs it (the test must exist);
+#   - a block that is not a command (a listing, a config, a reply) names its language
+#     (```text, ```json, ```yaml): an unlabelled fence is refused.
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```", re.S | re.M)
+MARK = re.compile(r"<!--\s*(needs|run by):\s*(.*?)\s*-->\s*$")
+COMMANDS = ("python", "bash", "sh", "shell", "console")
+
+
+def _blocks():
+    """(file, line, language, body, marker kind, marker text) of every fenced block."""
+    out = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for m in FENCE.finditer(text):
+            before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            mark = MARK.search(before)
+            out.append((path.relative_to(ROOT), text[:m.start()].count("\n") + 1, m.group(1),
+                        m.group(2), mark.group(1) if mark else None,
+                        mark.group(2) if mark else None))
+    return out
+
+
+BLOCKS = _blocks()
+RUN_HERE = [b for b in BLOCKS if b[2] in COMMANDS and b[4] is None]
+
+
+def test_every_block_names_its_language_and_markers_name_their_reason():
+    bad = [f"{f}:{line}: unlabelled fence (```text, ```json, ```bash, ...)"
+           for f, line, lang, *_ in BLOCKS if not lang]
+    for f, line, _lang, _, kind, what in BLOCKS:
+        if kind == "needs" and not what:
+            bad.append(f"{f}:{line}: `needs:` without what it needs")
+        if kind == "run by":
+            file, _, name = (what or "").partition("::")
+            src = ROOT / file
+            if not src.is_file() or f"def {name}(" not in src.read_text(encoding="utf-8"):
+                bad.append(f"{f}:{line}: run by {what}: no such test")
+    assert not bad, "\n".join(bad)
+
+
+def _commands(body: str) -> list[str]:
+    """The command lines of a shell block: continuations joined, comments dropped."""
+    lines, cur = [], ""
+    for raw in body.splitlines():
+        line = raw.split(" # ")[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        cur += line[:-1] + " " if line.endswith("\\") else line
+        if not line.endswith("\\"):
+            if cur.strip():
+                lines.append(cur.strip())
+            cur = ""
+    return lines
+
+
+@pytest.mark.parametrize("block", RUN_HERE, ids=[f"{b[0]}:{b[1]}" for b in RUN_HERE])
+def test_the_block_runs_as_written(block, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from ensemble.cli import main
+
+    path, line, lang, body, *_ = block
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    if lang == "python":
+        exec(compile(body, f"{path}:{line}", "exec"), {"__name__": "__doc_block__"})
+        return
+    for cmd in _commands(body):
+        argv = shlex.split(cmd)
+        assert argv[0] == "ensemble", (f"{path}:{line}: `{cmd}` is not an ensemble command: "
+                                       "mark the block (<!-- needs: ... -->)")
+        rc = main(argv[1:])
+        assert rc == 0, (cmd, capsys.readouterr().err)
+
+
+def test_serve_page_examples_work_against_the_pages_own_server():
+    """docs/serve.md (issue 32 item 9): its curl body and its per-request override, sent to the
+    server its "Start it" block starts (--n 5 --t 0.7 --choices L,R), against the simulator:
+    200, and a decision (the curl prompt is one the simulated expert reads)."""
+    import ast
+    import shlex
+    import urllib.request
+
+    from ensemble.serve import VotingServer, parse_config
+    from ensemble.testing import SimulatedServer
+
+    page = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    start = re.search(r"ensemble serve --model (\S+) --api-base \S+ \\\n\s+(.*)\n", page)
+    opts = dict(zip(*[iter(shlex.split(start[2]))] * 2, strict=True))
+    assert opts["--n"] == "5" and opts["--choices"] == "L,R"
+    body = json.loads(re.search(r"-d '(\{.*\})'", page)[1])
+    override = ast.literal_eval(re.search(r"extra_body=(\{.*\})\)", page)[1])
+    with SimulatedServer(lam1=3.0, seed=1) as sim:
+        config = parse_config({"port": 0, "models": {opts["--name"]: {
+            "model": start[1], "api_base": sim.base_url, "n": int(opts["--n"]),
+            "temperature": float(opts["--t"]), "choices": opts["--choices"].split(",")}}})
+        with VotingServer(config, api_key="a-key-for-clients") as srv:
+            for extra in ({}, override):
+                req = urllib.request.Request(
+                    srv.base_url + "/chat/completions", data=json.dumps({**body, **extra}).encode(),
+                    headers={"Authorization": "Bearer a-key-for-clients",
+                             "Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    doc = json.loads(r.read())
+                assert doc["ensemble"]["decision"] in ("L", "R"), doc["ensemble"]

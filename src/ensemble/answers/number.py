@@ -4,9 +4,10 @@ Canonicalising reads the answer span (`answer_span`), unwraps `\\boxed{}`, drops
 ($, €, £, ¥, `\\$`), LaTeX spacing, thousands separators (`1,250`, `1{,}250`, `1\\,250`) and a
 trailing percent sign (`50%` is the number 50), reads scientific notation (`1.2e3`,
 `1.2 \\times 10^{3}`), simple fractions (`3/4`, `\\frac{3}{4}`) and a sign written apart
-(`- 49`), and takes the last number written. The key is the shortest exact spelling of the
-value (`1250`, `0.75`, `-49`); two keys are the same answer when they are equal within
-`rel_tol` / `abs_tol` (`math.isclose`).
+(`- 49`), and takes the last number written. A mixed number (`1 1/2`, `1\\frac{1}{2}`) is
+not read (None): read as 1/2 it would be a wrong value, worse than none. The key is the
+shortest exact spelling of the value (`1250`, `0.75`, `-49`); two keys are the same answer
+when they are equal within `rel_tol` / `abs_tol` (`math.isclose`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _NUM = re.compile(
     r"(?:\s*/\s*(?P<den>\d+(?:\.\d+)?))?")
 
 
+_MIXED = re.compile(r"\d\s*$")  # an integer right before a fraction: `1 1/2`
 _PLAIN = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*")
 _SPECIAL = frozenset("\\{$€£¥,^\u00a0\u2009\u202f")
 
@@ -51,7 +53,7 @@ def parse_number(raw: str) -> float | None:
         if inner is not None:
             s = inner
     if "\\" in s or "{" in s:
-        s = _FRAC.sub(r"(\1)/(\2)", s)
+        s = _FRAC.sub(r" (\1)/(\2)", s)  # apart: `1\frac{1}{2}` stays a mixed number
     s = _DROP.sub("", s)
     if "10" in s and "^" in s:
         s = _TIMES10.sub(r"e\1", s)
@@ -65,6 +67,9 @@ def _last_number(s: str) -> float | None:
     if not matches:
         return None
     last = matches[-1]
+    if last.group("den") is not None and not last.group("sign") \
+            and _MIXED.search(s, 0, last.start()):
+        return None  # a mixed number (`1 1/2`): not read, rather than read as 1/2
     try:
         x = float(last.group("num"))
         den = last.group("den")

@@ -54,7 +54,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--echo-key", action="store_true",
                    help="quote the request's API key in every reply's text (a careless provider)")
     s.add_argument("--report-usage", type=_usage, metavar="P,C",
-                   help="report P prompt and C completion tokens in every reply, e.g. -5,-9")
+                   help="report P prompt and C completion tokens in every reply, e.g. "
+                        "--report-usage=-5,-9 (with '=': a value starting with - is read "
+                        "as an option otherwise)")
     o = s.add_argument_group("open answers, structured outputs, tool calls, clients' formats")
     o.add_argument("--open-answers", metavar="FILE",
                    help="JSON object: question text (after '### Question:') -> its number; "
