@@ -91,3 +91,29 @@ def test_sequential_decides_reuse_connections(provider, monkeypatch):
             decided = [ens.decide(f"{CLEAR_L.prompt} ({i})").decision for i in range(20)]
         assert srv.stats.requests >= 20 and len(decided) == 20
         assert srv.stats.connections <= 2, srv.stats.connections
+
+
+def test_close_or_garbage_collection_ends_the_sync_loop(server):
+    # the loop the sync calls run on is the Ensemble's: `with` (close) ends its thread, and so
+    # does dropping an Ensemble never closed
+    import gc
+    import threading
+    import time
+
+    def loops():
+        return sum(t.name == "ensemble-sync" for t in threading.enumerate())
+
+    before = loops()
+    with Ensemble("openai/sim-expert", api_base=server.base_url, n=1,
+                  choices=["L", "R"]) as ens:
+        ens.decide(CLEAR_L.prompt)
+        assert loops() == before + 1
+    assert loops() == before
+    ens = Ensemble("openai/sim-expert", api_base=server.base_url, n=1, choices=["L", "R"])
+    assert ens.decide(CLEAR_R.prompt).decision == "R" and loops() == before + 1
+    del ens
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while loops() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert loops() == before
