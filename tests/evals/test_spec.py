@@ -155,3 +155,23 @@ def test_schema_names_the_run_spec():
     assert doc["title"] == "RunSpec" and doc["required"] == ["members"]
     assert {"task", "members", "n", "samples", "aggregators", "fail_on_error",
             "max_cost"} <= set(doc["properties"])
+
+
+ONE = {"task": "boxball", "members": [{"model": "openai/x", "temperature": 1}], "n": [1]}
+
+
+@pytest.mark.parametrize("text, says, not_says", [
+    ("[1, 2, 3]", "a spec is a JSON object, not list", "give a list of members"),
+    (json.dumps(ONE)[:-1] + ', "limit": 1e400}', "give limit a valid value", "remove it"),
+    (json.dumps({**ONE, "max_cost": -1}), "give max_cost a valid value > 0", "remove it"),
+    (json.dumps({**ONE, "bogus": 1}), "bogus: extra inputs are not permitted; fix: remove it",
+     "give bogus"),
+])
+def test_spec_errors_suggest_the_right_fix(tmp_path, text, says, not_says):
+    """Issue 32 item 10: a top-level list is not "give a list of members"; a known field with
+    a bad value is not "remove it" (only an unknown field is)."""
+    f = tmp_path / "spec.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_spec(f)
+    assert says in str(e.value) and not_says not in str(e.value), str(e.value)

@@ -91,6 +91,8 @@ def test_negative_usage_cannot_switch_max_cost_off():
         requests = srv.stats.requests
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "cannot be true" in r.stderr and "--max-cost" in r.stderr and "$-" not in r.stderr
+    # the price was given: the advice is not to give it (issue 32 item 10)
+    assert "--price-per-1k-tokens" not in r.stderr and "true usage" in r.stderr
     assert requests == 1  # the first reply's cost is unknown: no second request
 
 

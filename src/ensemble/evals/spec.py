@@ -174,6 +174,10 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec") -> RunSpec:
 def _validated(doc: Any, where: str, *, flags: tuple[str, ...] = ()) -> RunSpec:
     """A RunSpec from a document, or one InputError line naming the field (or, for a field
     in `flags`, the command-line flag that gave it) and the fix."""
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: a spec is a JSON object, not {type(doc).__name__} "
+                         f"{_short(doc)}; fix: write it as {{\"task\": \"boxball\", "
+                         f"\"members\": [{{\"model\": \"openai/gpt-4o-mini\"}}], ...}}")
     try:
         return RunSpec.model_validate(doc)
     except ValidationError as exc:
@@ -183,9 +187,30 @@ def _validated(doc: Any, where: str, *, flags: tuple[str, ...] = ()) -> RunSpec:
         if top in flags:
             raise InputError(_flag_error(FLAGS[top], err)) from None
         field = next((str(x) for x in reversed(err["loc"]) if isinstance(x, str)), "members")
-        fix = _FIX.get(field, "remove it (allowed: " + ", ".join(MemberSpec.model_fields)
-                       + " per member; " + ", ".join(RunSpec.model_fields) + " at the top)")
-        raise InputError(f"{where}: {loc}: {err['msg'].lower()}; fix: {fix}") from None
+        raise InputError(f"{where}: {loc}: {err['msg'].lower()}; fix: {_fix(field, err)}"
+                         ) from None
+
+
+def _short(doc: Any) -> str:
+    text = json.dumps(doc) if isinstance(doc, (list, str, int, float)) else repr(doc)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _fix(field: str, err: Any) -> str:
+    """What to write instead: the field's own advice, its description for a known field with a
+    bad value (`limit: 1e400`, `max_cost: -1`), removal only for a field the spec has not."""
+    if field in _FIX:
+        return _FIX[field]
+    known = {**MemberSpec.model_fields, **RunSpec.model_fields}
+    if field in known and err.get("type") != "extra_forbidden":
+        ctx = err.get("ctx") or {}
+        bound = next((f" {op} {ctx[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="),
+                                                       ("lt", "<")) if k in ctx), "")
+        finite = " (a finite number)" if "finite" in str(err.get("msg", "")) else ""
+        return (f"give {field} a valid value{bound}{finite}: {known[field].description}"
+                if known[field].description else f"give {field} a valid value{bound}{finite}")
+    return ("remove it (allowed: " + ", ".join(MemberSpec.model_fields) + " per member; "
+            + ", ".join(RunSpec.model_fields) + " at the top)")
 
 
 def _flag_error(flag: str, err: Any) -> str:

@@ -192,10 +192,13 @@ class OnlineRequests:
             await asyncio.sleep(0.01)
         model = self.ctx.model
         if s.cost_usd is None:
-            why = (self.bad_usage if self.bad_usage is not None else
-                   f"the price of {model} is unknown")
-            self._stop_for_cost(f"{why}, so --max-cost cannot be enforced; give the price with "
-                                "--price-per-1k-tokens IN,OUT, or drop --max-cost")
+            if self.bad_usage is not None:  # a price does not help: the usage is what is wrong
+                self._stop_for_cost(f"{self.bad_usage}, so --max-cost cannot be enforced: it "
+                                    "counts the usage the endpoint reports; drop --max-cost, "
+                                    "or use an endpoint that reports true usage")
+            self._stop_for_cost(f"the price of {model} is unknown, so --max-cost cannot be "
+                                "enforced; give the price with --price-per-1k-tokens IN,OUT, "
+                                "or drop --max-cost")
         per = (s.cost_usd or 0.0) / self.paid if self.paid > 0 else 0.0
         if s.cost_usd is not None and s.cost_usd + per * (self.in_flight + 1) > self.max_cost:
             self._stop_for_cost(self._cost_stop_message(s.cost_usd, per))
