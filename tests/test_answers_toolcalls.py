@@ -156,3 +156,21 @@ def test_free_form_arguments_are_voted_key_by_key_not_dropped():
     assert call.arguments["cmd"] == "ls" and fields["arguments.n"].n_invalid == 1
     call, _ = vote("set", [{"opts": {"a": 1}}, {"opts": {"a": 1}}, {"opts": {"b": 2}}])
     assert call.arguments == {"opts": {"a": 1}}
+
+
+def test_tool_calls_are_stored_and_voted_again_from_the_store(tmp_path):
+    store = str(tmp_path / "s.db")
+    with SimulatedServer(seed=6, tools=ToolPlan(accuracy=0.7)) as up:
+        kw = dict(api_base=up.base_url, n=5, temperature=0.7, tools=TOOLS, store=store, seed=0)
+        with Ensemble("openai/sim-expert", **kw) as ens:
+            first = ens.decide("Look it up.")
+        requests = up.stats.requests
+        with Ensemble("openai/sim-expert", **kw) as ens:
+            again = ens.decide("Look it up.")
+        assert up.stats.requests == requests  # nothing asked twice
+        assert all(s.cached for s in again.samples)
+        assert again.tool_call == first.tool_call and again.votes == first.votes
+        # another tool set is another request: not read from the first one's samples
+        with Ensemble("openai/sim-expert", **{**kw, "tools": [TIME]}) as ens:
+            ens.decide("Look it up.")
+        assert up.stats.requests > requests
