@@ -8,7 +8,9 @@ the content a string or `input_text` / `output_text` parts; `"type": "message"` 
 `instructions` (sent first, as the system message); `text.format` (`text`, or `json_schema`:
 voted field by field as chat's `response_format`); `stream`; `include:
 ["message.output_text.logprobs"]` with `top_logprobs` (the chosen sample's own logprobs);
-`extra_body={"ensemble": {...}}` overrides. `store` is ignored (nothing is kept: the response
+function `tools` and `tool_choice` (the tool call voted as on chat; earlier calls and their
+results as `function_call` / `function_call_output` input items); `extra_body={"ensemble":
+{...}}` overrides. `store` is ignored (nothing is kept: the response
 says `"store": false`); `temperature`, `top_p` and `max_output_tokens` are the served
 ensemble's (listed under `ensemble.ignored`). The endpoint is stateless:
 `previous_response_id`, `conversation` and `background` are refused in one line naming why.
@@ -47,6 +49,8 @@ class ResponsesInfo:
     instructions: str | None = None
     text_format: Any = None  # the request's text.format, echoed
     metadata: Any = None
+    tools: Any = ()  # the request's tools and tool_choice, echoed
+    tool_choice: Any = "auto"
 
 
 def _content(content: Any, where: str) -> str:
@@ -66,9 +70,30 @@ def _content(content: Any, where: str) -> str:
                           param=f"{where}.content")
 
 
-def _messages(raw: Any, instructions: Any) -> list[dict[str, str]]:
-    """The chat messages of `instructions` and `input`."""
-    out: list[dict[str, str]] = []
+def _tool_item(item: Mapping[str, Any], kind: str, where: str,
+               out: list[dict[str, Any]]) -> None:
+    """A `function_call` input item (the assistant's earlier call: joins the assistant message
+    before it, or makes one) or a `function_call_output` (a tool message), in chat form."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str):
+        raise RequestRejected(f"{where}: a {kind} item needs its call_id", param=where)
+    if kind == "function_call_output":
+        output = item.get("output")
+        text = output if isinstance(output, str) else _content(output, where)
+        out.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        return
+    call = {"id": call_id, "type": "function",
+            "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
+    if out and out[-1]["role"] == "assistant":
+        out[-1].setdefault("tool_calls", []).append(call)
+    else:
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _messages(raw: Any, instructions: Any) -> list[dict[str, Any]]:
+    """The chat messages of `instructions` and `input` (earlier function calls and their
+    outputs as the assistant's tool calls and tool messages)."""
+    out: list[dict[str, Any]] = []
     if instructions is not None:
         if not isinstance(instructions, str):
             raise RequestRejected("instructions must be a string", param="instructions")
@@ -85,11 +110,38 @@ def _messages(raw: Any, instructions: Any) -> list[dict[str, str]]:
             raise RequestRejected(f"{where} must be an object with role and content",
                                   param=where)
         kind = item.get("type", "message")
+        if kind in ("function_call", "function_call_output"):
+            _tool_item(item, kind, where, out)
+            continue
         if kind != "message" or "role" not in item:
             raise RequestRejected(f"{where}: input items of type {kind!r} are not supported "
-                                  "(messages with role and content are)", param=where)
+                                  "(messages, function_call and function_call_output are)",
+                                  param=where)
         out.append({"role": item["role"], "content": _content(item.get("content"), where)})
     return out
+
+
+def _tools(tools: Any, choice: Any) -> tuple[list[dict[str, Any]] | None, Any]:
+    """The chat form of a request's function `tools` and `tool_choice`."""
+    if tools is None or tools == []:
+        return None, choice
+    if not isinstance(tools, list):
+        raise RequestRejected("tools must be a list of function tools", param="tools")
+    out = []
+    for i, t in enumerate(tools):
+        kind = t.get("type") if isinstance(t, Mapping) else type(t).__name__
+        if kind != "function":
+            raise RequestRejected(f"tools[{i}]: {kind!r} tools are not supported (function "
+                                  "tools are voted; the endpoint runs no hosted tools)",
+                                  param="tools")
+        out.append({"type": "function", "function": {
+            k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}})
+    if isinstance(choice, Mapping):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
+            raise RequestRejected('tool_choice must be auto, none, required or {"type": '
+                                  '"function", "name": NAME}', param="tool_choice")
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    return out, choice
 
 
 def _text_format(text: Any) -> tuple[Any, Any]:
@@ -116,10 +168,6 @@ def to_chat(body: Any) -> tuple[ChatRequest, ResponsesInfo]:
     for key, why in STATELESS.items():
         if body.get(key) not in (None, False):
             raise RequestRejected(f"{key} is not supported: {why}", param=key)
-    if body.get("tools"):
-        raise RequestRejected("tools are not supported on /v1/responses yet (it votes on text "
-                              "and text.format json_schema answers); send the request without "
-                              "tools", param="tools")
     response_format, echoed = _text_format(body.get("text"))
     include = body.get("include") or []
     if not isinstance(include, list):
@@ -137,9 +185,11 @@ def to_chat(body: Any) -> tuple[ChatRequest, ResponsesInfo]:
         chat["logprobs"] = True
         if body.get("top_logprobs") is not None:
             chat["top_logprobs"] = body["top_logprobs"]
-    for key in ("tool_choice",):
-        if body.get(key) is not None and body.get(key) != "auto":
-            chat[key] = body[key]
+    tools, choice = _tools(body.get("tools"), body.get("tool_choice"))
+    if tools is not None:
+        chat["tools"] = tools
+    if choice is not None and (tools is not None or choice != "auto"):
+        chat["tool_choice"] = choice
     try:
         req = parse_chat_request(chat)
     except RequestRejected as exc:
@@ -151,7 +201,8 @@ def to_chat(body: Any) -> tuple[ChatRequest, ResponsesInfo]:
                               etype=exc.etype) from None
     req = replace(req, ignored=tuple(k for k in IGNORED if body.get(k) is not None))
     return req, ResponsesInfo(instructions=body.get("instructions"), text_format=echoed,
-                              metadata=body.get("metadata"))
+                              metadata=body.get("metadata"), tools=body.get("tools") or [],
+                              tool_choice=body.get("tool_choice") or "auto")
 
 
 def _logprobs(lp: Any) -> list[dict[str, Any]]:
@@ -172,12 +223,19 @@ def response_doc(chat: Mapping[str, Any], req: ChatRequest, info: ResponsesInfo
     """The `response` object of a decided request, from its `chat.completion`."""
     choice = chat["choices"][0]
     msg = choice["message"]
+    uid = chat["id"].rsplit("-", 1)[-1]
     part: dict[str, Any] = {"type": "output_text", "text": msg.get("content") or "",
                             "annotations": []}
     if req.logprobs:
         part["logprobs"] = _logprobs(choice.get("logprobs"))
-    output = [{"type": "message", "id": f"msg_{chat['id'].rsplit('-', 1)[-1]}",
-               "status": "completed", "role": "assistant", "content": [part]}]
+    calls = msg.get("tool_calls") or []
+    output: list[dict[str, Any]] = []
+    if part["text"] or not calls:
+        output.append({"type": "message", "id": f"msg_{uid}", "status": "completed",
+                       "role": "assistant", "content": [part]})
+    output += [{"type": "function_call", "id": f"fc_{uid}_{i}", "call_id": c.get("id"),
+                "name": c["function"]["name"], "arguments": c["function"]["arguments"],
+                "status": "completed"} for i, c in enumerate(calls)]
     incomplete = choice.get("finish_reason") == "length"
     usage = chat["usage"]
     return {
@@ -186,9 +244,10 @@ def response_doc(chat: Mapping[str, Any], req: ChatRequest, info: ResponsesInfo
         "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "instructions": info.instructions, "max_output_tokens": None, "model": chat["model"],
-        "output": output, "parallel_tool_calls": False, "previous_response_id": None,
+        "output": output, "parallel_tool_calls": len(calls) > 1, "previous_response_id": None,
         "reasoning": {"effort": None, "summary": None}, "store": False, "temperature": None,
-        "text": {"format": info.text_format}, "tool_choice": "auto", "tools": [],
+        "text": {"format": info.text_format}, "tool_choice": info.tool_choice,
+        "tools": list(info.tools),
         "top_p": None, "truncation": "disabled", "user": None,
         "metadata": info.metadata or {},
         "usage": {"input_tokens": usage["prompt_tokens"],
@@ -218,6 +277,16 @@ def response_events(doc: Mapping[str, Any], req: ChatRequest | None = None,
     yield event("response.created", response=pending)
     yield event("response.in_progress", response=pending)
     for oi, item in enumerate(doc["output"]):
+        if item["type"] == "function_call":
+            ids = {"item_id": item["id"], "output_index": oi}
+            yield event("response.output_item.added", output_index=oi,
+                        item={**item, "status": "in_progress", "arguments": ""})
+            yield event("response.function_call_arguments.delta", **ids,
+                        delta=item["arguments"])
+            yield event("response.function_call_arguments.done", **ids, name=item["name"],
+                        arguments=item["arguments"])
+            yield event("response.output_item.done", output_index=oi, item=item)
+            continue
         yield event("response.output_item.added", output_index=oi,
                     item={**item, "status": "in_progress", "content": []})
         for ci, part in enumerate(item["content"]):
