@@ -1,25 +1,31 @@
-"""The fast path for OpenAI-compatible endpoints: the official `openai` SDK's async client.
+"""The fast path for OpenAI-compatible endpoints: aiohttp for chat completions, the official
+`openai` SDK for the Batch API.
 
 `openai/...` model strings (OpenAI itself, or any OpenAI-compatible `api_base`: vLLM, llama.cpp,
-SGLang, Ollama's /v1) go through `openai.AsyncOpenAI` instead of litellm, which spends 3-4 ms of
-CPU on every request on top of the SDK it wraps. Everything else stays on litellm
+SGLang, Ollama's /v1) go here instead of litellm, which spends 3-4 ms of CPU on every request
+on top of the SDK it wraps. Everything else stays on litellm
 (`ensemble.providers.litellm`); `ENSEMBLE_PROVIDER=litellm` sends `openai/...` there too.
 Registered for the `openai` prefix in `ensemble.providers.registry`.
 
-- Each provider owns one client, made on first use with the SDK's own HTTP client
-  (`DefaultAsyncHttpxClient`) and a connection pool of `max_concurrency` connections (a pool
-  smaller than the limiter silently caps concurrency), and closed by `aclose()`. Its
-  connections live as long as the provider: an `Ensemble` keeps its providers and runs its
-  sync calls on one event loop, so they outlive a call. A client is bound to the event loop it
-  was made in; used from another loop (a loop per `asyncio.run`), the provider makes a new
-  one. The SDK's own retries are off (`max_retries=0`): retries, limits and backpressure are
-  the sampler's.
-- The request goes through the SDK's public `post` with the body as JSON and the reply read as
-  JSON here: parameters pass through as given (`response_format`, `extra_body`, logprobs), and
-  a reply that is not a chat completion is named for what it is.
-- Errors are the SDK's typed exceptions (`APIStatusError` with its status, body and headers;
-  `APIConnectionError` / `APITimeoutError` with the transport's exception as the cause), turned
-  into `ensemble.errors` types by the same `translate_error` table the litellm path uses.
+- Chat completions are POSTed with aiohttp's client: each provider owns one `ClientSession`,
+  made on first use with a connector of `max_concurrency` connections (a pool smaller than the
+  limiter silently caps concurrency), and closed by `aclose()`. Its connections live as long
+  as the provider: an `Ensemble` keeps its providers and runs its sync calls on one event
+  loop, so they outlive a call. A session is bound to the event loop it was made in; used from
+  another loop (a loop per `asyncio.run`), the provider makes a new one. The body goes as JSON
+  and the reply is read as JSON here: parameters pass through as given (`response_format`,
+  `extra_body`, logprobs), and a reply that is not a chat completion is named for what it is.
+  Why not the SDK's own `post`: its HTTP stack (httpx, URL parsing per request) spent about
+  1.5 ms of CPU per request on top, a third of `ensemble serve`'s whole cost per request
+  against a zero-latency upstream (profiled with py-spy; tests/bench/bench_serve.py).
+- The SDK's `AsyncOpenAI` client (its retries off: retries, limits and backpressure are the
+  sampler's) serves the Files and Batch API, and chat completions too when the options give
+  an httpx `transport` (e.g. the simulator in this process), made on first use in the same
+  way.
+- Errors are aiohttp's (a reply that is not 2xx: `ClientResponseError` with its status,
+  headers and body; connection errors and timeouts as aiohttp raises them) and, in batch mode,
+  the SDK's typed exceptions, turned into `ensemble.errors` types by the same
+  `translate_error` table the litellm path uses.
 - Cost from usage: `price_per_1k` when given, else litellm's price table read as a file
   (`ensemble.providers.prices`), never by importing litellm; batch lines at the table's
   Batch API rates.
@@ -86,8 +92,10 @@ class OpenAIProvider:
         self.endpoint = endpoint_key("openai", self.api_base, self._key)
         # the store key's endpoint: the same as litellm's, so both providers share samples
         self.identity = normalise_api_base(self.api_base) if self.api_base else None
-        self._client: Any = None
+        self._client: Any = None  # the SDK's client: the Files and Batch API
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._session: Any = None  # an aiohttp session: chat completions
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         price = self.options.cost.price_per_1k
         self._price: tuple[float, float] | None = (
             None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
@@ -136,37 +144,79 @@ class OpenAIProvider:
         """Close the client and its connections (a client of another, finished event loop is
         dropped: its connections ended with that loop)."""
         client, loop = self._client, self._client_loop
-        self._client = self._client_loop = None
+        session, sloop = self._session, self._session_loop
+        self._client = self._client_loop = self._session = self._session_loop = None
         if client is not None and loop is asyncio.get_running_loop():
             await client.close()
+        if session is not None and sloop is asyncio.get_running_loop():
+            await session.close()
 
     def client(self) -> Any:
         """This provider's `AsyncOpenAI` client on the running event loop."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = new_client(self.base_url, self._key, self.options.limits.max_concurrency,
+            self._client = new_client(self.base_url, self._key,
+                                      self.options.limits.max_concurrency,
                                       self.options.endpoint.transport)
             self._client_loop = loop
         return self._client
+
+    def session(self) -> Any:
+        """This provider's aiohttp session on the running event loop (chat completions)."""
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session_loop is not loop:
+            size = self.options.limits.max_concurrency
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
+                headers={"Authorization": f"Bearer {self._key or 'sk-no-key-required'}",
+                         "Content-Type": "application/json"})
+            self._session_loop = loop
+        return self._session
+
+    async def _post(self, body: dict[str, Any], headers: dict[str, str], timeout: float
+                    ) -> bytes:
+        """POST a chat completion; a reply that is not 2xx raises aiohttp's
+        ClientResponseError carrying its status, headers and body (translate_error reads
+        them as it reads the SDK's APIStatusError)."""
+        import aiohttp
+
+        async with self.session().post(
+                f"{self.base_url.rstrip('/')}/chat/completions", data=json.dumps(body),
+                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            raw = await resp.read()
+            if resp.status >= 300:
+                text = raw.decode("utf-8", "replace")
+                err = aiohttp.ClientResponseError(resp.request_info, resp.history,
+                                                  status=resp.status, message=text[:200],
+                                                  headers=resp.headers)
+                err.body = text  # type: ignore[attr-defined]
+                raise err
+            return raw
+
+    async def _post_sdk(self, body: dict[str, Any], headers: dict[str, str], timeout: float
+                        ) -> bytes:
+        """POST a chat completion through the SDK's client: with a `transport` (an httpx one,
+        such as the simulator in this process), which aiohttp cannot take."""
+        import httpx
+
+        resp = await self.client().post("/chat/completions", body=body, cast_to=httpx.Response,
+                                        options={"headers": headers, "timeout": timeout})
+        return bytes(resp.content)
 
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
                        n: int = 1, first_index: int = 0,
                        headers: Mapping[str, str] | None = None,
                        timeout: float = 60.0) -> Completion:
-        import httpx
-
-        client = self.client()
         body = self._body(messages, params, n)
         headers = {**(headers or {}), INDEX_HEADER: str(first_index)}
         t0 = time.perf_counter()
         try:
-            # the SDK enforces `timeout` on the HTTP client; the outer bound catches a
+            # aiohttp enforces `timeout` on the request; the outer bound catches a
             # connection that never sends a byte past it
-            resp = await asyncio.wait_for(
-                client.post("/chat/completions", body=body, cast_to=httpx.Response,
-                            options={"headers": headers, "timeout": timeout}),
-                timeout * 1.5 + 1.0)
-            raw = resp.content
+            post = self._post if self.options.endpoint.transport is None else self._post_sdk
+            raw = await asyncio.wait_for(post(body, headers, timeout), timeout * 1.5 + 1.0)
         except asyncio.TimeoutError:
             raise ProviderTimeoutError(
                 f"no reply from {self.base_url} within {timeout:g} s (--timeout)",

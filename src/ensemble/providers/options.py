@@ -213,6 +213,8 @@ class ProviderOptions:
     @classmethod
     def build(cls, options: ProviderOptions | None = None, /, **kwargs: Any) -> ProviderOptions:
         """`options` (or the defaults) updated with keyword arguments, names checked."""
+        if not kwargs:  # the common case (a Sampler per decision): nothing to check
+            return options if options is not None else cls()
         check_keywords(kwargs, cls.names(), what="provider option")
         kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("rpm", "tpm")}
         if options is None:
