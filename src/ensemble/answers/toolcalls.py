@@ -200,7 +200,8 @@ class ToolCalls(OpenKind):
         return render(decision) if callable(render) else None
 
     def answer_key(self, decision: Any) -> str | None:
-        """A text decision's key (`{"text": key}`): its samples' text is the reply."""
+        """A text decision's key (`text: ` and its answer's key): its samples' text is the
+        reply."""
         if decision is None or isinstance(decision, (ToolCall, tuple)):
             return None
         if isinstance(self.text, FieldVoter):
