@@ -84,3 +84,17 @@ def test_mypy_strict_sees_real_types_from_outside_the_repo(tmp_path):
     assert revealed[12] == '"float | None"', text  # @vote(answer="number")
     assert "ToolCall" in revealed[13] and "str" in revealed[13], text  # tools=: a call or text
     assert "error" not in text.replace("Revealed", ""), text
+
+
+def test_the_overloads_keywords_are_the_ensembles():
+    # the overloads type every keyword through EnsembleKwargs: one added to Ensemble but not
+    # there would be an error in users' type checkers
+    import inspect
+
+    from ensemble.api import Ensemble, EnsembleKwargs
+    from ensemble.providers.options import ProviderOptions
+
+    params = set(inspect.signature(Ensemble.__init__).parameters)
+    typed = set(EnsembleKwargs.__optional_keys__)
+    assert params - {"self", "model", "answer", "tools", "kwargs"} <= typed
+    assert set(ProviderOptions.names()) <= typed
