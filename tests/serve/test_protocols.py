@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from ensemble.sampling.parsing import choice_parser
 from ensemble.serve import RequestLog, VotingServer, parse_config
 from ensemble.tasks import get_task
-from ensemble.testing import SimulatedServer, StructuredPlan
+from ensemble.testing import SimulatedServer, StructuredPlan, ToolPlan
 
 PARSE = choice_parser(["L", "R"])
 QS = get_task("boxball").questions()
@@ -196,3 +196,77 @@ def test_chat_logprobs_are_the_chosen_samples_own(env):
                                             messages=[{"role": "user", "content": prompt}]))
     carried = [ch.choices[0].logprobs for ch in chunks if ch.choices and ch.choices[0].logprobs]
     assert len(carried) == 1 and carried[0].content == r.choices[0].logprobs.content
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {
+               "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+               "required": ["city", "unit"]}}
+TIME = {"type": "function", "name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}
+
+
+@pytest.fixture(scope="module")
+def agent():
+    with SimulatedServer(seed=8, tools=ToolPlan(accuracy=0.7), keep_replies=True) as up:
+        cfg = parse_config({"port": 0, "models": {"agent": {
+            "model": "openai/sim-expert", "api_base": up.base_url, "n": 7,
+            "temperature": 0.7}}})
+        with VotingServer(cfg) as srv:
+            yield up, openai.OpenAI(base_url=srv.base_url, api_key="unused", max_retries=0)
+
+
+def _winners(values):
+    counts = Counter(values)
+    return {v for v, c in counts.items() if c == max(counts.values())}
+
+
+def test_responses_tools_are_voted_tool_then_argument_by_argument(agent):
+    up, c = agent
+    prompt = "Step 1: what do we look up?"
+    r = c.responses.create(model="agent", input=prompt, tools=[WEATHER, TIME])
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and not [o for o in r.output if o.type == "message"]
+    call, ens = calls[0], r.model_extra["ensemble"]
+    samples = [(cs[0]["function"]["name"], json.loads(cs[0]["function"]["arguments"]))
+               for rep in up.stats.replies if rep.prompt == prompt for cs in rep.tool_calls]
+    assert len(samples) == 7 and ens["samples"] == 7
+    assert call.name in _winners(name for name, _ in samples)
+    args = json.loads(call.arguments)
+    chose = [a for name, a in samples if name == call.name]
+    for key, value in args.items():  # each argument the plurality among those that chose it
+        assert str(value).lower() in _winners(str(a.get(key)).lower() for a in chose), key
+    assert ens["decision"] == {"name": call.name, "arguments": args}
+    # the tools reached the upstream in chat's form
+    sent = [rep.tools for rep in up.stats.replies if rep.prompt == prompt]
+    assert all([t["function"]["name"] for t in tools] == ["get_weather", "get_time"]
+               for tools in sent)
+
+
+def test_responses_tool_history_and_a_streamed_call(agent):
+    up, c = agent
+    first = "Step 2: what do we look up?"
+    r = c.responses.create(model="agent", input=first, tools=[WEATHER, TIME])
+    call = next(o for o in r.output if o.type == "function_call")
+    history = [{"role": "user", "content": first},
+               {"type": "function_call", "call_id": call.call_id, "name": call.name,
+                "arguments": call.arguments},
+               {"type": "function_call_output", "call_id": call.call_id,
+                "output": "sunny, 21 C"}]
+    r2 = c.responses.create(model="agent", input=history, tools=[WEATHER, TIME])
+    reps = [rep for rep in up.stats.replies if rep.prompt == "sunny, 21 C"]
+    assert reps and all(list(rep.messages) == [
+        {"role": "user", "content": first},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.call_id, "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}]},
+        {"role": "tool", "tool_call_id": call.call_id, "content": "sunny, 21 C"}]
+        for rep in reps)
+    assert r2.output_text in {t for rep in reps for t in rep.texts}  # a text reply after it
+    events = list(c.responses.create(model="agent", input=first, tools=[WEATHER, TIME],
+                                     stream=True))
+    kinds = [e.type for e in events]
+    assert "response.function_call_arguments.done" in kinds
+    assert kinds[-1] == "response.completed"
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert json.loads(done.arguments) == json.loads(call.arguments)  # the same vote
