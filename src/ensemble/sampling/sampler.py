@@ -206,19 +206,17 @@ class Sampler:
             self.store = self.run_state.store = SampleStore(self._store_path)  # type: ignore[arg-type]
         await self.provider.start()
         if self._limiter is None:
-            o = self.options
-            # a provider may declare it serves fewer requests at once (the local llama.cpp
-            # server: one)
+            lim = self.options.limits
+            # a provider may declare it serves fewer requests at once (llama.cpp's server: one)
             caps = self.provider.capabilities
-            cap = caps.max_concurrency or o.limits.max_concurrency
-            conc = min(o.limits.max_concurrency, cap)
-            if conc < o.limits.max_concurrency and caps.limit_reason:
+            conc = min(lim.max_concurrency, caps.max_concurrency or lim.max_concurrency)
+            if conc < lim.max_concurrency and caps.limit_reason:
                 self.run_state.note(f"{caps.limit_reason}, fewer than max_concurrency="
-                                    f"{o.limits.max_concurrency}: concurrency is capped at {conc}")
+                                    f"{lim.max_concurrency}: concurrency is capped at {conc}")
             self._limiter = limiter_for(self.provider.endpoint, max_concurrency=conc,
-                                        rpm=o.limits.rpm, tpm=o.limits.tpm)
-            self._limiter_token = self._limiter.attach(max_concurrency=conc, rpm=o.limits.rpm,
-                                                       tpm=o.limits.tpm)
+                                        rpm=lim.rpm, tpm=lim.tpm)
+            self._limiter_token = self._limiter.attach(max_concurrency=conc, rpm=lim.rpm,
+                                                       tpm=lim.tpm)
             self._online.limiter = self._limiter
 
     # -- sampling ----------------------------------------------------------------------------
