@@ -142,3 +142,25 @@ def test_jsonl_open_rows(tmp_path):
     with pytest.raises(InputError, match="takes no --open"):
         asyncio.run(run_eval(EvalConfig(task="boxball", model="m", temperatures=(1.0,),
                                         ns=(1,), open=True)))
+
+
+def test_compare_names_different_answer_kinds_not_different_questions(tmp_path):
+    """Issue 32 item 10: a --answer number run against a --answer math run of the same data
+    was refused as "question ... differs between the runs"; it names the answer kinds."""
+    from ensemble.errors import InputError
+
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"### Question:\nHow many "
+                                        f"legs have {i} spiders?", "answer": f"{8 * i}"}) + "\n"
+                            for i in range(1, 5)))
+    plan = OpenAnswers({f"How many legs have {i} spiders?": 8.0 * i for i in range(1, 5)},
+                       accuracy=0.9)
+    with SimulatedServer(seed=2, open_answers=plan) as srv:
+        for kind in ("number", "math"):
+            asyncio.run(run_eval(EvalConfig(
+                task="jsonl", model="openai/sim-expert", answer=kind,
+                provider=ProviderOptions(api_base=srv.base_url), temperatures=(0.5,), ns=(1,),
+                samples=2, data=str(data), out=str(tmp_path / kind), bootstrap=100)))
+    with pytest.raises(InputError, match="read answers differently") as e:
+        compare_runs(load_run(tmp_path / "number"), load_run(tmp_path / "math"))
+    assert "--answer number" in str(e.value) and "--answer math" in str(e.value)

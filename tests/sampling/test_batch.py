@@ -84,7 +84,7 @@ def test_the_issues_eval_in_batch_mode_equals_the_online_run(tmp_path, capsys):
         assert len(st.served) == 219 and set(st.served.values()) == {2}  # once each way
     batch = loads(out)
     assert sources(tmp_path / "b" / "samples.sqlite") == {"batch": 219}
-    assert batch["samples"] == {"total": 219, "from_store": 0}
+    assert batch["samples"] == {"total": 219, "from_store": 0, "from_batches": 219}
     assert batch["failed"]["count"] == 0
     assert "batch mode: " in " ".join(batch["notes"])
     assert sorted(batch) == sorted(online)  # the same --json keys
@@ -462,3 +462,18 @@ def test_a_version_2_store_gains_batch_records_and_they_hold_leases(tmp_path):
     assert store.claim([("k", [2])], holder=other, ttl=60)[0].claimed == [2]
     assert store.get("k", [1])[1].source == "batch"
     store.close()
+
+
+def test_collecting_a_detached_batch_says_where_the_samples_came_from(tmp_path, capsys):
+    """Issue 32 item 10: after collecting a detached batch the line read "from store 0 of 219
+    · cost now $0 (no request)" although 219 samples were just collected and stored."""
+    with SimulatedServer(lam1=3.0, batch=BatchPlan(delay=0.1)) as srv:
+        args = [a for a in eval_args(srv.base_url, tmp_path / "r", "--batch") if a != "--json"]
+        rc, out, err = cli(capsys, *args, "--detach", "--json")
+        assert rc == 0 and loads(out)["detached"] is True
+        time.sleep(0.5)
+        rc, out, err = cli(capsys, *args)
+    assert rc == 0, err
+    assert "collected from batches 219" in out and "(no request)" not in out
+    doc = loads((tmp_path / "r" / "summary.json").read_text())
+    assert doc["samples"]["from_batches"] == 219 and doc["samples"]["from_store"] == 0

@@ -68,6 +68,7 @@ class RunData:
     rules: tuple[str, ...] = ()
     created: str | None = None
     layout: TaskLayout | None = None
+    answer: str | None = None  # the open answer kind the run read (number, math, text)
 
     @property
     def mixed(self) -> bool:
@@ -112,7 +113,7 @@ def load_run(path: str | Path) -> RunData:
                    (doc.get("population") or {}).get("total"), run.questions, answers,
                    members, rules,
                    f"{doc['created']} {doc.get('run_dir')}" if doc.get("created") else None,
-                   run.layout)
+                   run.layout, (doc.get("data") or {}).get("answer"))
 
 
 def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
@@ -157,6 +158,13 @@ def _check(a: RunData, b: RunData, reps: int) -> None:
     if a.task != b.task:
         raise InputError(f"the runs are of different tasks ({a.task} in {a.path}, {b.task} in "
                          f"{b.path}): compare two runs of one task")
+    if a.answer != b.answer:
+        def kind(r: RunData) -> str:
+            return f"--answer {r.answer}" if r.answer else "the task's own answers"
+
+        raise InputError(f"the runs read answers differently ({kind(a)} in {a.path}, {kind(b)} "
+                         f"in {b.path}), so their answer keys differ: compare two runs read "
+                         "the same way")
     if a.mixed != b.mixed:
         mixed, single = (a, b) if a.mixed else (b, a)
         raise InputError(f"{mixed.path} is a mixed-ensemble run and {single.path} a single "

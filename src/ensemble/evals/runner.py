@@ -269,7 +269,8 @@ def run_facts(drawn: Drawn, stats: list[Any], *, out: Path, t1: float) -> dict[s
                          "from the store had cost when drawn (null: price unknown)"
                          + ("; all members" if len(stats) > 1 else "")},
         "tokens": {"prompt": total("prompt_tokens"), "completion": total("completion_tokens")},
-        "samples": {"total": total("samples_total"), "from_store": total("samples_cached")},
+        "samples": {"total": total("samples_total"), "from_store": total("samples_cached"),
+                    "from_batches": total("samples_batch")},
         "retries": total("retries"), "errors": total("errors"),
         "rate_limited": total("rate_limited"),
         "wall_time_s": drawn.wall_s, "analysis_time_s": time.perf_counter() - t1,

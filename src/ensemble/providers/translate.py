@@ -190,8 +190,10 @@ TRANSPORT: tuple[tuple[tuple[str, ...], type[ProviderError], Callable[[Where], s
      "--api-base right?", "connection refused",
      lambda w: 1 if is_loopback(w.api_base) else None, False),
     (("gaierror", "ClientConnectorDNSError"), EndpointUnreachable,
-     lambda w: f"cannot resolve the host {urlparse(w.api_base or '').hostname or w.provider!r}"
-     f" of {w.name} (DNS); check --api-base and the network", "DNS failure",
+     lambda w: (f"cannot resolve the host {urlparse(w.api_base).hostname!r} of {w.name} "
+                "(DNS); check --api-base and the network" if w.api_base else
+                f"cannot resolve the host of {w.name} (its default endpoint; DNS): check the "
+                "network, or give --api-base"), "DNS failure",
      lambda w: None, False),
     (("SSLError", "ClientConnectorSSLError", "ClientConnectorCertificateError"),
      EndpointUnreachable,

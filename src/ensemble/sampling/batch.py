@@ -646,6 +646,7 @@ class _Collected:
         run.store.put_many(self.buf, model=run.model, holder=batch_holder(self.rec.id),
                            requests=metas)
         self.stored += len(self.buf)
+        run.s.stats.samples_batch += len(self.buf)
         self.buf.clear()
 
     def take(self, ln: BatchLine, status: int | None, body: Any) -> None:

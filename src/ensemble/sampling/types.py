@@ -183,6 +183,7 @@ class JobStats:
     samples_cached: int = 0
     invalid: int = 0
     samples_shared: int = 0  # stored meanwhile by another run on the same store
+    samples_batch: int = 0  # collected from finished Batch API results by this job
     failed: int = 0  # samples whose request failed for good
     requests: int = 0
     retries: int = 0

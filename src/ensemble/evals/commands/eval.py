@@ -172,10 +172,13 @@ def _table(summary: dict[str, Any]) -> None:
              else table_lines(summary, width=con.width))
     for line in lines:
         con.print(line)
-    cost = _cost_text(summary.get("cost", {}), summary["requests"],
-                      summary["samples"]["from_store"])
+    samples = summary["samples"]
+    batches = samples.get("from_batches") or 0
+    cost = _cost_text(summary.get("cost", {}), summary["requests"] + batches,
+                      samples["from_store"])
     con.print(f"requests {summary['requests']} · "
-              f"from store {summary['samples']['from_store']} of {summary['samples']['total']} · "
+              + (f"collected from batches {batches} · " if batches else "")
+              + f"from store {samples['from_store']} of {samples['total']} · "
               f"tokens {summary['tokens']['prompt'] + summary['tokens']['completion']} · "
               f"cost {cost} · {summary['wall_time_s']:.1f} s · outputs in {summary['run_dir']}")
 
