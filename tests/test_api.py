@@ -118,3 +118,21 @@ def test_close_or_garbage_collection_ends_the_sync_loop(server):
     while loops() > before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert loops() == before
+
+
+def test_str_of_a_tied_decision_marks_the_tie():
+    """Issue 32 item 11: `str(Decision)` of a 1-1 tie read `yes (yes: 1, no: 1)`."""
+    from ensemble.aggregators import get_aggregator
+    from ensemble.answers import resolve_answer
+    from ensemble.decision import tally
+    from ensemble.sampling.types import Sample
+
+    rule = get_aggregator("plurality", rng=0)
+    rows = [[Sample("k", 0, "<answer>yes</answer>", "yes"),
+             Sample("k", 1, "<answer>no</answer>", "no")]]
+    d = tally(rows, kind=resolve_answer(None, ["yes", "no"]),
+              aggregate=lambda keys, groups: rule(keys, choices=["yes", "no"]),
+              lams=(None,), stop=None)
+    assert d.tie and d.decision in ("yes", "no")
+    assert str(d).endswith("(yes: 1, no: 1; a tie, broken by the rule's tie-break)") or \
+        str(d).endswith("(no: 1, yes: 1; a tie, broken by the rule's tie-break)"), str(d)

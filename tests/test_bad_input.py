@@ -166,3 +166,27 @@ def test_a_recursive_model_as_answer_is_one_input_error():
     Rec.model_rebuild()
     with pytest.raises(InputError, match="contains itself"):
         Ensemble(model="openai/x", api_base="http://127.0.0.1:9/v1", answer=Rec)
+
+
+# -- issue 32 item 11 ------------------------------------------------------------------------------
+def test_choices_that_are_not_utf8_are_one_line(capsys):
+    bad = b"\xffa,b".decode("utf-8", "surrogateescape")  # what Python makes of $'\xffa,b'
+    err = _main(capsys, "sample", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                "--choices", bad, "Which?")
+    assert "--choices" in err and "not valid text" in err
+
+
+@pytest.mark.parametrize("choices", [["a"], []])
+def test_fewer_than_two_choices_are_refused(choices):
+    with pytest.raises(InputError, match="at least two answers"):
+        Ensemble(model="openai/x", api_base="http://127.0.0.1:9/v1", choices=choices)
+
+
+def test_an_api_base_fragment_is_refused_without_echoing_it(tmp_path, capsys):
+    """Issue 32 item 11: `--api-base ...#secret` was written to summary.json and spec.json
+    (and its requests went to a wrong path)."""
+    err = _main(capsys, "eval", "boxball", "--model", "openai/x", "--api-base",
+                "http://127.0.0.1:9/v1#secret", "--t", "1", "--n", "1", "--limit", "2",
+                "--out", tmp_path / "run")
+    assert "#fragment" in err and "secret" not in err
+    assert not (tmp_path / "run").exists()

@@ -233,6 +233,9 @@ class Ensemble(Generic[AnswerT]):
         if choices is not None and (isinstance(choices, str) or len(set(choices)) != len(
                 choices) or not all(isinstance(c, str) and c.strip() for c in choices)):
             raise InputError(f"choices must be distinct non-empty strings, got {choices!r}")
+        if choices is not None and len(choices) < 2:
+            raise InputError(f"choices needs at least two answers to vote between, got "
+                             f"{list(choices)!r}; leave it out for free-form answers")
         if choices is not None:
             check_choices(choices)
         self.choices = tuple(choices) if choices is not None else None

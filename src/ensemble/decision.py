@@ -104,6 +104,9 @@ class Decision(Generic[AnswerT]):
     def __str__(self) -> str:
         votes = ", ".join(f"{k}: {v}" for k, v in sorted(self.votes.items(), key=lambda kv: -kv[1]))
         parts = [votes] if votes else []
+        if self.tie:
+            parts.append("a tie" + (", broken by the rule's tie-break" if self.decision
+                                    is not None else ""))
         if self.n_invalid:
             parts.append(f"{self.n_invalid} invalid")
         if self.stop:

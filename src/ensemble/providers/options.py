@@ -276,6 +276,11 @@ def validate_api_base(url: Any) -> str:
         parsed.port  # noqa: B018 - raises on a port out of range
     except ValueError:
         raise InputError(f"api_base {url!r} has an invalid port") from None
+    if parsed.fragment or url.endswith("#"):
+        # never echoed: a fragment is never sent to a server (and the routes would be appended
+        # to it), so whatever is there does not belong in the run's files either
+        raise InputError(f"api_base {url.split('#', 1)[0]!r}#... carries a #fragment, which "
+                         "is never sent to a server: give the base URL without it")
     return url.rstrip("/")
 
 

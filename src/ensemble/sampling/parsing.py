@@ -86,10 +86,14 @@ def extract_answer(text: str | None, choices: Sequence[str] | None = None) -> st
 
 
 def check_choices(choices: Sequence[str], *, what: str = "choices") -> None:
-    """InputError when two choices differ only in case: replies are matched without case, so
-    one of them could never be chosen."""
+    """InputError when a choice is not valid text (a lone surrogate: bytes that were not
+    UTF-8 on a command line), or two differ only in case: replies are matched without case,
+    so one of them could never be chosen."""
+    from .types import check_text
+
     seen: dict[str, str] = {}
     for c in choices:
+        check_text(c, what=f"{what} {c!r}")
         other = seen.setdefault(c.casefold(), c)
         if other != c:
             from ..errors import InputError
