@@ -55,6 +55,18 @@ HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prio
 Prompt = str | Sequence[Message]
 
 
+def _check_choices(choices: Any) -> None:
+    """InputError unless `choices` are two or more distinct non-empty strings that are valid
+    text and differ in more than case."""
+    if isinstance(choices, str) or len(set(choices)) != len(choices) or not all(
+            isinstance(c, str) and c.strip() for c in choices):
+        raise InputError(f"choices must be distinct non-empty strings, got {choices!r}")
+    if len(choices) < 2:
+        raise InputError(f"choices needs at least two answers to vote between, got "
+                         f"{list(choices)!r}; leave it out for free-form answers")
+    check_choices(choices)
+
+
 class EnsembleKwargs(ProviderKwargs, total=False):
     """`Ensemble`'s keyword arguments but `answer=` and `tools=` (which type its decisions),
     for the overloads of `Ensemble` and `vote`."""
@@ -230,14 +242,8 @@ class Ensemble(Generic[AnswerT]):
         self.temperature = self.members[0].temperature if len(self.members) == 1 else None
         self.n = sum(m.n for m in self.members)
         self.options = self.members[0].options
-        if choices is not None and (isinstance(choices, str) or len(set(choices)) != len(
-                choices) or not all(isinstance(c, str) and c.strip() for c in choices)):
-            raise InputError(f"choices must be distinct non-empty strings, got {choices!r}")
-        if choices is not None and len(choices) < 2:
-            raise InputError(f"choices needs at least two answers to vote between, got "
-                             f"{list(choices)!r}; leave it out for free-form answers")
         if choices is not None:
-            check_choices(choices)
+            _check_choices(choices)
         self.choices = tuple(choices) if choices is not None else None
         self.answer_kind: AnswerKind = _with_tools(resolve_answer(answer, self.choices), tools,
                                                    tool_choice)
