@@ -67,3 +67,37 @@ def test_every_e_g_in_the_help_parses_as_written():
     usage = [a for a in found if a[-1].startswith("--report-usage")]
     assert usage == [["testing", "serve", "--report-usage=-5,-9"]]
     assert parser.parse_args(usage[0]).report_usage == (-5, -9)
+
+
+def test_small_flags_refuse_what_they_would_silently_change(capsys):
+    """Issue 32 item 11: `--n 1 1 3` was silently de-duplicated, `testing serve --seed -1`
+    accepted."""
+    from ensemble.cli import main
+
+    rc = main(["eval", "boxball", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+               "--t", "1", "--n", "1", "1", "3", "--limit", "2", "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--n 1 is given twice" in err
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["testing", "serve", "--seed", "-1"])
+    assert "--seed" in capsys.readouterr().err
+
+
+def test_one_is_singular(capsys, monkeypatch):
+    """Issue 32 item 11: "1 samples", "1 requests"."""
+    from ensemble.cli import main
+    from ensemble.testing import SimulatedServer
+
+    monkeypatch.setenv("COLUMNS", "120")
+    with SimulatedServer(lam1=3.0) as srv:
+        rc = main(["sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                   "-k", "1", "--t", "1", "--choices", "L,R", "Left or right?"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert rc == 0 and "1 sample of openai/sim-expert" in out and "requests 1," in out
+        rc = main(["eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+                   srv.base_url, "--t", "1", "--n", "1", "--limit", "1", "--dry-run"])
+        out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0 and "2 samples to draw" in out and "in 2 requests" in out
+    assert "1 samples" not in out and "1 requests" not in out

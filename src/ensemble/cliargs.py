@@ -147,10 +147,16 @@ def print_dry_run(doc: dict[str, Any]) -> None:
     cost = ("unknown" if doc["cost_usd_max"] is None else f"at most ${doc['cost_usd_max']:.4f}")
     ct = doc["completion_tokens_max"]
     Console().print(
-        f"dry run: {doc['samples_missing']} samples to draw ({doc['samples_stored']} already "
-        f"stored) in {doc['requests']} requests; {doc['prompt_tokens']} prompt tokens, "
+        f"dry run: {_count(doc['samples_missing'], 'sample')} to draw ({doc['samples_stored']} "
+        f"already stored) in {_count(doc['requests'], 'request')}; {doc['prompt_tokens']} "
+        "prompt tokens, "
         f"{'no bound on' if ct is None else 'at most ' + str(ct)} completion tokens; cost "
         f"{cost} ({doc['price']}). Nothing was sent.")
+
+
+def _count(n: int, word: str) -> str:
+    """`1 sample`, `2 samples`."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def add_mode_args(p: argparse.ArgumentParser) -> None:

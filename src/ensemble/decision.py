@@ -110,7 +110,8 @@ class Decision(Generic[AnswerT]):
         if self.n_invalid:
             parts.append(f"{self.n_invalid} invalid")
         if self.stop:
-            parts.append(f"{self.n_samples} samples, stop={self.stop}")
+            parts.append(f"{self.n_samples} sample{'s' if self.n_samples != 1 else ''}, "
+                         f"stop={self.stop}")
         return f"{self.decision} ({'; '.join(parts)})"
 
     def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()

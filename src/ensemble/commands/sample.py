@@ -134,9 +134,10 @@ def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, sample
         return
     from ..clitables import Column, console, print_table
 
-    title = (f"{args.k} samples of {args.model} at t = {args.t}" if complete else
-             f"{len(samples)} of {args.k} samples of {args.model} at t = {args.t} (the run "
-             "stopped; without --store these are not kept)")
+    of = f"sample{'s' if args.k != 1 else ''} of"
+    title = (f"{args.k} {of} {args.model} at t = {args.t}" if complete else
+             f"{len(samples)} of {args.k} {of} {args.model} at t = {args.t} (the run stopped; "
+             "without --store these are not kept)")
     print_table([Column("answer", justify="left", wrap=True), "count", "share"],
                 [[str(ans), str(c), f"{c / max(1, len(samples)):.0%}"]
                  for ans, c in counts.most_common()], title=title)

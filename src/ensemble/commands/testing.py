@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
                         "scaled: bias/t, divided by t with the rest of the logit, as sampling "
                         "does to a preference that is part of the model's scores")
     s.add_argument("--latency", type=nonneg_float, default=0.0, help="seconds per request")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=nonneg_int, default=0,
+                   help="seed of the simulated draws (an integer >= 0, default 0)")
     s.add_argument("--fault-rate", type=probability, default=0.0)
     s.add_argument("--faults", default="429,500,503,malformed,drop",
                    help="comma-separated kinds: 429,500,503,timeout,slow,malformed,drop,short_n")

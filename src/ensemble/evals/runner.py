@@ -107,6 +107,10 @@ class EvalConfig:
                              "member of the run; give each once")
         if not self.ns or any(n < 1 for n in self.ns):
             raise InputError("group sizes --n must be integers >= 1")
+        again = sorted({n for n in self.ns if self.ns.count(n) > 1})
+        if again:
+            raise InputError(f"--n {again[0]} is given twice: each group size is one row of "
+                             "the table; give each once")
         if self.k() < max(self.ns):
             raise InputError(f"--samples {self.k()} is smaller than the largest n "
                              f"({max(self.ns)}); draw at least as many samples as the group size")

@@ -236,9 +236,9 @@ class OnlineRequests:
                  else "rerun with a higher cap (without --store the samples drawn are not kept)")
         return (f"spent ${spent:.4f} of the --max-cost ${self.max_cost:g}; each request costs "
                 f"about ${per:.4f} (the average of the {self.paid} replies so far), "
-                f"{flying} requests in flight hold ${reserve:.4f} of the cap, and one more "
-                f"request would pass it, so no new request was sent (lower --max-concurrency "
-                f"to reserve less); {again}")
+                f"{flying} request{'s' if flying != 1 else ''} in flight hold ${reserve:.4f} "
+                "of the cap, and one more request would pass it, so no new request was sent "
+                f"(lower --max-concurrency to reserve less); {again}")
 
     def _stop_for_cost(self, message: str) -> None:
         self.ctx.stop_for(f"cost cap: {message}")
@@ -254,7 +254,8 @@ class OnlineRequests:
         if lim is not None and lim.cooldown_s > 0:
             parts.append(f"cooling down {lim.cooldown_s:.1f} s after the provider's rate limit")
         if self.in_flight:
-            parts.append(f"{self.in_flight} requests waiting for {where}"
+            parts.append(f"{self.in_flight} request{'s' if self.in_flight != 1 else ''} "
+                         f"waiting for {where}"
                          f" (timeout {self.options.retry.timeout:g} s)")
         if lim is not None and lim.waiting:
             parts.append(f"{lim.waiting} queued for the endpoint's limit")

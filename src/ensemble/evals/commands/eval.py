@@ -434,4 +434,4 @@ def _count_line(summary: dict[str, Any]) -> str:
     skipped = summary.get("data", {}).get("skipped")
     if skipped:
         text += f", {len(skipped)} malformed data rows skipped (--skip-invalid)"
-    return text + f" · {k} samples each"
+    return text + f" · {k} sample{'s' if k != 1 else ''} each"
