@@ -215,7 +215,7 @@ def task_names() -> list[str]:
 def _load_builtin() -> None:
     import importlib
 
-    for mod in ("boxball", "mathqa", "jsonl"):
+    for mod in ("boxball", "mathqa", "jsonl", "taskfile"):
         try:
             importlib.import_module(f"ensemble.tasks.{mod}")
         except ModuleNotFoundError as exc:

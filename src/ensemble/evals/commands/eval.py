@@ -24,13 +24,14 @@ from ensemble.cliargs import (
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "eval", help="evaluate voting over a task (mathqa, boxball, jsonl)",
+        "eval", help="evaluate voting over a task (mathqa, boxball, jsonl, a task file)",
         description="Draw K samples per question and temperature (stored and resumable), then "
                     "estimate the vote's accuracy for each (t, n): exact, unbiased estimates "
                     "from the samples (box-ball: expected utility in ±1 units), with 95% "
                     "intervals for the task and for the questions run.")
     p.add_argument("task", nargs="?",
-                   help="mathqa | boxball | jsonl (may come from --spec instead)")
+                   help="mathqa | boxball | jsonl | path/to/task.yaml (a declarative task "
+                        "file, docs/tasks.md; may come from --spec instead)")
     add_provider_args(p, model_required=False)
     p.add_argument("--t", type=temperature, nargs="+", help="temperatures")
     p.add_argument("--n", type=positive_int, nargs="+", help="group sizes")
@@ -158,10 +159,25 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
                       api_base=args.api_base)
     if not spec.task:
         raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
+    spec = _task_file(spec)
     if file is not None:
         check(spec, where)
     folder = spec_folder(path) if path and not args.out else None
     return spec, args.out or (str(folder) if folder else None)
+
+
+def _task_file(spec: Any) -> Any:
+    """A task named by its file (`ensemble eval tasks/yesno.yaml`, or "task" in a spec) is
+    the registered `taskfile` task reading that file as its data."""
+    from ensemble.errors import InputError
+    from ensemble.tasks.taskfile import TASK_FILE, is_task_file
+
+    if not is_task_file(spec.task):
+        return spec
+    if spec.data:
+        raise InputError(f"{spec.task} is a task file, which names its own data file: drop "
+                         "--data")
+    return spec.model_copy(update={"task": TASK_FILE, "data": spec.task})
 
 
 def _table(summary: dict[str, Any]) -> None:

@@ -1,0 +1,319 @@
+"""Declarative tasks: a YAML (or JSON) file naming a data file, a prompt template and an answer
+kind, run as any built-in task (`ensemble eval path/to/task.yaml ...`), as
+lm-evaluation-harness's YAML tasks are. The `jsonl` task generalised: the records keep their own
+fields and the template says how a prompt is written from them.
+
+    description: Is the animal a mammal? (yes/no)
+    data: mammals.jsonl            # relative to this file: .jsonl, .json (a list) or .csv
+    prompt: "Is a {animal} a mammal? Answer yes or no, in <answer></answer>."
+    answer: choice                 # choice | number | math | text
+    choices: [yes, no]             # answer: choice only; {choices} in the prompt lists them
+    target: label                  # the field holding the right answer
+    id: name                       # optional: the field holding each record's id (else row-N)
+    max_tokens: 256                # optional: the completion budget of a reply (default 1024)
+
+The file is validated by `TaskFileSpec` (unknown keys refused); every problem is one line naming
+the file (and the row and field of the data) and the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import string
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ensemble.answers import Choice, resolve_answer
+from ensemble.errors import DataError, InputError
+
+from .base import Question, TaskBase, TaskLayout, register_task, seeded_subset
+
+__all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file"]
+
+TASK_FILE = "taskfile"  # the registered name; the task file itself is the run's `data`
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class TaskFileSpec(BaseModel):
+    """A declarative task file (`ensemble schema` style: every key declared, others refused)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field("", description="what the task asks, for its readers")
+    data: str = Field(min_length=1, description="the records: a .jsonl, .json (a list of "
+                                                "objects) or .csv file, relative to the task "
+                                                "file")
+    prompt: str = Field(min_length=1, description="the prompt, each {field} filled from the "
+                                                  "record ({choices}: the choices, comma "
+                                                  "separated)")
+    answer: Literal["choice", "number", "math", "text"] = Field(
+        description="how a reply is read: one of the choices, or an open number, math "
+                    "expression or text")
+    choices: list[str] | None = Field(None, min_length=2, description="answer: choice: the "
+                                                                       "allowed answers")
+    target: str = Field(min_length=1, description="the record's field holding the right answer")
+    id: str | None = Field(None, description="the record's field holding its id (default "
+                                             "row-N, N its row in the data file)")
+    max_tokens: int | None = Field(None, ge=1, description="the completion budget of a reply "
+                                                           "(default 1024)")
+
+    @field_validator("choices", mode="before")
+    @classmethod
+    def _choices_as_written(cls, raw: Any) -> Any:
+        if isinstance(raw, list):
+            if any(isinstance(c, bool) for c in raw):
+                raise ValueError("YAML reads yes, no, true and false unquoted as booleans: "
+                                 'quote the choices (["yes", "no"])')
+            return [str(c) if isinstance(c, (int, float)) else c for c in raw]
+        return raw
+
+    @model_validator(mode="after")
+    def _choices_for_choice(self) -> TaskFileSpec:
+        if self.answer == "choice":
+            if not self.choices:
+                raise ValueError("answer: choice needs choices: [...] (at least two)")
+            keys = [c.strip().casefold() for c in self.choices]
+            if not all(keys) or len(set(keys)) != len(keys):
+                raise ValueError("choices must be distinct and non-empty")
+        elif self.choices is not None:
+            raise ValueError(f"choices are for answer: choice, not {self.answer} (drop them)")
+        return self
+
+    def fields(self) -> list[str]:
+        """The record fields the prompt names (`{choices}` included when written)."""
+        out: list[str] = []
+        for _, name, spec, conv in string.Formatter().parse(self.prompt):
+            if name is None:
+                continue
+            if not name.isidentifier():
+                raise ValueError(f"prompt: {{{name}}} is not a field name: write {{field}} "
+                                 "with a field of the records (literal braces: {{ and }})")
+            if spec or conv:
+                raise ValueError(f"prompt: {{{name}{'!' + conv if conv else ''}"
+                                 f"{':' + spec if spec else ''}}} formats its field: write "
+                                 f"{{{name}}}")
+            if name not in out:
+                out.append(name)
+        return out
+
+
+def is_task_file(name: str) -> bool:
+    """`ensemble eval NAME` names a task file, not a registered task (a path or a .yaml,
+    .yml or .json file name: registered names are neither)."""
+    return name.lower().endswith(SUFFIXES) or "/" in name or "\\" in name
+
+
+def load_task_file(path: str | Path) -> TaskFileSpec:
+    """Read and validate a task file; a bad one is one InputError line naming the key and
+    the fix."""
+    import yaml
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"task file {p} not found: give the path of a .yaml or .json task "
+                         "file (docs/tasks.md)") from None
+    except OSError as exc:
+        raise InputError(f"task file {p}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"task file {p}: not UTF-8 text; give a YAML or JSON task file"
+                         ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"task file {p}: not valid YAML{at} "
+                         f"({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"task file {p}: a task file is a mapping of data, prompt, answer, "
+                         "target, ... (docs/tasks.md), not "
+                         f"{type(doc).__name__}")
+    try:
+        spec = TaskFileSpec.model_validate(doc)
+        spec.fields()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = ("unknown key; the keys are " + ", ".join(TaskFileSpec.model_fields))
+        raise InputError(f"task file {p}: {key + ': ' if key else ''}{msg}") from None
+    except ValueError as exc:
+        raise InputError(f"task file {p}: {exc}") from None
+    return spec
+
+
+@register_task(TASK_FILE)
+class TaskFile(TaskBase):
+    """The task a declarative task file describes (`data`: the task file's path; see the
+    module docstring). `limit` picks a seeded subset of the records (kept in file order);
+    `skip_invalid=True` skips malformed records, listing them in `skipped`."""
+
+    name = TASK_FILE
+    layout = TaskLayout(takes_data=True, per_question_choices=True)
+    max_tokens: int | None = 1024
+
+    def __init__(self, *, data: str | Path | None = None, limit: int | None = None,
+                 seed: int = 0, skip_invalid: bool = False) -> None:
+        super().__init__()
+        if data is None:
+            raise InputError("the taskfile task needs the task file: ensemble eval "
+                             "path/to/task.yaml ... (or --data path/to/task.yaml)")
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InputError(f"limit must be an integer >= 1, got {limit!r}")
+        self.path = Path(data)
+        self.spec = load_task_file(self.path)
+        self.data_path = self.path.parent / self.spec.data
+        if not self.data_path.is_file():
+            raise InputError(f"task file {self.path}: data file {self.data_path} not found "
+                             "(data: is read relative to the task file)")
+        if self.spec.max_tokens is not None:
+            self.max_tokens = self.spec.max_tokens
+        self.choices = tuple(c.strip() for c in self.spec.choices or ())
+        # how replies are read: a choice among the file's choices, or its open kind
+        self.kind: Any = (Choice(self.choices) if self.spec.answer == "choice"
+                          else resolve_answer(self.spec.answer))
+        self.answer_kind = self.kind
+        self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
+        self._total = 0
+        self._qs: list[Question] | None = None
+
+    def questions(self) -> list[Question]:
+        """One question per record (all, or the seeded subset of `limit`), in file order."""
+        if self._qs is not None:
+            return self._qs
+        out: list[Question] = []
+        seen: dict[str, int] = {}
+        for row, rec in _records(self.data_path):
+            try:
+                if isinstance(rec, DataError):
+                    raise rec
+                q = self._question(row, rec)
+                if q.id in seen:
+                    raise DataError(f"duplicate id {q.id!r} (first at row {seen[q.id]})",
+                                    path=str(self.data_path), row=row, field=self.spec.id)
+                seen[q.id] = row
+                out.append(q)
+            except DataError as exc:
+                if not self.skip_invalid:
+                    raise
+                self.skipped.append((row, str(exc)))
+        if not out:
+            raise DataError("no records in the file", path=str(self.data_path))
+        self._total = len(out)
+        self._qs = seeded_subset(out, self.limit, self.seed)
+        return self._qs
+
+    def _question(self, row: int, rec: Any) -> Question:
+        where: dict[str, Any] = {"path": str(self.data_path), "row": row}
+        if not isinstance(rec, Mapping):
+            raise DataError("expected an object (a record with named fields)", **where)
+        values = {"choices": ", ".join(self.choices), **rec} if self.choices else dict(rec)
+        for name in self.spec.fields():
+            if name not in values:
+                raise DataError(f"the prompt of {self.path} names {{{name}}}, a field this "
+                                f"record has not (its fields: {', '.join(map(str, rec))}); "
+                                "fix the template or the data", field=name, **where)
+        prompt = self.spec.prompt.format(**{k: _text(v) for k, v in values.items()
+                                            if isinstance(k, str)})
+        raw = rec.get(self.spec.target)
+        if raw in (None, ""):
+            raise DataError("missing or empty (the right answer, the task file's target)",
+                            field=self.spec.target, **where)
+        if self.choices:
+            correct = {c.casefold(): c for c in self.choices}.get(str(raw).strip().casefold())
+            if correct is None:
+                raise DataError(f"{raw!r} is not one of the choices {list(self.choices)}",
+                                field=self.spec.target, **where)
+        else:
+            correct = self.kind.canonical(str(raw))
+            if correct is None:
+                raise DataError(f"{raw!r} is not a valid {self.spec.answer} answer",
+                                field=self.spec.target, **where)
+        qid = rec.get(self.spec.id) if self.spec.id else None
+        if self.spec.id and qid in (None, ""):
+            raise DataError("missing or empty (the record's id)", field=self.spec.id, **where)
+        meta: dict[str, Any] = {"row": row}
+        if not self.choices:
+            meta["answer"] = str(raw)  # the right answer as written (open answers' spelling)
+        return Question(id=f"row-{row}" if qid is None else str(qid), prompt=prompt,
+                        choices=self.choices, correct=correct, meta=meta)
+
+    def population(self) -> int:
+        """The usable records of the data file, before `limit`."""
+        self.questions()
+        return self._total
+
+    def data_notes(self) -> dict[str, Any]:
+        """The task file, its data file and its description."""
+        return {"task_file": str(self.path), "data_file": str(self.data_path),
+                "description": self.spec.description}
+
+    def parse(self, text: str) -> str | None:
+        """The answer in a completion: one of the choices, or the open kind's key."""
+        return self.kind.parse(text) if text else None
+
+    def parse_for(self, question: Question, text: str | None) -> str | None:
+        return self.parse(text) if text else None
+
+
+def _text(value: Any) -> str:
+    """A record's value as the prompt shows it (lists comma separated)."""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(row, record or the DataError of that row) of a .jsonl, .json (a list) or .csv file;
+    rows are numbered as lines (JSONL; CSV: the line where the record starts, the header
+    line 1) or as list items from 1 (JSON)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError("not UTF-8 text", path=str(path)) from None
+    except OSError as exc:
+        raise DataError(f"cannot read ({exc.strerror})", path=str(path)) from None
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        start = 2
+        try:
+            for rec in reader:
+                yield start, (DataError("more cells than header columns", path=str(path),
+                                        row=start) if None in rec else rec)
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            raise DataError(f"malformed CSV ({exc})", path=str(path), row=reader.line_num
+                            ) from None
+        return
+    if suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(path)
+                            ) from None
+        if not isinstance(doc, list):
+            raise DataError("a .json data file is a list of records (or write JSONL)",
+                            path=str(path))
+        yield from enumerate(doc, start=1)
+        return
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield i, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield i, DataError(f"not valid JSON ({exc.msg} at column {exc.colno})",
+                                   path=str(path), row=i)
