@@ -88,13 +88,19 @@ class GroupRobustResult:
         return self.worst_regret - self.lower_bound
 
 
-def _lp(w: Array) -> tuple[Array, float]:
+def _lp(w: Array, monotone: bool = False) -> tuple[Array, float]:
     from scipy.optimize import linprog
 
     # minimise t  s.t.  Σ|w_j| − Σ_x w_jx (2 f_x − 1) <= t  for every structure j
+    # (monotone, one group: also f_x <= f_{x+1})
     m, size = w.shape
     A = np.hstack([-2.0 * w, -np.ones((m, 1))])
     b = -np.abs(w).sum(axis=1) - w.sum(axis=1)
+    if monotone:
+        steps = np.zeros((size - 1, size + 1))
+        steps[np.arange(size - 1), np.arange(size - 1)] = 1.0
+        steps[np.arange(size - 1), np.arange(1, size)] = -1.0
+        A, b = np.vstack([A, steps]), np.concatenate([b, np.zeros(size - 1)])
     c = np.zeros(size + 1)
     c[-1] = 1.0
     bounds = [(0.0, 1.0)] * size + [(None, None)]
@@ -123,7 +129,8 @@ class _Solution:
     iterations: int
 
 
-def _solve(space: SearchSpace, tol: float, max_iter: int) -> _Solution:
+def _solve(space: SearchSpace, tol: float, max_iter: int, monotone: bool = False
+           ) -> _Solution:
     """Constraint generation for one configuration (shared by one group and groups)."""
     maj = group_majority_f(space.groups).reshape(-1)
     maj_worst = space.worst(maj).value
@@ -137,7 +144,7 @@ def _solve(space: SearchSpace, tol: float, max_iter: int) -> _Solution:
     it = 0
     while it < max_iter:
         it += 1
-        f, lower = _lp(W)
+        f, lower = _lp(W, monotone)
         params, vals = space.candidates3(f)
         upper = float(vals.max())
         new = [space.reports3(params[:, 0], params[:, 1], params[:, 2])]
@@ -170,21 +177,25 @@ def _solve(space: SearchSpace, tol: float, max_iter: int) -> _Solution:
     return _Solution(best_f, max(best_upper, 0.0), max(lower, 0.0), maj_worst, it)
 
 
-def robust_aggregator(n: int, lam: float, *, tol: float = 1e-6, max_iter: int = 60
-                      ) -> RobustResult:
+def robust_aggregator(n: int, lam: float, *, tol: float = 1e-6, max_iter: int = 60,
+                      monotone: bool = False) -> RobustResult:
     """The minimax-regret aggregator for n c.i.i.d. experts with rationality λ (ψ_λ units).
 
-    Cached: repeated calls with the same (n, λ) are free.
+    `monotone`: the best rule among those with f(x) non-decreasing in the reports of 1 (for
+    n >= 9 the unconstrained optimum is not monotone, and the monotone one is worse: its LP
+    lower bound lies above the unconstrained rule's worst case; docs/theory.md).
+    Cached: repeated calls with the same arguments are free.
     """
     n = validate_n(n)
     lam = validate_lam(lam)
     check_size((Group(n, lam),), "robust")
-    return _robust(n, lam, float(tol), int(max_iter))
+    return _robust(n, lam, float(tol), int(max_iter), bool(monotone))
 
 
 @lru_cache(maxsize=512)
-def _robust(n: int, lam: float, tol: float, max_iter: int) -> RobustResult:
-    sol = _solve(search_space(((n, lam),)), tol, max_iter)
+def _robust(n: int, lam: float, tol: float, max_iter: int, monotone: bool = False
+            ) -> RobustResult:
+    sol = _solve(search_space(((n, lam),)), tol, max_iter, monotone)
     f_out = tuple(float(round(v, 12)) for v in sol.f)
     return RobustResult(n, lam, f_out, sol.upper, sol.lower, sol.majority_upper, sol.iterations)
 
