@@ -175,9 +175,10 @@ def test_rules_refuse_tasks_they_cannot_apply_to():
         get_aggregator("robust", choices=["L", "R"])
     assert get_aggregator("lam-weighted", lams=[1.0], n_options=5).name == "lam-weighted"
     assert get_aggregator("robust", lam=1.0, choices=["L", "R"]).name == "robust"
-    from ensemble.aggregators import RULES, aggregator_info
+    from ensemble.aggregators import aggregator_info
+    from ensemble.rules import rules
 
-    assert set(RULES) == set(aggregator_names())
+    assert set(rules.names()) == set(aggregator_names())
     assert aggregator_info("robust").binary and not aggregator_info("lam-weighted").binary
 
 

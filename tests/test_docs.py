@@ -1,6 +1,7 @@
 """Examples in the docs run as written: every fenced command and Python block of docs/*.md and
 the README is run here or marked (the rule is below, and in docs/architecture.md, "Code blocks
-in the docs"); docs/tasks.md's custom task (against the simulated server), the README's
+in the docs"); docs/tasks.md's custom task (against the simulated server), docs/extending.md's rule,
+stopping rule, task and provider, the README's
 local-model snippet (from any folder) and docs/serve.md's calls against its own server."""
 
 from __future__ import annotations
@@ -47,6 +48,44 @@ def test_custom_task_example_runs_and_its_parser_maps_values(tmp_path, monkeypat
     lines = (run / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 12 * 2 * 5
     assert {json.loads(x)["id"] for x in lines} == {f"add-{i}" for i in range(12)}
+
+
+def test_extending_example_registers_and_runs_one_of_each(tmp_path, monkeypatch):
+    """docs/extending.md: a rule, a stopping rule, a task and a provider registered from user
+    code, used by name by the Python API and `ensemble eval` (in-process)."""
+    from ensemble.providers.registry import _factories as providers  # noqa: PLC2701
+    from ensemble.rules import rules
+    from ensemble.stopping import stop_rules
+    from ensemble.tasks.base import _REGISTRY as tasks  # noqa: PLC2701
+
+    doc = ROOT / "docs" / "extending.md"
+    (code,) = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, str(doc), "exec"), {"__name__": "extending_example"})
+        text = out.getvalue()
+        # 42 is even: the coin provider's votes, unanimous or not, under the agree rule
+        first = text.splitlines()[0]
+        assert re.fullmatch(r"decision: (even|None) after \d samples", first), first
+        n = int(first.split()[-2])
+        assert 3 <= n <= 9
+        s = json.loads((tmp_path / "runs" / "parity" / "summary.json").read_text())
+        rows = {(r["n"], r["aggregator"]): r for r in s["results"]}
+        assert s["aggregators"] == ["plurality", "unanimous"]
+        # one vote is unanimous: at n = 1 the rule is the plurality, on the same samples
+        assert rows[1, "unanimous"]["accuracy"] == pytest.approx(
+            rows[1, "plurality"]["accuracy"], abs=1e-12)
+        # at n = 3 a 2-1 split decides for plurality and not for unanimity
+        assert rows[3, "unanimous"]["accuracy"] < rows[3, "plurality"]["accuracy"]
+        assert [r["stop"] for r in s["adaptive"]] == ["agree"]
+        assert s["served_by"] == "coin"
+    finally:
+        rules.remove("unanimous")
+        stop_rules.remove("agree")
+        tasks.remove("parity")
+        providers.remove("coin")
 
 
 def test_readme_local_snippet_finds_its_weights_from_any_folder(tmp_path, monkeypatch):

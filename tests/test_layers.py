@@ -293,11 +293,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sampling", ("ensemble.sampling",)),
     ("providers", ("ensemble.providers",)),
     ("local", ("ensemble.local",)),
-    ("rules", ("ensemble.aggregators", "ensemble.stopping", "ensemble.credit",
+    ("rules", ("ensemble.aggregators", "ensemble.rules", "ensemble.stopping", "ensemble.credit",
                "ensemble.calibration", "ensemble.boxball", "ensemble.report",
                "ensemble.cost")),
     ("theory", ("ensemble.theory", "ensemble.qr")),
-    ("base", ("ensemble.errors", "ensemble.secrets", "ensemble.jsonio", "ensemble._sync")),
+    ("base", ("ensemble.errors", "ensemble.secrets", "ensemble.jsonio", "ensemble._sync",
+              "ensemble.registry")),
 ]
 ROOT_ONLY = ("ensemble",)  # entries that name a package's __init__ alone
 

@@ -60,6 +60,10 @@ _EXPORTS: dict[str, str] = {
     # aggregation and the Python API
     "get_aggregator": ".aggregators",
     "aggregator_names": ".aggregators",
+    "aggregator_info": ".aggregators",
+    "RuleBase": ".aggregators",
+    "RuleInfo": ".rules",
+    "register_rule": ".rules",
     "Ensemble": ".api",
     "Decision": ".decision",
     "vote": ".vote",
@@ -80,6 +84,8 @@ _EXPORTS: dict[str, str] = {
     "expected_performance": ".stopping",
     "fit_prior": ".stopping",
     "get_stopping_rule": ".stopping",
+    "register_stop_rule": ".stopping",
+    "stop_rule_names": ".stopping",
     "prior_from_calibration": ".stopping",
 }
 
@@ -101,6 +107,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-exported
     from .aggregators import (
+        RuleBase as RuleBase,
+        aggregator_info as aggregator_info,
         aggregator_names as aggregator_names,
         get_aggregator as get_aggregator,
     )
@@ -161,6 +169,7 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         psi_inverse as psi_inverse,
         temperature_for_lam as temperature_for_lam,
     )
+    from .rules import RuleInfo as RuleInfo, register_rule as register_rule
     from .sampling.parsing import (
         extract_answer as extract_answer,
     )
@@ -191,6 +200,8 @@ if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-
         fit_prior as fit_prior,
         get_stopping_rule as get_stopping_rule,
         prior_from_calibration as prior_from_calibration,
+        register_stop_rule as register_stop_rule,
+        stop_rule_names as stop_rule_names,
     )
     from .vote import (
         vote as vote,

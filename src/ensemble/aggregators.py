@@ -13,37 +13,59 @@ items and bootstrap draws at once for the evals: those live in `ensemble.credit`
 Mixed ensembles. Votes may carry a group label (`groups=[member index per vote]`). Pooled rules
 (plurality, majority, random-follow, weighted) ignore the labels and only report the counts per
 group; `lam-weighted` weighs each vote by 2λ of its group (any number of options); `robust` with
-`lams=[λ per group]` is the minimax-regret rule of the per-group counts (binary only). Which rule
-applies to which task is in `RULES` (`aggregator_info`), and `get_aggregator(name,
-n_options=...)` refuses a rule that cannot apply before any sample is drawn. For groups, f is an
-array indexed by the per-group counts, f[x_1, ..., x_G] (`ensemble.credit.group_aggregator_f`),
-and `ensemble.credit.group_utility` gives its exact expected utility under per-group report
-probabilities.
+`lams=[λ per group]` is the minimax-regret rule of the per-group counts (binary only). Each rule
+is registered (`ensemble.rules.register_rule`) with what it applies to (`aggregator_info`), and
+`get_aggregator(name, n_options=...)` refuses a rule that cannot apply before any sample is
+drawn. A new rule subclasses `RuleBase` (its `aggregate`, with `prepare` and `finish`). For
+groups, f is an array indexed by the per-group counts, f[x_1, ..., x_G]
+(`ensemble.credit.group_aggregator_f`), and `ensemble.credit.group_utility` gives its exact
+expected utility under per-group report probabilities.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .credit import TIE_RULES, aggregator_f, as_rng, group_aggregator_f
+from .credit import (
+    TIE_RULES,
+    as_rng,
+    binary_credit,
+    group_aggregator_f,
+    lam_weighted_credit,
+    plurality_credit,
+)
 from .errors import InputError
+from .rules import (
+    LAM_WEIGHTED,
+    MAJORITY,
+    PLURALITY,
+    RANDOM_FOLLOW,
+    ROBUST,
+    WEIGHTED,
+    RuleInfo,
+    aggregator_info,
+    aggregator_names,
+    register_rule,
+)
 
 __all__ = [
     "INVALID_POLICIES",
-    "RULES",
     "Aggregator",
+    "RuleBase",
     "RuleInfo",
     "Vote",
     "aggregator_info",
     "aggregator_names",
+    "binary_credit",
     "get_aggregator",
+    "register_rule",
 ]
 
 INVALID_POLICIES = ("ignore", "abstain", "fail")
@@ -95,34 +117,63 @@ class Aggregator(Protocol):
                  groups: Sequence[int] | None = None) -> Vote: ...
 
 
-@dataclass(frozen=True)
-class RuleInfo:
-    """What a rule applies to: `binary` rules need exactly two options; `needs` names the
-    options `get_aggregator` must be given (one of them, for "lam or lams")."""
+# -- the built-ins' vector, group and credit forms (what `register_rule` declares) -------------
+def _majority_f(n: int, lam: float | None) -> NDArray[np.float64]:
+    from .theory import majority_f
 
-    name: str
-    binary: bool
-    needs: tuple[str, ...]
-    summary: str
-    open: bool = True  # applies to open answers (numbers, text...): no fixed set of options
+    return np.asarray(majority_f(n))
 
 
-RULES: dict[str, RuleInfo] = {r.name: r for r in (
-    RuleInfo("plurality", False, (), "most frequent answer over all votes; any number of options"),
-    RuleInfo("majority", True, (), "binary majority over all votes; ties 1/2 or a seeded coin"),
-    RuleInfo("random-follow", False, (), "follow one vote chosen at random (the baseline)"),
-    RuleInfo("weighted", False, (), "plurality weighted per vote (weights= at call time, e.g. "
-             "logprob confidence)"),
-    RuleInfo("lam-weighted", False, ("lam", "lams"), "each vote weighs 2λ of its member "
-             "(log-odds that an informed expert reports the truth); any number of options"),
-    RuleInfo("robust", True, ("lam", "lams"), "minimax-regret rule from the theory engine: one "
-             "group (lam=) or the per-group counts of members (lams=); binary only", False),
-    RuleInfo("omniscient", True, ("structure",), "evaluation only: the best rule knowing the "
-             "true report structure", False),
-)}
+def _majority_groups(groups: Sequence[Any]) -> NDArray[np.float64]:
+    from .theory import group_majority_f
+
+    return np.asarray(group_majority_f(groups))
 
 
-class _Base:
+def _random_follow_f(n: int, lam: float | None) -> NDArray[np.float64]:
+    from .theory import random_follow_f
+
+    return np.asarray(random_follow_f(n))
+
+
+def _random_follow_groups(groups: Sequence[Any]) -> NDArray[np.float64]:
+    from .theory import group_random_follow_f
+
+    return np.asarray(group_random_follow_f(groups))
+
+
+def _lam_weighted_groups(groups: Sequence[Any]) -> NDArray[np.float64]:
+    from .theory import lam_weighted_f
+
+    return np.asarray(lam_weighted_f(groups))
+
+
+def _robust_f(n: int, lam: float | None) -> NDArray[np.float64]:
+    from .theory import robust_aggregator
+
+    if lam is None:
+        raise InputError("the robust rule needs lam")
+    return np.asarray(robust_aggregator(n, lam).f)
+
+
+def _robust_groups(groups: Sequence[Any]) -> NDArray[np.float64]:
+    from .theory import group_robust_aggregator
+
+    return np.asarray(group_robust_aggregator(groups).f)
+
+
+def _pooled_credit(counts: Any, correct: Any, lams: Sequence[float | None]
+                   ) -> NDArray[np.float64]:
+    return plurality_credit(np.asarray(counts).sum(axis=-2), correct)
+
+
+def _lam_weighted_credit(counts: Any, correct: Any, lams: Sequence[float | None]
+                         ) -> NDArray[np.float64]:
+    return lam_weighted_credit(counts, correct, [float(x) for x in lams])  # type: ignore[arg-type]
+
+
+
+class RuleBase:
     name = "base"
 
     def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None,
@@ -140,7 +191,7 @@ class _Base:
                  weights: Sequence[float] | None = None,
                  groups: Sequence[int] | None = None) -> Vote:
         labels = _check_groups(groups, len(answers))
-        vote = self._aggregate(answers, choices=choices, weights=weights, groups=labels)
+        vote = self.aggregate(answers, choices=choices, weights=weights, groups=labels)
         if labels is None:
             return vote
         per: list[Counter[str]] = [Counter() for _ in range(max(labels, default=-1) + 1)]
@@ -149,12 +200,12 @@ class _Base:
                 per[g][a] += 1
         return replace(vote, group_counts=tuple(dict(c) for c in per))
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None
                    ) -> Vote:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _prepare(self, answers: Sequence[str | None]) -> tuple[list[str], int, int]:
+    def prepare(self, answers: Sequence[str | None]) -> tuple[list[str], int, int]:
         n_invalid = sum(1 for a in answers if a is None)
         if n_invalid and self.invalid == "fail":
             raise InputError(f"{n_invalid} of {len(answers)} answers are invalid "
@@ -163,13 +214,13 @@ class _Base:
         n = len(valid) if self.invalid == "ignore" else len(answers)
         return valid, n, n_invalid
 
-    def _finish(self, counts: Counter, top: list[str], n: int, n_valid: int, n_invalid: int,
+    def finish(self, counts: Counter, top: list[str], n: int, n_valid: int, n_invalid: int,
                 notes: tuple[str, ...] = ()) -> Vote:
         ordered = counts.most_common()
         margin = ordered[0][1] - (ordered[1][1] if len(ordered) > 1 else 0) if ordered else 0
         tie = len(top) > 1
         if not top:
-            return self._vote(None, counts, {}, n, n_valid, n_invalid, tie=False, margin=0,
+            return self.make_vote(None, counts, {}, n, n_valid, n_invalid, tie=False, margin=0,
                               notes=notes)
         if tie and self.tie == "fractional":
             credit = {a: 1.0 / len(top) for a in top}
@@ -177,10 +228,10 @@ class _Base:
         else:
             decision = sorted(top)[int(self.rng.integers(len(top)))] if tie else top[0]
             credit = {decision: 1.0}
-        return self._vote(decision, counts, credit, n, n_valid, n_invalid, tie=tie,
+        return self.make_vote(decision, counts, credit, n, n_valid, n_invalid, tie=tie,
                           margin=margin, notes=notes)
 
-    def _vote(self, decision: str | None, counts: Counter[str] | dict[str, int],
+    def make_vote(self, decision: str | None, counts: Counter[str] | dict[str, int],
               credit: dict[str, float], n: int, n_valid: int, n_invalid: int, *, tie: bool,
               margin: int, notes: tuple[str, ...] = ()) -> Vote:
         return Vote(decision=decision, counts=dict(counts), credit=credit, n=n, n_valid=n_valid,
@@ -188,36 +239,41 @@ class _Base:
                     invalid_policy=self.invalid, notes=notes)
 
 
-class Plurality(_Base):
+@register_rule(summary="most frequent answer over all votes; any number of options",
+               vote=True, f=_majority_f, group_f=_majority_groups, credit=_pooled_credit)
+class Plurality(RuleBase):
     """The most frequent valid answer (any number of options)."""
 
-    name = "plurality"
+    name = PLURALITY
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         counts = Counter(valid)
         best = max(counts.values(), default=0)
         top = [a for a, c in counts.items() if c == best] if best else []
-        return self._finish(counts, top, n, len(valid), n_inv)
+        return self.finish(counts, top, n, len(valid), n_inv)
 
 
-class Majority(_Base):
+@register_rule(summary="binary majority over all votes; ties 1/2 or a seeded coin",
+               binary=True, vote=True, f=_majority_f, group_f=_majority_groups,
+               credit=_pooled_credit)
+class Majority(RuleBase):
     """Binary majority between choices[0] (the report "1") and choices[1]; ties ½ or a coin.
 
     Under the "abstain" policy an invalid vote counts in n but supports neither side, so a
     decision needs more than n/2 votes; otherwise it is a tie.
     """
 
-    name = "majority"
+    name = MAJORITY
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if choices is None and self.open:
             return self._open_majority(answers)
         if not choices or len(choices) != 2:
             raise InputError("majority needs exactly two choices, e.g. choices=['L', 'R']")
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         bad = [a for a in valid if a not in choices]
         if bad:
             raise InputError(f"answer {bad[0]!r} is not one of the choices {list(choices)}")
@@ -232,82 +288,90 @@ class Majority(_Base):
             top = []
         else:
             top = list(choices)
-        return self._finish(counts, top, n, len(valid), n_inv)
+        return self.finish(counts, top, n, len(valid), n_inv)
 
 
     def _open_majority(self, answers: Sequence[str | None]) -> Vote:
         """Open answers: the answer with more than half of the n votes, else no decision."""
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         counts = Counter(valid)
         top = [a for a, c in counts.items() if 2 * c > n]
-        vote = self._finish(counts, top, n, len(valid), n_inv)
+        vote = self.finish(counts, top, n, len(valid), n_inv)
         if not top and counts:
             return replace(vote, notes=("no answer has more than half of the votes",))
         return vote
 
 
-class RandomFollow(_Base):
+@register_rule(summary="follow one vote chosen at random (the baseline, scored at n = 1 in "
+               "every eval)", scorable=False, f=_random_follow_f, group_f=_random_follow_groups)
+class RandomFollow(RuleBase):
     """The paper's baseline: follow one valid sample chosen uniformly at random."""
 
-    name = "random-follow"
+    name = RANDOM_FOLLOW
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         counts = Counter(valid)
         if not valid:
-            return self._finish(counts, [], n, 0, n_inv)
+            return self.finish(counts, [], n, 0, n_inv)
         pick = valid[int(self.rng.integers(len(valid)))]
-        vote = self._finish(counts, [pick], n, len(valid), n_inv)
+        vote = self.finish(counts, [pick], n, len(valid), n_inv)
         credit = {a: c / len(valid) for a, c in counts.items()}
-        return self._vote(pick, counts, credit, n, len(valid), n_inv, tie=False,
+        return self.make_vote(pick, counts, credit, n, len(valid), n_inv, tie=False,
                           margin=vote.margin)
 
 
-class Weighted(_Base):
+@register_rule(summary="plurality weighted per vote (weights= at call time, e.g. logprob "
+               "confidence)", needs=("weights",), scorable=False)
+class Weighted(RuleBase):
     """Plurality with per-sample weights (e.g. logprob confidence); weights must be >= 0."""
 
-    name = "weighted"
+    name = WEIGHTED
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if weights is None or len(weights) != len(answers):
             raise InputError("weighted voting needs one weight per answer")
         if any(w < 0 for w in weights):
             raise InputError("weights must be >= 0")
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         score: dict[str, float] = {}
         for a, w in zip(answers, weights, strict=True):
             if a is not None:
                 score[a] = score.get(a, 0.0) + float(w)
         best = max(score.values(), default=0.0)
         top = [a for a, s in score.items() if best > 0 and abs(s - best) <= 1e-12 * max(1, best)]
-        return self._finish(Counter(valid), top, n, len(valid), n_inv)
+        return self.finish(Counter(valid), top, n, len(valid), n_inv)
 
 
-class _BinaryF(_Base):
+class _BinaryF(RuleBase):
     """A binary rule given as a vector f(0..n): P(decide choices[0] | x votes for it)."""
 
     def f(self, n: int) -> NDArray[np.float64]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if not choices or len(choices) != 2:
             raise InputError(f"{self.name} needs exactly two choices, e.g. choices=['L', 'R']")
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         counts = Counter({c: 0 for c in choices})
         counts.update(a for a in valid if a in choices)
         if n == 0:
-            return self._finish(counts, [], 0, 0, n_inv)
+            return self.finish(counts, [], 0, 0, n_inv)
         p1 = float(self.f(n)[counts[choices[0]]])
         decision = choices[0] if self.rng.random() < p1 else choices[1]
         ordered = counts.most_common()
         margin = ordered[0][1] - ordered[1][1]
-        return self._vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
+        return self.make_vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
                           n_inv, tie=0 < p1 < 1, margin=margin)
 
 
+@register_rule(summary="minimax-regret rule from the theory engine: one group (lam=) or the "
+               "per-group counts of members (lams=); binary only", binary=True, open=False,
+               needs=("lam",), f=_robust_f, group_f=_robust_groups,
+               credit=binary_credit(_robust_groups))
 class Robust(_BinaryF):
     """The minimax-regret rule from the theory engine; randomised where the optimal f is
     fractional (a seeded coin, like every tie here).
@@ -318,7 +382,7 @@ class Robust(_BinaryF):
     vote drop out). Binary only.
     """
 
-    name = "robust"
+    name = ROBUST
 
     def __init__(self, *, lam: float | None = None, lams: Sequence[float] | None = None,
                  **kw: Any) -> None:
@@ -329,21 +393,21 @@ class Robust(_BinaryF):
         if self.lam is None:
             raise InputError("robust with lams= (groups) decides on per-group counts; "
                              "call it with groups=[member index per vote]")
-        return aggregator_f("robust", n, lam=self.lam)
+        return _robust_f(n, self.lam)
 
     def f_groups(self, ns: Sequence[int]) -> NDArray[np.float64]:
         """f[x_1, ..., x_G] for n_g valid votes in group g (computed once, then cached)."""
         lams = self.lams if self.lams is not None else (self.lam,)
-        return group_aggregator_f("robust", ns, lams)  # type: ignore[arg-type]
+        return group_aggregator_f(self.name, ns, lams)  # type: ignore[arg-type]
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         if self.lams is None:
-            return super()._aggregate(answers, choices=choices, weights=weights, groups=groups)
+            return super().aggregate(answers, choices=choices, weights=weights, groups=groups)
         if not choices or len(choices) != 2:
             raise InputError(f"{self.name} needs exactly two choices, e.g. choices=['L', 'R']")
         labels = _labels_for(self.name, groups, len(answers), len(self.lams))
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         bad = [a for a in valid if a not in choices]
         if bad:
             raise InputError(f"answer {bad[0]!r} is not one of the choices {list(choices)}")
@@ -358,16 +422,20 @@ class Robust(_BinaryF):
                 xg[g] += 1
         present = [g for g in range(len(self.lams)) if ng[g] > 0]
         if not present:
-            return self._finish(counts, [], 0, 0, n_inv)
-        f = group_aggregator_f("robust", [ng[g] for g in present], [self.lams[g] for g in present])
+            return self.finish(counts, [], 0, 0, n_inv)
+        f = group_aggregator_f(self.name, [ng[g] for g in present],
+                               [self.lams[g] for g in present])
         p1 = float(f[tuple(xg[g] for g in present)])
         decision = choices[0] if self.rng.random() < p1 else choices[1]
         margin = abs(counts[choices[0]] - counts[choices[1]])
-        return self._vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
+        return self.make_vote(decision, counts, {choices[0]: p1, choices[1]: 1 - p1}, n, len(valid),
                           n_inv, tie=0 < p1 < 1, margin=margin)
 
 
-class LamWeighted(_Base):
+@register_rule(summary="each vote weighs 2λ of its member (log-odds that an informed expert "
+               "reports the truth); any number of options", needs=("lam",), f=_majority_f,
+               group_f=_lam_weighted_groups, credit=_lam_weighted_credit)
+class LamWeighted(RuleBase):
     """The λ-weighted vote: each valid vote of group g adds 2λ_g to its answer's score, the
     highest score wins (any number of options). 2λ is the log-odds that an expert whose signal
     reveals the answer reports it; votes of λ = ∞ outrank every finite weight (compared first),
@@ -377,7 +445,7 @@ class LamWeighted(_Base):
     `lam=` (one group) or `lams=[λ per group]` with votes labelled `groups=[index into lams]`.
     """
 
-    name = "lam-weighted"
+    name = LAM_WEIGHTED
 
     def __init__(self, *, lam: float | None = None, lams: Sequence[float] | None = None,
                  **kw: Any) -> None:
@@ -385,10 +453,10 @@ class LamWeighted(_Base):
         one, many = _lam_options(self.name, lam, lams)
         self.lams: tuple[float, ...] = many if many is not None else (float(one),)  # type: ignore
 
-    def _aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                    weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
         labels = _labels_for(self.name, groups, len(answers), len(self.lams))
-        valid, n, n_inv = self._prepare(answers)
+        valid, n, n_inv = self.prepare(answers)
         if choices is not None:
             bad = [a for a in valid if a not in choices]
             if bad:
@@ -403,13 +471,13 @@ class LamWeighted(_Base):
             lo[a] = lo.get(a, 0.0) + (0.0 if math.isinf(lam) else 2.0 * lam)
         counts = Counter(valid)
         if not counts:
-            return self._finish(counts, [], n, 0, n_inv)
+            return self.finish(counts, [], n, 0, n_inv)
         top_hi = max(hi.values())
         cand = [a for a in counts if hi[a] == top_hi]
         best = max(lo[a] for a in cand)
         tol = 1e-12 * max(1.0, abs(best))
         top = [a for a in cand if abs(lo[a] - best) <= tol]
-        vote = self._finish(counts, top, n, len(valid), n_inv)
+        vote = self.finish(counts, top, n, len(valid), n_inv)
         return vote
 
 
@@ -455,6 +523,8 @@ def _labels_for(name: str, labels: list[int] | None, n_answers: int, n_groups: i
     return labels
 
 
+@register_rule(summary="evaluation only: the best rule knowing the true report structure",
+               binary=True, open=False, needs=("structure",), scorable=False)
 class Omniscient(_BinaryF):
     """Evaluation only: the best rule knowing the true report structure (μ, q0, q1)."""
 
@@ -473,49 +543,33 @@ class Omniscient(_BinaryF):
         return omniscient(self.structure, n)
 
 
-_RULES: dict[str, Callable[..., Aggregator]] = {
-    "plurality": Plurality, "majority": Majority, "random-follow": RandomFollow,
-    "weighted": Weighted, "lam-weighted": LamWeighted, "robust": Robust,
-    "omniscient": Omniscient,
-}
-
-
-def aggregator_names() -> list[str]:
-    return sorted(_RULES)
-
-
-def aggregator_info(name: str) -> RuleInfo:
-    """What rule `name` applies to (binary or any number of options) and what it needs."""
-    try:
-        return RULES[name]
-    except KeyError:
-        raise InputError(f"unknown aggregator {name!r}; choose from {', '.join(aggregator_names())}"
-                         ) from None
-
-
 def get_aggregator(name: str, *, n_options: int | None = None,
                    choices: Sequence[str] | None = None, open: bool = False,
                    **options: Any) -> Aggregator:
-    """Build a rule by name: plurality, majority, random-follow, weighted, lam-weighted, robust,
-    omniscient.
+    """Build a registered rule by name (`aggregator_names()`: plurality, majority,
+    random-follow, weighted, lam-weighted, robust, omniscient and any registered by
+    `register_rule`).
 
     Give the task's options (`choices=` or `n_options=`) to refuse, here and in one line, a rule
-    that cannot apply: robust, majority and omniscient are binary (two options; e.g. box-ball,
-    not MathQA's five). Rule options: tie, invalid, rng for all; lam= or lams= for
+    that cannot apply: a binary rule (robust, majority, omniscient) on more than two options
+    (e.g. MathQA's five). Rule options: tie, invalid, rng for all; lam= or lams= for
     lam-weighted and robust; structure= for omniscient.
 
     `open=True`: the answers are open (numbers, text, ...: no fixed set of options); rules that
-    need two options (robust, omniscient) are refused, and majority decides for the answer
-    with more than half of the votes (none otherwise).
+    need two fixed options (robust, omniscient) are refused, and majority decides for the
+    answer with more than half of the votes (none otherwise).
     """
     info = aggregator_info(name)
     if open and not info.open:
         raise InputError(f"{name} decides between two fixed options and the answers are open "
-                         "(any number of answers): use plurality, majority, weighted or "
-                         "lam-weighted")
+                         f"(any number of answers): use {_or(aggregator_names(open=True))}")
     k = len(choices) if choices is not None else n_options
     if info.binary and k is not None and k != 2:
         opts = f" ({', '.join(choices)})" if choices is not None else ""
         raise InputError(f"{name} decides between two options; this task has {k}{opts}: use "
-                         "plurality or lam-weighted")
-    return _RULES[name](open=open, **options) if open else _RULES[name](**options)
+                         f"{_or(aggregator_names(binary=False))}")
+    return info.build(open=open, **options) if open else info.build(**options)
+
+
+def _or(names: Sequence[str]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from ._sync import LoopThread, run_sync
-from .aggregators import Vote, get_aggregator
+from .aggregators import Vote, aggregator_info, get_aggregator
 from .answers import AnswerKind, ToolCalls, resolve_answer
 from .decision import AnswerT, Decision, confidence, tally
 from .errors import EnsembleError, InputError, SamplingFailed
@@ -31,6 +31,7 @@ from .providers.base import Provider
 from .providers.options import ProviderKwargs, ProviderOptions, check_keywords
 from .providers.params import SamplingParams
 from .providers.registry import provider_for
+from .rules import DEFAULT_AGGREGATOR
 from .sampling.parsing import check_choices, choice_parser, extract_answer
 from .sampling.types import Message, Sample, SampleRequest, as_messages
 
@@ -127,16 +128,18 @@ class Ensemble(Generic[AnswerT]):
                   `Decision.tool_call` is the voted `ToolCall(name, arguments)`, valid for the
                   tool's schema; a text win is voted by `answer`/`choices`. `tool_choice` is
                   sent as given ("auto", "required", "none", or a function).
-    aggregator:   plurality (default), majority, random-follow, weighted (by logprob
+    aggregator:   a registered rule (`aggregator_names()`; `register_rule` adds one):
+                  plurality (default), majority, random-follow, weighted (by logprob
                   confidence), lam-weighted (each vote weighs 2λ of its member), robust (the
                   minimax-regret rule; binary choices; per-member counts for members).
-                  lam-weighted and robust need every member's λ.
+                  The rules that weigh votes by λ need every member's λ.
     lam:          λ of the one model at its temperature (ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units);
                   members carry their own.
     calibration:  a profile (`ensemble calibrate`'s profile.json or its folder) or a list of
                   them: each member's λ is λ₁/t from the profile matching its (model,
                   api_base), unless it has its own `lam` or `calibration`.
-    stop:         "bayes" | "beta" | a `StopSpec`: draw adaptively, up to `max_n` (default n)
+    stop:         a stopping rule's name (`stop_rule_names()`; `register_stop_rule` adds
+                  one) or a `StopSpec`: draw adaptively, up to `max_n` (default n)
                   samples per decision, stopping once the answer is settled; the bayes rule's
                   prior is fitted from the pilots of this Ensemble's earlier decisions too
                   (the most recent HISTORY_MAX = 20,000).
@@ -198,7 +201,7 @@ class Ensemble(Generic[AnswerT]):
 
     def __init__(self, model: str | None = None, *, members: Sequence[Member] | None = None,
                  temperature: float | None = None, n: int | None = None,
-                 aggregator: str = "plurality", choices: Sequence[str] | None = None,
+                 aggregator: str = DEFAULT_AGGREGATOR, choices: Sequence[str] | None = None,
                  answer: Any = None, parser: Callable[[str], str | None] | None = None,
                  tie: str = "random",
                  invalid: str = "ignore", seed: int | None = None, lam: float | None = None,
@@ -253,6 +256,7 @@ class Ensemble(Generic[AnswerT]):
         else:
             self.parser = parser or self.answer_kind.parse
         self.aggregator_name = aggregator
+        self.aggregator_info = aggregator_info(aggregator)  # unknown: one line, the known ones
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
         self.stop_spec = self._stop_spec(stop, max_n)
         # (top, second) pilot counts for the bayes prior: the most recent HISTORY_MAX, so that
@@ -294,11 +298,11 @@ class Ensemble(Generic[AnswerT]):
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def _make_aggregator(self, name: str, *, tie: str, invalid: str, seed: int | None) -> Any:
-        from .aggregators import aggregator_info
+        from .aggregators import aggregator_names
 
         info = aggregator_info(name)
         opts: dict[str, Any] = {"tie": tie, "invalid": invalid, "rng": seed}
-        if "lam" in info.needs:
+        if info.needs_lam:
             unknown = [m for m in self.members if m.lam is None]
             if unknown:
                 m = unknown[0]
@@ -313,8 +317,8 @@ class Ensemble(Generic[AnswerT]):
         kind = self.answer_kind
         if kind.is_open and not info.open:
             raise InputError(f"{name} decides between two fixed options; answer={kind!r} is "
-                             "open (any number of answers): use plurality, majority, weighted "
-                             "or lam-weighted")
+                             "open (any number of answers): use "
+                             f"{', '.join(aggregator_names(open=True))}")
         if info.binary and self.choices is None and not kind.is_open:
             raise InputError(f"{name} decides between two options: give choices=[first, "
                              "second] (the first is the report '1')")
@@ -325,7 +329,7 @@ class Ensemble(Generic[AnswerT]):
     def _stop_spec(self, stop: str | StopSpec | CostSpec | None, max_n: int | None
                    ) -> StopSpec | CostSpec | None:
         from .cost.spec import CostSpec
-        from .stopping import StopSpec
+        from .stopping import StopSpec, stop_rules
 
         if stop is None:
             if max_n is not None:
@@ -337,10 +341,11 @@ class Ensemble(Generic[AnswerT]):
                              "most votes it gives a decision")
         if isinstance(stop, (StopSpec, CostSpec)):
             return stop
-        if stop == "cost":
-            return CostSpec()
-        if stop not in ("bayes", "beta"):
-            raise InputError(f"stop must be 'bayes', 'beta', 'cost' or a StopSpec, got {stop!r}")
+        if not isinstance(stop, str):
+            raise InputError(f"stop must be a stopping rule's name or a StopSpec, got {stop!r}")
+        rule = stop_rules.get(stop)  # unknown: one line listing the known rules
+        if getattr(rule, "over_members", False):
+            return rule.default_spec()
         return StopSpec(stop=stop, max_n=self.n if max_n is None else max_n)
 
     def __repr__(self) -> str:
@@ -416,7 +421,7 @@ class Ensemble(Generic[AnswerT]):
         return messages
 
     def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision[AnswerT]:
-        weighted = self.aggregator_name == "weighted"
+        weighted = "weights" in self.aggregator_info.needs
         choices = None if self.answer_kind.is_open else self.choices
         weights = ([confidence(s) for row in rows for s in row] if weighted else None)
 

@@ -19,8 +19,8 @@ from .jsonio import emit_json, to_jsonable
 __all__ = [
     "add_mode_args", "add_provider_args", "add_run_policy_args", "emit_json", "fmt_lam",
     "lam_value", "mode_options", "nonneg_float", "nonneg_int", "positive_float", "positive_int",
-    "price_pair", "print_dry_run", "probability", "provider_options", "share_or_count",
-    "status_printer", "temperature", "to_jsonable",
+    "price_pair", "print_dry_run", "probability", "provider_options", "rule_choices",
+    "share_or_count", "status_printer", "stop_choices", "temperature", "to_jsonable",
 ]
 
 _N = TypeVar("_N", int, float)
@@ -220,3 +220,18 @@ def fmt_lam(lam: float | None) -> str:
     if lam is None or (isinstance(lam, float) and math.isinf(lam)):
         return "−∞" if lam is not None and lam < 0 else "∞"
     return f"{lam:.4g}"
+
+
+def rule_choices(**filters: bool) -> list[str]:
+    """The registered aggregation rules (`ensemble.rules.aggregator_names(**filters)`), for a
+    flag's choices and help: plug-ins registered before the parser is built are offered."""
+    from .rules import aggregator_names
+
+    return aggregator_names(**filters)
+
+
+def stop_choices() -> list[str]:
+    """The registered stopping rules, for a flag's choices and help."""
+    from .stopping import stop_rule_names
+
+    return stop_rule_names()

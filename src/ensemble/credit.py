@@ -8,7 +8,7 @@ Import them from here (`ensemble.aggregators` holds the per-vote rules).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ __all__ = [
     "TIE_RULES",
     "aggregator_f",
     "as_rng",
+    "binary_credit",
     "group_aggregator_f",
     "group_credit",
     "group_utility",
@@ -39,57 +40,43 @@ def as_rng(rng: Any) -> np.random.Generator:
 
 
 def aggregator_f(name: str, n: int, *, lam: float | None = None) -> NDArray[np.float64]:
-    """A binary rule as the vector f(0..n): majority, random-follow, robust (needs λ), or
-    lam-weighted (for one group: majority)."""
-    from .theory import majority_f, random_follow_f, robust_aggregator
+    """A registered rule as the vector f(0..n) for one group of n experts (λ for the rules that
+    need it), e.g. majority, random-follow, robust (needs λ), lam-weighted (for one group:
+    majority)."""
+    from .rules import aggregator_info
 
-    if name in ("majority", "lam-weighted"):
-        return majority_f(n)
-    if name == "random-follow":
-        return random_follow_f(n)
-    if name == "robust":
-        if lam is None:
-            raise InputError("the robust rule needs lam")
-        return np.asarray(robust_aggregator(n, lam).f)
-    raise InputError(f"{name!r} has no vector form; use majority, random-follow, lam-weighted "
-                     "or robust")
+    return aggregator_info(name).f_of(n, lam)
 
 
 def group_aggregator_f(name: str, ns: Sequence[int], lams: Sequence[float]
                        ) -> NDArray[np.float64]:
-    """A binary rule for groups as an array f of shape (n_1+1, ..., n_G+1):
+    """A registered rule's group form as an array f of shape (n_1+1, ..., n_G+1):
     f[x_1, ..., x_G] = P(decide choices[0]) given x_g votes for it among the n_g of group g.
 
-    name: majority (over all votes), random-follow, lam-weighted (votes weighted by 2λ_g) or
-    robust (the minimax-regret rule; cached per (n_g, λ_g), the first call costs ~0.1-5 s).
-    `lams` gives λ_g per group (ψ_λ units; lam-weighted and robust use it). One group gives
-    the same values as `aggregator_f`. The array is read-only.
+    name: e.g. majority (over all votes), random-follow, lam-weighted (votes weighted by 2λ_g)
+    or robust (the minimax-regret rule; cached per (n_g, λ_g), the first call costs ~0.1-5 s).
+    `lams` gives λ_g per group (ψ_λ units). One group gives the same values as
+    `aggregator_f`. The array is read-only.
     """
-    from .theory import (
-        group_majority_f,
-        group_random_follow_f,
-        group_robust_aggregator,
-        lam_weighted_f,
-        validate_groups,
-    )
+    from .rules import aggregator_info, aggregator_names
+    from .theory import validate_groups
 
+    info = aggregator_info(name)
+    if info.group_f is None:
+        raise InputError(f"{name!r} has no group form; rules with one: "
+                         f"{', '.join(n for n in aggregator_names() if _has_groups(n))}")
     if len(ns) != len(lams):
         raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
     groups = validate_groups(list(zip(ns, lams, strict=True)))
-    if name == "majority":
-        f = group_majority_f(groups)
-    elif name == "random-follow":
-        f = group_random_follow_f(groups)
-    elif name == "lam-weighted":
-        f = lam_weighted_f(groups)
-    elif name == "robust":
-        f = group_robust_aggregator(groups).f
-    else:
-        raise InputError(f"{name!r} has no vector form for groups; use majority, random-follow, "
-                         "lam-weighted or robust")
-    f = np.asarray(f)
+    f = np.array(info.group_f(groups), dtype=float)
     f.flags.writeable = False
     return f
+
+
+def _has_groups(name: str) -> bool:
+    from .rules import aggregator_info
+
+    return aggregator_info(name).group_f is not None
 
 
 def group_utility(f: ArrayLike, mu: ArrayLike, q0: ArrayLike, q1: ArrayLike,
@@ -122,15 +109,14 @@ def group_utility_with_invalid(rule: str, ns: Sequence[int], lams: Sequence[floa
     decides on the valid counts, with f computed for the valid group sizes (a group without a
     valid vote drops out); no valid vote at all counts as wrong (−1), as in the evals.
 
-    rule: majority (over all valid votes), lam-weighted or robust (one f per vector of valid
-    sizes: ∏(n_g + 1) rules, each cached). mu: shape S; yes0, no0, yes1, no1: shape S + (G,).
-    Returns shape S. Without invalid answers it equals `group_utility`.
+    rule: a registered rule with a group form, e.g. majority (over all valid votes),
+    lam-weighted or robust (one f per vector of valid sizes: ∏(n_g + 1) rules, each cached).
+    mu: shape S; yes0, no0, yes1, no1: shape S + (G,). Returns shape S. Without invalid
+    answers it equals `group_utility`.
     """
     from .theory import group_weights
     from .theory.utility import binom_pmf
 
-    if rule not in ("majority", "lam-weighted", "robust"):
-        raise InputError(f"{rule!r}: use majority, lam-weighted or robust")
     if len(ns) != len(lams):
         raise InputError(f"ns and lams must have one entry per group ({len(ns)} vs {len(lams)})")
     m = np.asarray(mu, dtype=float)
@@ -155,6 +141,45 @@ def group_utility_with_invalid(rule: str, ns: Sequence[int], lams: Sequence[floa
         w0 = -group_weights(0.0, c0[..., present], c1[..., present], sub_ns)  # P(x | m, ω=0)
         total += m * pm1 * (w1 @ (2 * f - 1)) - (1 - m) * pm0 * (w0 @ (2 * f - 1))
     return total
+
+
+def binary_credit(group_f: Callable[[Sequence[Any]], ArrayLike]
+                  ) -> Callable[[ArrayLike, ArrayLike, Sequence[float | None]],
+                                NDArray[np.float64]]:
+    """A binary rule's credit over two options from its group form (`RuleInfo.credit` for a
+    rule that has `group_f`): per row, the rule for the valid votes of each member (a member
+    without one drops out), P(first option) at the members' counts of it; credit that
+    probability when the first option is right, else its complement; no valid vote: 0.
+
+    counts: shape S + (G, 2); correct: shape S (0 or 1); lams: λ per member. The group rules
+    are computed once per vector of valid sizes."""
+
+    def credit(counts: ArrayLike, correct: ArrayLike, lams: Sequence[float | None]
+               ) -> NDArray[np.float64]:
+        from .theory import validate_groups
+
+        c = np.asarray(counts)
+        if c.shape[-1] != 2:
+            raise InputError(f"a binary rule's credit needs two options, got {c.shape[-1]}")
+        corr = np.asarray(correct)
+        rows, right = c.reshape(-1, c.shape[-2], 2), corr.reshape(-1)
+        out = np.zeros(len(rows))
+        cache: dict[tuple[tuple[int, ...], tuple[int, ...]], NDArray[Any]] = {}
+        for i, row in enumerate(rows):
+            sizes = row.sum(axis=-1)
+            present = tuple(int(g) for g in np.flatnonzero(sizes))
+            if not present:
+                continue
+            key = (present, tuple(int(sizes[g]) for g in present))
+            if key not in cache:
+                cache[key] = np.asarray(group_f(validate_groups(
+                    [(int(sizes[g]), 1.0 if lams[g] is None else float(lams[g]))  # type: ignore[arg-type]
+                     for g in present])))
+            p1 = float(cache[key][tuple(int(row[g, 0]) for g in present)])
+            out[i] = p1 if right[i] == 0 else 1.0 - p1
+        return out.reshape(corr.shape)
+
+    return credit
 
 
 def group_credit(f: ArrayLike, ones: ArrayLike, truth: ArrayLike) -> NDArray[np.float64]:

@@ -229,12 +229,13 @@ def test_rules_that_do_not_apply_are_refused_before_any_request(tmp_path, mathqa
             asyncio.run(run_mixed(spec, EvalConfig(
                 task="mathqa", model="e", temperatures=(1.0,), ns=(1,), limit=3,
                 data=str(mathqa_path), out=str(tmp_path / "m"))))
-        binary = tmp_path / "yn.jsonl"
-        binary.write_text('{"id": "q1", "question": "2+2=4?", "choices": ["yes", "no"], '
-                          '"answer": "yes"}\n', encoding="utf-8")
-        with pytest.raises(InputError, match="box-ball only"):
-            asyncio.run(run_mixed(spec, EvalConfig(
-                task="jsonl", model="e", temperatures=(1.0,), ns=(1,), data=str(binary),
+        # the baseline is scored in every run, not as a rule: refused, never scored as another
+        follow = load_spec(_write(tmp_path, {"members": [
+            {"model": "openai/a", "api_base": srv.base_url, "n": 1, "temperature": 1.0,
+             "lam": 1.0}], "aggregators": ["random-follow"]}))
+        with pytest.raises(InputError, match="random-follow cannot be scored for the box-ball"):
+            asyncio.run(run_mixed(follow, EvalConfig(
+                task="boxball", model="e", temperatures=(1.0,), ns=(1,), limit=3,
                 out=str(tmp_path / "j"))))
         assert srv.stats.requests == 0
 

@@ -39,5 +39,5 @@ def test_parser_keeps_letters():
 def test_unknown_task_is_clear():
     from ensemble.errors import InputError
 
-    with pytest.raises(InputError, match="unknown task 'nope'; known tasks: .*boxball"):
+    with pytest.raises(InputError, match="unknown task 'nope'; choose from .*boxball"):
         get_task("nope")

@@ -51,21 +51,31 @@ def _store(out: str) -> Any:
     return SampleStore(path)
 
 
-def _api(rec: Any, args: argparse.Namespace, cache: dict[tuple[str, str], Any]) -> Any:
-    """The Batch API a record's batch lives at (its model and endpoint, this key)."""
-    from ..providers.litellm import LiteLLMProvider
-    from ..providers.litellm_batch import LiteLLMBatchAPI
+def _api(rec: Any, args: argparse.Namespace, providers: dict[tuple[str, str], Any]) -> Any:
+    """The Batch API a record's batch lives at: the one its model's provider declares
+    (`Capabilities.batch_api`; `provider_for` picks the provider as the run did, e.g. the
+    openai SDK for openai/...), at the record's endpoint, with this key."""
+    from ..errors import InputError
     from ..providers.options import ProviderOptions
+    from ..providers.registry import provider_for
 
     key = (rec.model, rec.endpoint)
-    if key not in cache:
+    if key not in providers:
         base = rec.endpoint if rec.endpoint.startswith(("http://", "https://")) else None
-        prov = LiteLLMProvider(rec.model, ProviderOptions(api_base=base, api_key=args.api_key,
-                                                          timeout=args.timeout))
-        cache[key] = LiteLLMBatchAPI(prov.target, api_base=base,
-                                     api_key=getattr(prov, "_key", None), timeout=args.timeout,
-                                     max_attempts=3)
-    return cache[key]
+        prov = provider_for(rec.model, ProviderOptions(api_base=base, api_key=args.api_key,
+                                                       timeout=args.timeout, max_attempts=3))
+        providers[key] = prov
+    prov = providers[key]
+    make = prov.capabilities.batch_api
+    if make is None:
+        raise InputError(f"{rec.model}: its provider ({getattr(prov, 'name', 'unknown')}) "
+                         "declares no Batch API, so its batches cannot be checked here")
+    return make()
+
+
+async def _close(providers: dict[tuple[str, str], Any]) -> None:
+    for prov in providers.values():
+        await prov.aclose()
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -80,6 +90,12 @@ def run_list(args: argparse.Namespace) -> int:
             cache: dict[tuple[str, str], Any] = {}
 
             async def refresh() -> None:
+                try:
+                    await check(cache)
+                finally:
+                    await _close(cache)
+
+            async def check(cache: dict[tuple[str, str], Any]) -> None:
                 for rec in records:
                     if not rec.live or rec.batch_id is None:
                         continue
@@ -149,6 +165,12 @@ def run_cancel(args: argparse.Namespace) -> int:
         cache: dict[tuple[str, str], Any] = {}
 
         async def cancel() -> None:
+            try:
+                await cancel_each()
+            finally:
+                await _close(cache)
+
+        async def cancel_each() -> None:
             for rec in records:
                 try:
                     info = await _api(rec, args, cache).cancel(rec.batch_id)

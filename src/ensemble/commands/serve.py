@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..cliargs import nonneg_int, positive_float, positive_int, price_pair, temperature
+from ..cliargs import (
+    nonneg_int,
+    positive_float,
+    positive_int,
+    price_pair,
+    rule_choices,
+    stop_choices,
+    temperature,
+)
+from ..rules import DEFAULT_AGGREGATOR
 
 DEFAULT_NAME = "ensemble"
 
@@ -35,9 +44,12 @@ def register(subparsers: Any) -> None:
     e.add_argument("--answer", choices=("choice", "number", "math", "text"),
                    help="open answers: numbers, math expressions or text voted by equivalence "
                         "(docs/answers.md)")
-    e.add_argument("--aggregator", default="plurality", help="voting rule (default plurality)")
-    e.add_argument("--stop", choices=("fixed", "beta", "bayes"),
-                   help="adaptive stopping rule (draws up to --max-n samples)")
+    rules, stops = rule_choices(), stop_choices()
+    e.add_argument("--aggregator", default=DEFAULT_AGGREGATOR, choices=rules, metavar="RULE",
+                   help=f"voting rule: {', '.join(rules)} (default {DEFAULT_AGGREGATOR})")
+    e.add_argument("--stop", choices=stops, metavar="RULE",
+                   help=f"adaptive stopping rule, drawing up to --max-n samples: "
+                        f"{', '.join(stops)}")
     e.add_argument("--max-n", type=positive_int, help="sample budget of the stopping rule")
     e.add_argument("--max-request-n", type=positive_int,
                    help="largest n a request may ask for through extra_body "

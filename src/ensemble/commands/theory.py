@@ -6,11 +6,11 @@ import argparse
 import math
 from typing import Any
 
-from ..cliargs import emit_json, fmt_lam, lam_value, positive_int
+from ..cliargs import emit_json, fmt_lam, lam_value, positive_int, rule_choices
 from ..clitables import Column
+from ..rules import LAM_WEIGHTED, MAJORITY, ROBUST
 
 UNITS = "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; utility and regret in ±1 units"
-AGGREGATORS = ("majority", "robust", "random-follow", "lam-weighted")
 GROUP_HELP = ("a group of N experts of rationality λ, as N:λ (λ may be inf); repeat for each "
               "group, e.g. --group 3:2 --group 2:8; replaces --n/--lam")
 
@@ -47,13 +47,14 @@ def register(subparsers: Any) -> None:
     r.add_argument("--n", type=positive_int, help="number of experts")
     r.add_argument("--lam", type=lam_value, help="rationality λ (inf allowed)")
     r.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
-    r.add_argument("--aggregator", choices=AGGREGATORS, default="majority",
-                   help="majority (over all votes), robust (minimax regret), random-follow, "
-                        "lam-weighted (votes weighted by 2λ; plain majority for one group)")
+    vector = rule_choices(vector=True)  # the rules with a vector form f(n, λ)
+    r.add_argument("--aggregator", choices=vector, default=MAJORITY, metavar="RULE",
+                   help=f"a rule with a vector form: {', '.join(vector)} (default "
+                        f"{MAJORITY}; lam-weighted is plain majority for one group)")
     _common(r)
     r.set_defaults(func=run_regret, _parser=r)
 
-    o = sub.add_parser("robust", help="the optimal robust (minimax-regret) aggregator")
+    o = sub.add_parser(ROBUST, help="the optimal robust (minimax-regret) aggregator")
     o.add_argument("--n", type=positive_int)
     o.add_argument("--lam", type=lam_value)
     o.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
@@ -127,30 +128,15 @@ def _groups_or_one(args: argparse.Namespace) -> list[tuple[int, float]] | None:
 
 
 def _aggregator_f(name: str, n: int, lam: float) -> Any:
-    from ..theory import majority_f, random_follow_f, robust_aggregator
+    from ..rules import aggregator_info
 
-    if name in ("majority", "lam-weighted"):  # one group: the λ-weighted vote is majority
-        return majority_f(n)
-    if name == "random-follow":
-        return random_follow_f(n)
-    return robust_aggregator(n, lam).f
+    return aggregator_info(name).f_of(n, lam)
 
 
 def _group_f(name: str, groups: list[tuple[int, float]]) -> Any:
-    from ..theory import (
-        group_majority_f,
-        group_random_follow_f,
-        group_robust_aggregator,
-        lam_weighted_f,
-    )
+    from ..aggregators import group_aggregator_f
 
-    if name == "majority":
-        return group_majority_f(groups)
-    if name == "random-follow":
-        return group_random_follow_f(groups)
-    if name == "lam-weighted":
-        return lam_weighted_f(groups)
-    return group_robust_aggregator(groups).f
+    return group_aggregator_f(name, [n for n, _ in groups], [lam for _, lam in groups])
 
 
 def _groups_json(groups: list[tuple[int, float]]) -> list[dict[str, Any]]:
@@ -168,7 +154,7 @@ def run_regret(args: argparse.Namespace) -> int:
     from ..theory import Group, worst_case_regret
     from ..theory.regret import check_size
 
-    check_size((Group(args.n, args.lam),), "robust" if args.aggregator == "robust" else "regret")
+    check_size((Group(args.n, args.lam),), "regret")  # a rule's own search checks itself
     f = _aggregator_f(args.aggregator, args.n, args.lam)
     wc = worst_case_regret(f, args.lam, n=args.n)
     doc = {"n": args.n, "lam": args.lam, "aggregator": args.aggregator,
@@ -188,7 +174,7 @@ def _run_group_regret(args: argparse.Namespace, groups: list[tuple[int, float]])
     from ..theory.regret import check_size
 
     gs = validate_groups(groups)
-    check_size(gs, "robust" if args.aggregator == "robust" else "regret")
+    check_size(gs, "regret")  # a rule's own search (robust's LP) checks itself
     wc = group_worst_case_regret(_group_f(args.aggregator, groups), gs)
     doc = {"groups": _groups_json(groups), "aggregator": args.aggregator,
            "worst_regret": wc.value, "argmax": wc.argmax()}
@@ -222,7 +208,7 @@ def run_robust(args: argparse.Namespace) -> int:
         _table(f"Optimal robust aggregator, n = {args.n}, λ = {fmt_lam(args.lam)}",
                ["x reports of 1"] + [str(x) for x in range(args.n + 1)],
                [["f(x) = P(decide 1)"] + [f"{v:.4f}" for v in res.f]])
-        _table("Certificate", ["worst regret (upper)", "LP lower bound", "gap", "majority"],
+        _table("Certificate", ["worst regret (upper)", "LP lower bound", "gap", MAJORITY],
                [[f"{res.worst_regret:.6f}", f"{res.lower_bound:.6f}", f"{res.gap:.1e}",
                  f"{res.majority_worst_regret:.6f}"]])
     return 0
@@ -256,7 +242,7 @@ def _run_group_robust(args: argparse.Namespace, groups: list[tuple[int, float]])
                [f"x{g + 1}" for g in range(f.ndim)] + ["f(x)"],
                [[str(v) for v in idx] + [f"{f[idx]:.4f}"] for idx in np.ndindex(*f.shape)])
     _table("Certificate and comparison (worst-case regret)",
-           ["robust (upper)", "LP lower bound", "gap", "majority", "lam-weighted"],
+           [f"{ROBUST} (upper)", "LP lower bound", "gap", MAJORITY, LAM_WEIGHTED],
            [[f"{res.worst_regret:.6f}", f"{res.lower_bound:.6f}", f"{res.gap:.1e}",
              f"{res.majority_worst_regret:.6f}", f"{res.lam_weighted_worst_regret:.6f}"]])
     return 0
@@ -267,13 +253,13 @@ def run_utility(args: argparse.Namespace) -> int:
     from ..theory.structures import parse_joint
 
     cmp_ = utility_under(parse_joint(args.joint), args.lam, args.n)
-    doc = {"n": cmp_.n, "lam": cmp_.lam, "majority": cmp_.majority, "omniscient": cmp_.omniscient,
+    doc = {"n": cmp_.n, "lam": cmp_.lam, MAJORITY: cmp_.majority, "omniscient": cmp_.omniscient,
            "rational_omniscient": cmp_.rational_omniscient}
     if args.json:
         emit_json(doc)
     else:
         _table(f"Expected utility, n = {args.n}, λ = {fmt_lam(args.lam)}",
-               ["majority", "omniscient", "rational experts, omniscient"],
+               [MAJORITY, "omniscient", "rational experts, omniscient"],
                [[f"{cmp_.majority:.6f}", f"{cmp_.omniscient:.6f}",
                  f"{cmp_.rational_omniscient:.6f}"]])
     return 0
@@ -288,7 +274,7 @@ def regret_curves(ns: list[int], lams: list[float]) -> list[dict[str, Any]]:
         for lam in lams:
             res = robust_aggregator(n, lam)
             out.append({"n": n, "lam": lam, "g": threshold(n),
-                        "majority": res.majority_worst_regret, "robust": res.worst_regret,
+                        MAJORITY: res.majority_worst_regret, ROBUST: res.worst_regret,
                         "lower_bound": res.lower_bound})
     return out
 
@@ -304,8 +290,8 @@ def run_curve(args: argparse.Namespace) -> int:
         emit_json(rows)
     else:
         _table("Worst-case regret: majority vs optimal robust aggregator",
-               ["n", "λ", "majority", "robust"],
-               [[str(r["n"]), f"{r['lam']:.3f}", f"{r['majority']:.5f}", f"{r['robust']:.5f}"]
+               ["n", "λ", MAJORITY, ROBUST],
+               [[str(r["n"]), f"{r['lam']:.3f}", f"{r[MAJORITY]:.5f}", f"{r[ROBUST]:.5f}"]
                 for r in rows])
     return 0
 
@@ -354,8 +340,8 @@ def _plot_curves(rows: list[dict[str, Any]], ns: list[int], path: str) -> None:
     for ax, n in zip(axes[0], ns, strict=True):
         sel = [r for r in rows if r["n"] == n]
         lam = [r["lam"] for r in sel]
-        ax.plot(lam, [r["majority"] for r in sel], label="majority")
-        ax.plot(lam, [r["robust"] for r in sel], "--", label="optimal robust")
+        ax.plot(lam, [r[MAJORITY] for r in sel], label=MAJORITY)
+        ax.plot(lam, [r[ROBUST] for r in sel], "--", label=f"optimal {ROBUST}")
         g = sel[0]["g"] if sel else math.inf
         if math.isfinite(g):
             ax.axvline(g, color="gray", linestyle=":", label=f"g({n}) = {g:.3f}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..stopping.registry import register_stop_rule
 from .joint import JointPrior, fit_joint_prior
 from .rule import REFERENCES, CostRule
 
@@ -20,6 +22,7 @@ __all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec"]
 DEFAULT_PILOT_QUESTIONS = 30
 
 
+@register_stop_rule
 @dataclass(frozen=True)
 class CostSpec:
     """The cost rule over members, as a run asks for it.
@@ -44,6 +47,20 @@ class CostSpec:
     prices: tuple[float, ...] | None = None
 
     stop = "cost"  # the name a Decision and a run report
+    # registered with the stopping rules (by this spec, which builds the rule): it chooses
+    # among an ensemble's members rather than when one question has enough votes
+    name: ClassVar[str] = stop
+    about: ClassVar[str] = ("whom of an ensemble's members to ask next, or stop, by dollars "
+                            "per right decision")
+    params: ClassVar[tuple[str, ...]] = ("value_usd", "target_loss", "reference", "pilot",
+                                         "pilot_questions", "prior", "prices")
+    needs_prior: ClassVar[bool] = True
+    over_members: ClassVar[bool] = True
+
+    @classmethod
+    def default_spec(cls) -> CostSpec:
+        """The spec `Ensemble(stop="cost")` runs."""
+        return cls()
 
     def __post_init__(self) -> None:
         if self.value_usd is not None and self.target_loss is not None:

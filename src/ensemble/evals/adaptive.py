@@ -12,7 +12,7 @@ samples (independent per question): the adaptive rule runs along each order, the
 takes its first n (a uniformly random n-subset, as in `evals.analysis`). So adaptive and fixed
 rows are estimated the same way, on the same draws, and their difference is paired. `orders=None`
 replays the stored order only (what one real run would have done). A rule whose prior is fitted
-from a pilot (`StopSpec("bayes", ...)` without a prior) refits it for each order from that
+from a pilot (a `StopSpec` of the bayes rule without a prior) refits it for each order from that
 order's first `pilot` answers of every question, as a real run would.
 
 Scoring. `values[q, o]` is the credit of deciding option o on question q: 1 for the right

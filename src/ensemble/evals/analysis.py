@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ensemble.errors import InputError
+from ensemble.rules import MAJORITY, PLURALITY, RANDOM_FOLLOW
 
 __all__ = [
     "BOX_RULES",
@@ -63,8 +64,8 @@ __all__ = [
     "vote_values",
 ]
 
-VOTE_RULES = ("plurality", "random-follow")
-BOX_RULES = ("majority", "random-follow")
+VOTE_RULES = (PLURALITY, RANDOM_FOLLOW)
+BOX_RULES = (MAJORITY, RANDOM_FOLLOW)
 
 Cell = tuple[str, int]  # (aggregator, n)
 
@@ -232,7 +233,7 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
     """Per-question unbiased estimates of plurality (each n) and random-follow accuracy.
 
     codes: (Q, K) answer indices in [0, n_options), −1 for invalid; correct: (Q,) index of
-    the right option. Returns {("plurality", n): ..., ("random-follow", 1): ...}.
+    the right option. Returns {(PLURALITY, n): ..., (RANDOM_FOLLOW, 1): ...}.
     """
     c = np.asarray(codes)
     q, k = c.shape
@@ -254,7 +255,7 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
         est = plurality_counts_estimate(stacked if ok else counts, rights if ok else right, n)
         base = est[:q]
         jack = (est[q:].reshape(cats, q) - base).T if ok else np.zeros((q, cats))
-        out["plurality", n] = ItemValues(base, jack, weight, ok, identical)
+        out[PLURALITY, n] = ItemValues(base, jack, weight, ok, identical)
     hits = counts[np.arange(q), right].astype(float)
     follow = hits / k
     if jk:
@@ -264,7 +265,7 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
         jack = del_vals - follow[:, None]
     else:
         jack = np.zeros((q, cats))
-    out["random-follow", 1] = ItemValues(follow, jack, weight, jk, identical)
+    out[RANDOM_FOLLOW, 1] = ItemValues(follow, jack, weight, jk, identical)
     return out
 
 
@@ -343,8 +344,8 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
     """Per-scenario unbiased utility of the majority (each n) and random-follow (±1 units).
 
     counts: (S, 2, 3) answers "L", "R", invalid per scenario and colour (0 for a colour the
-    scenario cannot show); joint: (S, 2, 2). Returns {("majority", n): ...,
-    ("random-follow", 1): ...}.
+    scenario cannot show); joint: (S, 2, 2). Returns {(MAJORITY, n): ...,
+    (RANDOM_FOLLOW, 1): ...}.
     """
     c = np.asarray(counts, dtype=np.int64)
     j = np.asarray(joint, dtype=float)
@@ -376,17 +377,17 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
         # variants with K − 1 < n have empty tables (estimates of no use, weight ignored)
         est = _box_majority(h, z, j, n)
         jack = (est[1:] - est[0]).T if ok else np.zeros((s, 6))
-        out["majority", n] = ItemValues(est[0], jack, mult, ok, identical)
+        out[MAJORITY, n] = ItemValues(est[0], jack, mult, ok, identical)
     frac = stacked / np.maximum(kk, 1)[..., None]
     follow = _box_follow(frac, j)
     ok = kmin >= 2
     jack = (follow[1:] - follow[0]).T if ok else np.zeros((s, 6))
-    out["random-follow", 1] = ItemValues(follow[0], jack, mult, ok, identical)
+    out[RANDOM_FOLLOW, 1] = ItemValues(follow[0], jack, mult, ok, identical)
     return out
 
 
 def box_utility(r: NDArray[np.float64], joint: NDArray[np.float64], n: int, *,
-                rule: str = "majority", r_right: NDArray[np.float64] | None = None
+                rule: str = MAJORITY, r_right: NDArray[np.float64] | None = None
                 ) -> NDArray[np.float64]:
     """Exact expected utility (±1 units) per scenario from true answer probabilities.
 
@@ -398,9 +399,9 @@ def box_utility(r: NDArray[np.float64], joint: NDArray[np.float64], n: int, *,
     rr = 1.0 - rl if r_right is None else np.asarray(r_right, dtype=float)
     ri = np.clip(1.0 - rl - rr, 0.0, 1.0)
     j = np.asarray(joint, dtype=float)
-    if rule == "random-follow":
+    if rule == RANDOM_FOLLOW:
         return _box_follow(np.stack([rl, rr, ri], axis=-1), j)
-    if rule != "majority":
+    if rule != MAJORITY:
         raise ValueError(f"rule must be one of {BOX_RULES}, got {rule!r}")
     tab = [power_table(x, n) for x in (rl, rr, ri)]
     fact = np.array([factorial(m) for m in range(n + 1)], dtype=float)

@@ -16,6 +16,7 @@ from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabili
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
 from ensemble.providers.options import ProviderOptions
+from ensemble.rules import MAJORITY, PLURALITY, ROBUST
 from ensemble.sampling.batch_options import BatchOptions
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks import Question, Task, get_task, layout_of
@@ -354,10 +355,10 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
             continue  # anti-correlated with the evidence: no aggregation rule helps
         lam_eff = max(lam, 0.0)
         res = robust_aggregator(n, lam_eff)
-        rule = "majority" if lam_eff <= g else "robust"
+        rule = MAJORITY if lam_eff <= g else ROBUST
         acc = cells.get((float(f.t or 0.0), n))
         opts.append({"t": f.t, "lam": lam, "aggregator": rule,
-                     "worst_regret": res.majority_worst_regret if rule == "majority"
+                     "worst_regret": res.majority_worst_regret if rule == MAJORITY
                      else res.worst_regret,
                      "robust_f": list(res.f), "eval_accuracy": acc["accuracy"] if acc else None,
                      "eval_sem": acc["sem"] if acc else None})
@@ -373,7 +374,7 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
         caveats.append("At t = 0 (greedy decoding) a model gives the same reply to the same "
                        "prompt every time, so n samples are n copies of one answer: a vote "
                        "adds nothing there. Use n = 1 at t = 0, or a t > 0 for a vote.")
-    if best["aggregator"] == "robust":
+    if best["aggregator"] == ROBUST:
         caveats.append("The robust rule decides between two answers (like L/R); for multiple "
                        "choice with more options use aggregator=\"plurality\".")
     rec: dict[str, Any] = {
@@ -412,7 +413,7 @@ def _ensemble_line(model: str | None, api_base: str | None, t: float, n: int, ru
     if base:
         args.append(f"api_base={base!r}")
     args += [f"temperature={t:g}", f"n={n}", f"aggregator={rule!r}"]
-    if rule == "robust" and lam is not None:
+    if rule == ROBUST and lam is not None:
         args.append("lam=float('inf')" if math.isinf(lam) else f"lam={lam:.4g}")
     if choices:
         args.append(f"choices={list(choices)!r}")
@@ -456,7 +457,7 @@ def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
     doc = eval_summary(Path(eval_dir), flag="--eval-dir")
     out = {}
     for r in doc.get("results", []):
-        if r.get("aggregator") in ("plurality", "majority") and r.get("t") is not None:
+        if r.get("aggregator") in (PLURALITY, MAJORITY) and r.get("t") is not None:
             acc, sem = float(r["accuracy"]), float(r["sem"])
             ci = r.get("ci") or [acc - 1.96 * sem, acc + 1.96 * sem]
             out[(float(r["t"]), int(r["n"]))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
+from ensemble.rules import RANDOM_FOLLOW
 from ensemble.tasks import TaskLayout, layout_of
 
 from .analysis import ItemValues
@@ -97,7 +98,7 @@ def load_run(path: str | Path) -> RunData:
     temps = tuple(float(t) for t in doc.get("temperatures")
                   or sorted({r["t"] for r in doc["results"] if r["t"] is not None}))
     ns = tuple(int(n) for n in doc.get("ns") or sorted({r["n"] for r in doc["results"]
-                                                          if r["aggregator"] != "random-follow"}))
+                                                          if r["aggregator"] != RANDOM_FOLLOW}))
     if not ns or not doc["results"]:
         raise InputError(f"{p / 'summary.json'} has no result rows to compare (was the run "
                          "stopped before any question finished?); rerun `ensemble eval` on it")
@@ -198,7 +199,7 @@ def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int
     rule = layout.vote_rule
     out: Cells = {}
     for ti, t in enumerate(temps):
-        for key in [(rule, n) for n in ns] + [("random-follow", 1)]:
+        for key in [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]:
             out[(t, key[0], key[1])] = (ca[ti][key], cb[ti][key], {"t": t, "n": key[1],
                                                         "aggregator": key[0]})
     return out, ca[0][rule, ns[0]].items

@@ -258,8 +258,6 @@ def _subsets(counts: NDArray[np.int64], n: int) -> tuple[NDArray[np.int64], NDAr
 
 def _vote_group_one(counts: list[NDArray[np.int64]], right: int, ns: list[int],
                     rules: dict[str, Any]) -> dict[str, float]:
-    from ensemble.credit import lam_weighted_credit, plurality_credit
-
     y = np.zeros((1, 0, counts[0].shape[0] - 1), dtype=np.int64)
     pr = np.ones(1)
     for c, n in zip(counts, ns, strict=True):
@@ -268,13 +266,21 @@ def _vote_group_one(counts: list[NDArray[np.int64]], right: int, ns: list[int],
                             np.tile(yg[:, None, :-1], (len(y), 1, 1))], axis=1)
         pr = np.outer(pr, pg).ravel()
     corr = np.full(len(y), right)
+    return {name: float(pr @ credit(y, corr, lams)) for name, (credit, lams) in rules.items()}
+
+
+def _credits(rules: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Each rule's credit over options (`RuleInfo.credit`) with its λ per member; a rule
+    without one is refused, never scored as another."""
+    from ensemble.rules import aggregator_info
+
     out = {}
     for name, lams in rules.items():
-        if name == "plurality":
-            credit = plurality_credit(y.sum(axis=1), corr)
-        else:
-            credit = lam_weighted_credit(y, corr, lams)
-        out[name] = float(pr @ credit)
+        credit = aggregator_info(name).credit
+        if credit is None:
+            raise InputError(f"{name} has no credit over options, so a vote's accuracy cannot "
+                             "be estimated for it")
+        out[name] = (credit, lams)
     return out
 
 
@@ -284,7 +290,8 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
     """Per-question unbiased accuracy of rules over a mixed ensemble (multiple choice).
 
     codes: per member g, (Q, K_g) answer indices (−1 invalid); ns: its group size n_g ≤ K_g;
-    rules: "plurality" (all votes pooled) -> None, or "lam-weighted" -> [λ per member]. The
+    rules: a rule's name -> [λ per member] (a registered rule with a credit over options,
+    `RuleInfo.credit`: e.g. plurality pools the votes, lam-weighted weighs them by 2λ). The
     estimate is the rule's average credit over all choices of an n_g-subset of each member's
     K_g answers (unbiased for fresh answers: the members' samples are independent), computed
     by enumerating each member's subset counts with their hypergeometric probabilities.
@@ -315,11 +322,12 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
     for c in codes:
         a = np.asarray(c)
         identical &= (a == a[:, :1]).all(axis=1)
+    credits = _credits(rules)
     vals = {r: np.zeros(q) for r in rules}
     jack = {r: np.zeros((q, groups * cats)) for r in rules}
     for i in range(q):
         base = [m[i] for m in cnt]
-        full = _vote_group_one(base, int(correct[i]), ns, rules)
+        full = _vote_group_one(base, int(correct[i]), ns, credits)
         for r in rules:
             vals[r][i] = full[r]
         if not ok:
@@ -330,7 +338,7 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
                     continue
                 var = [b.copy() for b in base]
                 var[g][o] -= 1
-                got = _vote_group_one(var, int(correct[i]), ns, rules)
+                got = _vote_group_one(var, int(correct[i]), ns, credits)
                 for r in rules:
                     jack[r][i, g * cats + o] = got[r] - full[r]
     return {r: ItemValues(vals[r], jack[r], weight, ok, identical) for r in rules}

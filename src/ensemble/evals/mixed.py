@@ -16,8 +16,9 @@ structure: exact for one model at several temperatures, an approximation across 
     {"members": [{"model": "openai/a", "api_base": "http://127.0.0.1:8001/v1", "n": 1,
                   "temperature": 1.0, "lam": 2.0},
                  {"model": "openai/b", "n": 1, "temperature": 1.0, "calibration": "runs/cal-b"}],
-     "calibration": ["runs/calibrate-a"],
-     "aggregators": ["majority", "lam-weighted", "robust"]}
+     "calibration": ["runs/calibrate-a"]}
+
+(with "aggregators": a list of registered rules' names, `ensemble.aggregator_names()`)
 """
 
 from __future__ import annotations
@@ -87,9 +88,13 @@ async def run_mixed(spec: RunSpec, cfg: Any) -> dict[str, Any]:
     if cfg.batch is not None or cfg.router is not None:
         raise InputError("--ensemble samples each member online through its own endpoint: "
                          "drop --batch / --router")
-    if any(r != "cost" for r in cfg.adaptive):
-        raise InputError("--adaptive bayes and beta score one model; an ensemble's spec takes "
-                         '"adaptive": ["cost"] (the cost rule over its members)')
+    from ensemble.stopping import is_over_members, stop_rule_names
+
+    if any(not is_over_members(r) for r in cfg.adaptive):
+        bad = next(r for r in cfg.adaptive if not is_over_members(r))
+        raise InputError(f"--adaptive {bad} scores one model; an ensemble's spec takes the rules "
+                         "that choose among its members: "
+                         f"{', '.join(stop_rule_names(over_members=True))}")
     check(spec, "--ensemble")
     if not spec.ensemble:
         raise InputError("the spec scores one model at several temperatures (n at the top): "
@@ -154,18 +159,14 @@ def model_line(members: Any, labels: list[str]) -> str:
 
 def _rules(spec: RunSpec, task: Any, questions: list[Any], lams: list[float | None]
            ) -> list[str]:
-    """The rules to score, refused before any request when one cannot apply."""
+    """The rules to score, refused before any request when one cannot apply (the registry
+    says which rules have the form the task is scored with)."""
     binary = all(len(q.choices) == 2 for q in questions)
     n_options = max(len(q.choices) for q in questions)
     box = task.layout.utility
-    names = check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
-                              binary=binary, n_options=n_options, lams=lams,
-                              where="--ensemble")
-    if "robust" in names and not box:
-        raise InputError("--ensemble: the group-robust rule is scored on box-ball only (its "
-                         "estimate there is exact over the per-group counts); use lam-weighted "
-                         "for another binary task")
-    return names
+    return check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
+                             binary=binary, n_options=n_options, lams=lams,
+                             where="--ensemble", utility=box)
 
 
 def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
@@ -176,17 +177,19 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     use), deciding choices[0] with probability f (robust may randomise: the likelier choice
     is written, f as `p_first`). More options: plurality of the pooled votes, or lam-weighted
     (votes weighted by 2λ_g)."""
-    from ensemble.credit import lam_weighted_credit, plurality_credit
+    from ensemble.rules import aggregator_info
 
     from .groups import group_rule
 
-    binary_rules = {r: group_rule(r, lams) for r in rules if r != "plurality"}
+    infos = {r: aggregator_info(r) for r in rules}
+    binary_rules = {r: group_rule(r, lams) for r in rules if infos[r].group_f is not None}
+    every_lam = [None if x is None else float(x) for x in lams]
 
     def decide(q: Any, votes: list[list[str | None]]
                ) -> list[tuple[str, str | None, bool, float | None]]:
         choices = list(q.choices)
         out: list[tuple[str, str | None, bool, float | None]] = []
-        if len(choices) == 2:
+        if len(choices) == 2 and len(binary_rules) == len(rules):
             x = [sum(a == choices[0] for a in v) for v in votes]
             valid = [sum(a is not None for a in v) for v in votes]
             present = tuple(g for g, k in enumerate(valid) if k > 0)
@@ -194,8 +197,7 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
                 if not present:
                     out.append((r, None, False, None))
                     continue
-                rule = binary_rules.get(r) or group_rule("majority", lams)
-                f = float(rule(present, tuple(valid[g] for g in present))[
+                f = float(binary_rules[r](present, tuple(valid[g] for g in present))[
                     tuple(x[g] for g in present)])
                 dec = choices[0] if f > 0.5 else choices[1] if f < 0.5 else None
                 out.append((r, dec, dec is None, f))
@@ -208,12 +210,11 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
                     counts[g, idx[a]] += 1
         every = np.arange(len(choices))
         for r in rules:
-            if r in ("plurality", "majority"):
-                credit = plurality_credit(np.repeat(counts.sum(axis=0)[None], len(choices), 0),
-                                          every)
-            else:
-                credit = lam_weighted_credit(np.repeat(counts[None], len(choices), 0), every,
-                                             [float(x) for x in lams if x is not None])
+            credit_of = infos[r].credit
+            if credit_of is None:  # checked before the run: a rule is scored by a form it has
+                raise InputError(f"{r} has no credit over options to decide a question of "
+                                 f"{len(choices)} choices")
+            credit = credit_of(np.repeat(counts[None], len(choices), 0), every, every_lam)
             top = [choices[i] for i in every if credit[i] > 0]
             out.append((r, top[0] if len(top) == 1 else None, len(top) > 1, None))
         return out

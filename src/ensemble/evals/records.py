@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ensemble.rules import RANDOM_FOLLOW
+
 __all__ = [
     "QUESTIONS_FILE",
     "SAMPLES_FILE",
@@ -234,7 +236,7 @@ def write_run_log(out: str | os.PathLike[str], questions: Any, members: Sequence
 
     `rows[g * Q + qi]` holds the samples of question qi for member g (the draw's order);
     `answers[g][qi][k]` the answer each counts as (None: invalid or not one of the question's
-    choices). `rule` names the members' vote in votes.jsonl ("plurality" or "majority"); ties
+    choices). `rule` names the members' vote in votes.jsonl (the task's main vote); ties
     are left open (decision None, `tie` true). `ensemble` decides a mixed ensemble's votes (see
     `write_votes`). Returns the number of lines written per file.
     """
@@ -304,7 +306,7 @@ def write_votes(out: str | os.PathLike[str], questions: Any, members: Sequence[V
                         w.write({**_vote(q, m.t, n, rule, row[:n]), **who})
                 if m.follow:
                     first = row[0] if row else None
-                    w.write({"id": q.id, "t": m.t, "n": 1, "aggregator": "random-follow",
+                    w.write({"id": q.id, "t": m.t, "n": 1, "aggregator": RANDOM_FOLLOW,
                              "votes": row[:1],
                              "counts": {first: 1} if first is not None else {},
                              "decision": first, "tie": False,

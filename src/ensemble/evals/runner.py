@@ -19,6 +19,7 @@ import numpy as np
 
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
+from ensemble.rules import RANDOM_FOLLOW
 from ensemble.sampling.batch_options import BatchOptions
 from ensemble.tasks import Question, Task, layout_of
 
@@ -76,7 +77,7 @@ class EvalConfig:
     skip_invalid: bool = False
     fail_on_error: float | None = None
     max_cost: float | None = None
-    adaptive: tuple[str, ...] = ()  # stopping rules to score beside fixed n ("bayes", "beta")
+    adaptive: tuple[str, ...] = ()  # stopping rules to score beside fixed n (registered names)
     max_n: int | None = None  # the adaptive rules' budget (default: the samples per question)
     stop_cost: float | None = None  # the bayes rule's cost per sample (default: its own)
     dry_run: bool = False  # count requests, tokens and price; send nothing
@@ -114,11 +115,14 @@ class EvalConfig:
         if self.k() < max(self.ns):
             raise InputError(f"--samples {self.k()} is smaller than the largest n "
                              f"({max(self.ns)}); draw at least as many samples as the group size")
-        bad = [r for r in self.adaptive if r not in ("bayes", "beta")]
+        from ensemble.stopping import stop_rule_names
+
+        one = stop_rule_names(over_members=False)
+        bad = [r for r in self.adaptive if r not in one]
         if bad:
-            raise InputError(f"--adaptive takes bayes or beta, got {bad[0]!r}"
-                             + (" (cost chooses among an ensemble's members: give each its "
-                                "n in a --spec file)" if bad[0] == "cost" else ""))
+            raise InputError(f"--adaptive takes {', '.join(one)} for one model, got {bad[0]!r}"
+                             + (f" ({bad[0]} chooses among an ensemble's members: give each its "
+                                "n in a --spec file)" if bad[0] in stop_rule_names() else ""))
         if self.max_n is not None and self.max_n > self.k():
             raise InputError(f"--max-n {self.max_n} is more than the samples drawn per question "
                              f"(--samples {self.k()}): draw at least --max-n samples")
@@ -221,7 +225,7 @@ async def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         check_aggregators(list(cfg.aggregators), binary=all(len(q.choices) == 2
                                                             for q in questions),
                           n_options=max(len(q.choices) for q in questions), lams=[cfg.lam1],
-                          where="--aggregator")
+                          where="--aggregator", utility=task.layout.utility)
     out = run_dir(cfg)
     members = [DrawMember(cfg.model, t, cfg.k(), cfg.provider) for t in cfg.temperatures]
     build = requests_of(task, max_tokens=cfg.max_tokens)
@@ -332,7 +336,7 @@ def analyse(cfg: EvalConfig, questions: list[Question], answers: np.ndarray, *,
         population = load_task(cfg).population()
     total = max(population, items)
     unit = layout.unit
-    keys = [(rule, n) for n in ns] + [("random-follow", 1)]
+    keys = [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]
     row = run_rows(layout, items=items, total=total, seed=cfg.seed, bootstrap=cfg.bootstrap)
 
     results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
@@ -403,7 +407,7 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     box = layout.utility
     names = check_aggregators(list(cfg.aggregators), binary=box or all(
         len(q.choices) == 2 for q in questions), n_options=max(len(q.choices) for q in questions),
-        lams=[cfg.lam1], where="--aggregator")
+        lams=[cfg.lam1], where="--aggregator", utility=box)
     # the main vote as the cells name it (a two-choice task's majority is its plurality)
     main, extra = layout.vote_rule, names[1:]
     summary["aggregators"] = [main, *extra]
@@ -436,7 +440,7 @@ def extra_rules(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
                     got[r].minus(cells[ti][main, n], same_answers=True), diff=True,
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
-    summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == "random-follow"))
+    summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == RANDOM_FOLLOW))
 
 
 def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
@@ -451,7 +455,7 @@ def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
     its own ball); the fixed rows beside it are scored the same way. With the drawn `rows`
     (the draw's samples), each row's `mean_cost_usd` is the dollars of the samples it used.
     """
-    from ensemble.stopping import StopSpec
+    from ensemble.stopping import StopSpec, stop_rules
 
     from .adaptive import adaptive_eval, boxball_inputs, question_codes
 
@@ -476,7 +480,8 @@ def adaptive_rows(cfg: EvalConfig, questions: list[Any], answers: np.ndarray,
         kw["costs"] = costs[:, :, :max_n]
     rows = []
     for stop in cfg.adaptive:
-        spec = StopSpec(stop=stop, max_n=max_n, cost=cfg.stop_cost if stop == "bayes" else None)
+        takes_cost = "cost" in stop_rules.get(stop).params
+        spec = StopSpec(stop=stop, max_n=max_n, cost=cfg.stop_cost if takes_cost else None)
         results = adaptive_eval(codes[:, :, :max_n], spec, fixed_ns=fixed_ns,
                                 reps=cfg.bootstrap, rng=cfg.seed, **kw)
         for t, res in zip(cfg.temperatures, results, strict=True):

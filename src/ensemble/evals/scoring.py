@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ensemble.aggregators import get_aggregator
 from ensemble.errors import InputError
 from ensemble.qr import lam_at_temperature
+from ensemble.rules import LAM_WEIGHTED, ROBUST, main_vote
 from ensemble.tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
@@ -172,35 +174,43 @@ def box_answer_counts(answers_t: Any, loc: list[tuple[int, int]], scenarios: int
 
 
 def default_aggregators(lams: list[float | None], binary: bool) -> list[str]:
-    """majority (binary) or plurality; with every λ known also lam-weighted, and robust on
-    binary tasks."""
-    out = ["majority" if binary else "plurality"]
+    """The task's main vote (majority on binary box-ball, plurality otherwise); with every λ
+    known also lam-weighted, and robust on binary tasks."""
+    out = [main_vote(binary)]
     if all(x is not None for x in lams):
-        out.append("lam-weighted")
+        out.append(LAM_WEIGHTED)
         if binary:
-            out.append("robust")
+            out.append(ROBUST)
     return out
 
 
 def check_aggregators(names: list[str], *, binary: bool, n_options: int,
-                      lams: list[float | None], where: str) -> list[str]:
-    """The rules to score, refused (one line) before any request when they cannot apply."""
-    from ensemble.aggregators import aggregator_info, get_aggregator
+                      lams: list[float | None], where: str, utility: bool | None = None
+                      ) -> list[str]:
+    """The rules to score, the main vote first, each asked of the registry and refused (one
+    line) before any request when it cannot apply: unknown, not scorable in evals, binary on
+    more options, without the form the task is scored with (`utility`: the group form for the
+    box-ball utility, else the credit over options; None: binary box-ball), or needing a λ
+    not known."""
+    from ensemble.rules import aggregator_info, aggregator_names
 
-    base = "majority" if binary else "plurality"
+    utility = binary if utility is None else utility
+    base = main_vote(binary)
     out: list[str] = []
     for name in names:
         info = aggregator_info(name)
-        if name in ("weighted", "omniscient", "random-follow"):
-            raise InputError(f"{where}: {name} cannot be scored here (use majority, plurality, "
-                             "lam-weighted or robust)")
-        if name == "majority" and not binary:
-            name = "plurality"  # one rule for the main vote of a multiple-choice task
-        elif name == "plurality" and binary:
-            name = "majority"
         if info.binary and not binary:
             get_aggregator(name, n_options=n_options)  # raises: says why
-        if "lam" in info.needs and any(x is None for x in lams):
+        if info.vote:
+            name = base  # one main vote: plurality over options, majority over two
+        elif not info.scorable_on(utility):
+            ok = [n for n in aggregator_names(scorable=True)
+                  if aggregator_info(n).scorable_on(utility)]
+            what, form = (("the box-ball utility", "group form") if utility
+                          else ("a vote's accuracy", "credit over options"))
+            raise InputError(f"{where}: {name} cannot be scored for {what}: it declares no "
+                             f"{form} (rules that can: {', '.join(ok)})")
+        if info.needs_lam and any(x is None for x in lams):
             raise InputError(f"{where}: {name} needs every member's λ: give lam or "
                              "calibration per member, or a calibration list (or drop it)")
         if name not in out:
@@ -244,14 +254,14 @@ def ensemble_cells(layout: TaskLayout, questions: list[Any], answers: Sequence[n
         scen, joint, loc = box_layout(questions)
         counts = np.stack([box_answer_counts(a, loc, len(scen)) for a in answers])
         cells = box_group_values(counts, joint, ns, {r: group_rule(r, lams) for r in rules})
-        alone = [box_values(counts[g], joint, [ns[g]])["majority", ns[g]]
+        alone = [box_values(counts[g], joint, [ns[g]])[main_vote(True), ns[g]]
                  for g in range(len(answers))]
         return cells, alone
     choices, idx, correct = option_codes(questions)
     codes = [answer_codes(a, idx) for a in answers]
-    cells = vote_group_values(codes, correct, ns,
-                              {r: (None if r in ("plurality", "majority") else lams)
-                               for r in rules}, n_options=len(choices))
-    alone = [vote_values(codes[g], correct, [ns[g]], n_options=len(choices))["plurality", ns[g]]
+    cells = vote_group_values(codes, correct, ns, {r: lams for r in rules},
+                              n_options=len(choices))
+    alone = [vote_values(codes[g], correct, [ns[g]], n_options=len(choices))[main_vote(False),
+                                                                             ns[g]]
              for g in range(len(answers))]
     return cells, alone

@@ -18,7 +18,7 @@ replaces the file's field. Every run records the spec it ran in `RUN/spec.json`
      "members": [{"model": "openai/a", "api_base": "http://127.0.0.1:8001/v1", "n": 2,
                   "temperature": 1.0, "lam": 2.0},
                  {"model": "openai/b", "n": 1, "temperature": 1.0, "calibration": "runs/cal-b"}],
-     "aggregators": ["majority", "lam-weighted", "robust"], "fail_on_error": 0.05}
+     "fail_on_error": 0.05}
 
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units: a member's `lam` at its temperature, `lam1` the one
 model's λ at t = 1 (λ = λ₁ / t).
@@ -94,11 +94,12 @@ class RunSpec(BaseModel):
         None, description="jsonl: the answer kind of rows without choices")
     max_tokens: int | None = Field(None, ge=1, description="completion token limit per sample")
     bootstrap: int | None = Field(None, ge=2, description="bootstrap resamples (default 1000)")
-    adaptive: list[Literal["bayes", "beta", "cost"]] | None = Field(
-        None, description="one model: stopping rules scored beside fixed n (bayes, beta); an "
-                          "ensemble: cost, the cost rule over its members")
+    adaptive: list[str] | None = Field(
+        None, description="stopping rules (registered names): one model's scored beside fixed "
+                          "n (bayes, beta); an ensemble's chooses among its members (cost)")
     max_n: int | None = Field(None, ge=1, description="the adaptive rules' budget")
-    stop_cost: float | None = Field(None, gt=0, description="the bayes rule's cost per sample")
+    stop_cost: float | None = Field(None, gt=0, description="the adaptive rules' cost per sample "
+                                    "(for the rules that take a cost)")
     value_usd: float | None = Field(None, gt=0, description="the cost rule's dollars per right "
                                     "decision (default: it loses at most 0.005 accuracy "
                                     "against the strongest member alone)")
@@ -140,7 +141,7 @@ _FIX = {
     "lam1": "a number >= 0 in ψ_λ units (one model's λ at t = 1), or leave it out",
     "samples": "an integer >= 1, at least n",
     "calibration": "a path (member) or a list of paths (top level) to calibration profiles",
-    "aggregators": 'a list of rule names, e.g. ["majority", "lam-weighted", "robust"]',
+    "aggregators": "a list of registered rule names (`ensemble eval --help` lists them)",
     "task": "a task name, e.g. boxball",
 }
 
@@ -277,7 +278,8 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
 
 def check(spec: RunSpec, where: str) -> None:
     """The spec's run is a one-model grid (n at the top) or an ensemble (n per member), each
-    whole; else one InputError line naming the field and the fix."""
+    whole, naming registered rules; else one InputError line naming the field and the fix."""
+    _check_names(spec, where)
     has = [i for i, m in enumerate(spec.members) if m.n is not None]
     if spec.n is not None and has:
         raise InputError(f"{where}: n is given at the top and for members.{has[0]}: give each "
@@ -297,6 +299,19 @@ def check(spec: RunSpec, where: str) -> None:
         raise InputError(f'{where}: give n: at the top, e.g. "n": [1, 3, 5] (each member '
                          "alone at each n), or per member (they vote together)")
     _check_one_model(spec, where)
+
+
+def _check_names(spec: RunSpec, where: str) -> None:
+    """Every rule and stopping rule the spec names is registered (one line listing them)."""
+    from ensemble.rules import aggregator_names
+    from ensemble.stopping import stop_rule_names
+
+    for field, names, known in (("aggregators", spec.aggregators, aggregator_names),
+                                ("adaptive", spec.adaptive, stop_rule_names)):
+        for i, name in enumerate(names or ()):
+            if name not in known():
+                raise InputError(f"{where}: {field}.{i}: unknown rule {name!r}; choose from "
+                                 f"{', '.join(known())}")
 
 
 def _check_one_model(spec: RunSpec, where: str) -> None:

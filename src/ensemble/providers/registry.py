@@ -15,16 +15,21 @@ and any OpenAI-compatible `api_base`). Built in: `local` (the embedded llama.cpp
 `replay` (samples recorded in a file, `providers.replay`).
 Each factory imports its provider module only when called, so this module imports nothing
 concrete and no import cycle can form through it; provider modules never import it back.
+Plug-ins register through the entry-point group `ensemble.providers` too (loaded on the first
+look-up): an entry point naming a factory (`mine = "mypackage.provider:make_mine"`) serves
+its name as a prefix. A provider declares what it can do in `Capabilities`, its Batch API
+included (`capabilities.batch_api`), which `ensemble batches` uses to list and cancel a run's
+batches at the provider that made them.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import InputError
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from .base import Provider
@@ -35,7 +40,6 @@ __all__ = ["ProviderFactory", "provider_for", "register_provider", "registered_p
 ProviderFactory = Callable[[str, "ProviderOptions"], "Provider"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_lock = threading.Lock()
 
 
 def _litellm(model: str, options: ProviderOptions) -> Provider:
@@ -67,31 +71,41 @@ def _replay(model: str, options: ProviderOptions) -> Provider:
     return ReplayProvider(model, options)
 
 
-_factories: dict[str, ProviderFactory] = {"local": _local, "openai": _openai,
-                                          "replay": _replay}
+_factories: Registry[ProviderFactory] = Registry("provider", "ensemble.providers")
+_factories.add("local", _local)
+_factories.add("openai", _openai)
+_factories.add("replay", _replay)
 _default: ProviderFactory = _litellm
 
 
-def register_provider(prefix: str, factory: ProviderFactory, *, replace: bool = False) -> None:
+@overload
+def register_provider(prefix: str, factory: ProviderFactory, *,
+                      replace: bool = False) -> ProviderFactory: ...
+@overload
+def register_provider(prefix: str, factory: None = None, *,
+                      replace: bool = False) -> Callable[[ProviderFactory], ProviderFactory]: ...
+def register_provider(prefix: str, factory: ProviderFactory | None = None, *,
+                      replace: bool = False) -> Any:
     """Serve model strings `prefix`, `prefix/...` and `prefix:...` with `factory(model,
-    options)`. A prefix already registered needs `replace=True`."""
+    options)`. A prefix already registered needs `replace=True`. Without `factory`, a
+    decorator: `@register_provider("mine")` over the factory."""
+    if factory is None:
+        return lambda f: register_provider(prefix, f, replace=replace)
     if not isinstance(prefix, str) or not _NAME.match(prefix):
         raise InputError(f"a provider prefix is a name such as 'mine' (letters, digits, '_', "
                          f"'.', '-'), got {prefix!r}")
     if not callable(factory):
         raise InputError(f"the factory for {prefix!r} must be callable, got "
                          f"{type(factory).__name__}")
-    with _lock:
-        if prefix in _factories and not replace and _factories[prefix] is not factory:
-            raise InputError(f"the provider prefix {prefix!r} is already registered; pass "
-                             "replace=True to serve it with another factory")
-        _factories[prefix] = factory
+    if prefix in _factories and not replace and _factories.get(prefix) is not factory:
+        raise InputError(f"the provider prefix {prefix!r} is already registered; pass "
+                         "replace=True to serve it with another factory")
+    return _factories.add(prefix, factory, replace=True)
 
 
 def registered_providers() -> list[str]:
     """The registered prefixes (litellm serves every other model string)."""
-    with _lock:
-        return sorted(_factories)
+    return _factories.names()
 
 
 def _prefix(model: str) -> str:
@@ -101,6 +115,6 @@ def _prefix(model: str) -> str:
 
 def provider_for(model: str, options: ProviderOptions) -> Provider:
     """The provider for a model string (see the module docstring)."""
-    with _lock:
-        factory = _factories.get(_prefix(model), _default)
+    prefix = _prefix(model)
+    factory = _factories.get(prefix) if prefix in _factories else _default
     return factory(model, options)

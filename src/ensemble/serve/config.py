@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
+from ..rules import DEFAULT_AGGREGATOR
 
 __all__ = ["LOOPBACK", "SERVE_KEY_ENV", "EndpointConfig", "MemberConfig", "ServeConfig",
            "ServedModel", "load_config", "parse_config"]
@@ -106,7 +107,7 @@ class ServedModel(EndpointConfig):
     answer: Literal["choice", "number", "math", "text"] | None = Field(
         default=None, description="the answer kind (see docs/answers.md); default: choice with "
                                   "choices, else the stripped <answer> text")
-    aggregator: str = "plurality"
+    aggregator: str = DEFAULT_AGGREGATOR
     stop: str | None = None
     max_n: int | None = Field(default=None, ge=1)
     cost: CostConfig | None = Field(default=None, description="the cost rule's parameter "

@@ -18,12 +18,12 @@ from ..answers import ClientFormat, JsonObject
 from ..api import Ensemble
 from ..errors import InputError
 from ..members import Member
+from ..stopping import is_over_members
 from .config import ServeConfig, ServedModel
 
 __all__ = ["OVERRIDE_KEYS", "Overrides", "ServedEnsembles", "build_ensemble", "parse_overrides"]
 
 OVERRIDE_KEYS = ("n", "stop", "max_n")
-STOP_RULES = ("fixed", "beta", "bayes")
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,13 @@ def parse_overrides(doc: Any, served: ServedModel) -> Overrides:
     stop = doc.get("stop", None)
     if "stop" in doc and stop is None:
         stop = "none"
-    if stop is not None and stop not in (*STOP_RULES, "none"):
-        raise InputError(f"ensemble.stop must be one of {', '.join(STOP_RULES)} or null, "
-                         f"got {stop!r}")
+    if stop is not None and stop != "none":
+        from ..stopping import stop_rule_names
+
+        known = stop_rule_names()
+        if stop not in known:
+            raise InputError(f"ensemble.stop must be one of {', '.join(known)} or null, "
+                             f"got {stop!r}")
     if served.members is not None and (ints["n"] is not None or ints["max_n"] is not None):
         raise InputError("this model is a mixed ensemble: its members carry their own n; a "
                          "request may set ensemble.stop only")
@@ -99,7 +103,7 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
                           **dict(sampling)}
     if served.max_tokens is not None:
         kw["max_tokens"] = served.max_tokens
-    if stop == "cost" and served.cost is not None:
+    if stop is not None and served.cost is not None and is_over_members(stop):
         from ..cost.spec import CostSpec
 
         kw["stop"] = CostSpec(**served.cost.model_dump())

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from ensemble.registry import Registry
+
 if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
@@ -70,7 +72,9 @@ class TaskLayout:
     @property
     def vote_rule(self) -> str:
         """The main vote: majority over two answers (box-ball), plurality otherwise."""
-        return "majority" if self.utility else "plurality"
+        from ensemble.rules import main_vote
+
+        return main_vote(self.utility)
 
     def item(self, q: Any) -> str:
         """The item a question (or its run record) belongs to."""
@@ -153,7 +157,21 @@ class TaskBase:
         return {}
 
 
-_REGISTRY: dict[str, Callable[..., Task]] = {}
+def _discover_builtin() -> None:
+    """The built-in tasks: every module of this package, imported by name (each registers its
+    tasks with `register_task`); no list to keep."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+_REGISTRY: Registry[Callable[..., Task]] = Registry("task", "ensemble.tasks",
+                                                    discover=_discover_builtin)
 
 
 def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:
@@ -165,11 +183,13 @@ def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:
     return [items[i] for i in picked]
 
 
-def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
-    """Class decorator: make a task constructible by name with `get_task`."""
+def register_task(name: str, *, replace: bool = False
+                  ) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
+    """Class decorator: make a task constructible by name with `get_task` (plug-ins may also
+    register through the entry-point group `ensemble.tasks`)."""
 
     def deco(factory: Callable[..., Task]) -> Callable[..., Task]:
-        _REGISTRY[name] = factory
+        _REGISTRY.add(name, factory, replace=replace)
         return factory
 
     return deco
@@ -179,12 +199,7 @@ def get_task(name: str, **options: Any) -> Task:
     """Build the task called `name`; unknown names raise InputError listing the known ones."""
     from ensemble.errors import InputError
 
-    _load_builtin()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise InputError(f"unknown task {name!r}; known tasks: {known}") from None
+    factory = _REGISTRY.get(name)
     task = factory(**options)
     missing = [a for a in ("layout", "max_tokens", "skipped", "issues", "answer_kind",
                            "data_notes", "population", "parse_for", "questions", "parse")
@@ -199,25 +214,12 @@ def layout_of(name: str) -> TaskLayout:
     """The layout of the task called `name` (a run folder's task), without building it."""
     from ensemble.errors import InputError
 
-    _load_builtin()
     layout = getattr(_REGISTRY.get(name), "layout", None)
     if not isinstance(layout, TaskLayout):
-        known = ", ".join(sorted(_REGISTRY))
-        raise InputError(f"unknown task {name!r}; known tasks: {known}")
+        raise InputError(f"task {name!r} declares no layout: give its class a `layout` "
+                         "(ensemble.tasks.TaskLayout)")
     return layout
 
 
 def task_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def _load_builtin() -> None:
-    import importlib
-
-    for mod in ("boxball", "mathqa", "jsonl", "taskfile"):
-        try:
-            importlib.import_module(f"ensemble.tasks.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"ensemble.tasks.{mod}":
-                raise
+    return _REGISTRY.names()

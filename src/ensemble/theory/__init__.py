@@ -17,45 +17,45 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# public name -> submodule that defines it
+# public name -> submodule that defines it (relative to this package)
 _EXPORTS: dict[str, str] = {
-    "UtilityComparison": "advantage",
-    "utility_under": "advantage",
-    "Group": "groups",
-    "count_shape": "groups",
-    "group_majority_f": "groups",
-    "group_random_follow_f": "groups",
-    "lam_weighted_f": "groups",
-    "lam_weights": "groups",
-    "parse_group": "groups",
-    "validate_groups": "groups",
-    "GroupWorstCase": "regret",
-    "WorstCase": "regret",
-    "group_worst_case_regret": "regret",
-    "worst_case_regret": "regret",
-    "GroupRobustResult": "robust",
-    "RobustResult": "robust",
-    "group_robust_aggregator": "robust",
-    "robust_aggregator": "robust",
-    "ReportStructure": "structures",
-    "posteriors": "structures",
-    "report_structure": "structures",
-    "report_structure_from_probs": "structures",
-    "signal_reports": "structures",
-    "three_signal_group_reports": "structures",
-    "three_signal_reports": "structures",
-    "validate_joint": "structures",
-    "threshold": "threshold",
-    "count_weights": "utility",
-    "expected_utility": "utility",
-    "group_regret": "utility",
-    "group_utility": "utility",
-    "group_weights": "utility",
-    "majority_f": "utility",
-    "omniscient": "utility",
-    "omniscient_utility": "utility",
-    "random_follow_f": "utility",
-    "regret": "utility",
+    "UtilityComparison": ".advantage",
+    "utility_under": ".advantage",
+    "Group": ".groups",
+    "count_shape": ".groups",
+    "group_majority_f": ".groups",
+    "group_random_follow_f": ".groups",
+    "lam_weighted_f": ".groups",
+    "lam_weights": ".groups",
+    "parse_group": ".groups",
+    "validate_groups": ".groups",
+    "GroupWorstCase": ".regret",
+    "WorstCase": ".regret",
+    "group_worst_case_regret": ".regret",
+    "worst_case_regret": ".regret",
+    "GroupRobustResult": ".robust",
+    "RobustResult": ".robust",
+    "group_robust_aggregator": ".robust",
+    "robust_aggregator": ".robust",
+    "ReportStructure": ".structures",
+    "posteriors": ".structures",
+    "report_structure": ".structures",
+    "report_structure_from_probs": ".structures",
+    "signal_reports": ".structures",
+    "three_signal_group_reports": ".structures",
+    "three_signal_reports": ".structures",
+    "validate_joint": ".structures",
+    "threshold": ".threshold",
+    "count_weights": ".utility",
+    "expected_utility": ".utility",
+    "group_regret": ".utility",
+    "group_utility": ".utility",
+    "group_weights": ".utility",
+    "majority_f": ".utility",
+    "omniscient": ".utility",
+    "omniscient_utility": ".utility",
+    "random_follow_f": ".utility",
+    "regret": ".utility",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -65,7 +65,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ensemble.theory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

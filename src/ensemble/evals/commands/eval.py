@@ -17,9 +17,12 @@ from ensemble.cliargs import (
     positive_int,
     print_dry_run,
     provider_options,
+    rule_choices,
     status_printer,
+    stop_choices,
     temperature,
 )
+from ensemble.rules import RANDOM_FOLLOW
 
 
 def register(subparsers: Any) -> None:
@@ -49,9 +52,11 @@ def register(subparsers: Any) -> None:
                         "aggregators)")
     m.add_argument("--ensemble-schema", action="store_true",
                    help="print the JSON schema of a spec and exit")
-    m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME",
-                   help="rules to score beside majority / plurality: lam-weighted, robust "
-                        "(binary tasks only); they need λ: --lam or --calibration")
+    scorable = rule_choices(scorable=True)
+    m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME", choices=scorable,
+                   help=f"rules to score beside the main vote, of {', '.join(scorable)} "
+                        "(binary ones on binary tasks only); those that weigh votes by λ need "
+                        "--lam or --calibration")
     m.add_argument("--lam", type=lam_value, metavar="L1",
                    help="the model's λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for --aggregator")
     m.add_argument("--calibration", metavar="PROFILE",
@@ -83,13 +88,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--answer", choices=("number", "math", "text"),
                    help="jsonl: the answer kind of rows without choices (default text)")
     a = p.add_argument_group("adaptive sampling (scored on the drawn samples, beside fixed n)")
-    a.add_argument("--adaptive", nargs="+", choices=("bayes", "beta"), default=(),
-                   help="stopping rules to score: bayes (the Bayes-optimal rule) and/or beta "
-                        "(Adaptive-Consistency's)")
+    stops = stop_choices()
+    a.add_argument("--adaptive", nargs="+", choices=stops, default=(), metavar="RULE",
+                   help=f"stopping rules to score, of {', '.join(stops)}")
     a.add_argument("--max-n", type=positive_int,
                    help="the most samples the rule may use per question (default: --samples)")
     a.add_argument("--stop-cost", type=positive_float,
-                   help="the bayes rule's cost of one sample in accuracy units (default 0.004)")
+                   help="the cost of one sample in accuracy units, for the rules that take one "
+                        "(bayes: default 0.004)")
     add_run_policy_args(p)
     add_mode_args(p)
     p.add_argument("--json", action="store_true")
@@ -285,7 +291,7 @@ def _results_table(summary: dict[str, Any], width: int, marks: set[str]
         inv = by_t.get(r["t"])
         cells.append("" if r["t"] == last_t or inv is None else f"{inv:.1%}")
         rows.append(cells)
-        sections.append(r["aggregator"] == "random-follow")
+        sections.append(r["aggregator"] == RANDOM_FOLLOW)
         last_t = r["t"]
     return fit_table(cols, rows, width=width, sections=sections,
                      title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
@@ -380,7 +386,7 @@ def _notes(summary: dict[str, Any], marks: set[str]) -> list[str]:
     if summary.get("invalid_rate", 0) > 0:
         notes.append(f"invalid replies {summary['invalid_rate']:.1%}: "
                      + summary.get("invalid_policy", ""))
-    notes.append("random-follow (follow one expert) does not depend on n: one row per t.")
+    notes.append(f"{RANDOM_FOLLOW} (follow one expert) does not depend on n: one row per t.")
     notes.extend(summary.get("notes", []))  # what the sampler noticed (e.g. n not supported)
     return [f"[dim]{n}[/]" for n in notes]
 

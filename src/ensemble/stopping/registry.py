@@ -1,0 +1,73 @@
+"""The stopping rules by name: each is a `StoppingRule` subclass registered with
+`@register_stop_rule`, declaring its `name`, a one-line `about`, the `params` it takes from a
+`StopSpec` and whether it fits a prior from a pilot (`needs_prior`). A rule that chooses among
+an ensemble's members instead (the cost rule) is registered by its spec class, declaring
+`over_members = True` and `default_spec()`, the spec `Ensemble(stop=name)` runs.
+
+    from ensemble.stopping import StoppingRule, register_stop_rule, lookahead
+
+    @register_stop_rule
+    class Unanimous(StoppingRule):
+        name = "unanimous"
+        about = "stop once the first `agree` answers agree"
+        params = ("agree",)
+
+        def __init__(self, *, max_n: int, agree: int = 3) -> None:
+            ...
+
+Plug-ins register through the entry-point group `ensemble.stop_rules` (loaded on the first
+look-up). The Python API (`Ensemble(stop=...)`, `StopSpec`), `ensemble eval --adaptive`,
+`ensemble serve --stop` and the evals' spec files all ask this registry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..registry import Registry
+
+if TYPE_CHECKING:
+    from .table import StoppingRule
+
+__all__ = ["get_stopping_rule", "is_over_members", "register_stop_rule", "stop_rule_names",
+           "stop_rules"]
+
+R = TypeVar("R", bound=type)
+
+
+# the built-in rules register when their modules are imported
+stop_rules: Registry[type[Any]] = Registry(
+    "stopping rule", "ensemble.stop_rules",
+    builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.cost.spec"))
+
+
+def register_stop_rule(cls: R) -> R:
+    """Class decorator: make a `StoppingRule` subclass (or a rule over members, declaring
+    `over_members = True`) a stopping rule known by its `name`."""
+    from ..errors import InputError
+    from .table import StoppingRule
+
+    if not (isinstance(cls, type) and (issubclass(cls, StoppingRule)
+                                       or getattr(cls, "over_members", False))):
+        raise InputError(f"register_stop_rule takes a StoppingRule subclass, got {cls!r}")
+    stop_rules.add(getattr(cls, "name", None), cls)  # type: ignore[arg-type]
+    return cls
+
+
+def stop_rule_names(*, over_members: bool | None = None) -> list[str]:
+    """Every registered stopping rule's name (only the rules over members, or only the others,
+    with `over_members`)."""
+    return [n for n, cls in stop_rules.items()
+            if over_members is None or bool(getattr(cls, "over_members", False)) == over_members]
+
+
+def is_over_members(name: str) -> bool:
+    """Whether the registered rule `name` chooses among an ensemble's members (the cost rule)
+    rather than deciding per question when to stop (unknown: one line listing the rules)."""
+    return bool(getattr(stop_rules.get(name), "over_members", False))
+
+
+def get_stopping_rule(name: str, *, max_n: int, **options: Any) -> StoppingRule:
+    """Build a rule by name with its options, e.g. beta with threshold=0.9, bayes with
+    prior=..., cost=... or target_loss=..., pilot=...."""
+    return stop_rules.get(name)(max_n=max_n, **options)
