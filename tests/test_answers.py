@@ -164,3 +164,11 @@ def test_open_rules():
     assert maj(["7", "7", "7", "8", None]).decision == "7"
     v = maj(["7", "7", "8", "9"])
     assert v.decision is None and v.notes
+
+
+def test_text_unwraps_latex_markup():
+    """Issue 32 item 11: `--answer text` read `<answer>\\boxed{1250}</answer>` as `boxed 1250`."""
+    t = Text()
+    assert t.parse(r"<answer>\boxed{1250}</answer>") == "1250"
+    assert t.parse(r"<answer>\boxed{\text{Paris}}</answer>") == t.parse("<answer>paris</answer>")
+    assert t.value("1250", {r"\boxed{1250}": 2, "1250": 1}) == "1250"

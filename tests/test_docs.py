@@ -262,3 +262,20 @@ def test_serve_page_examples_work_against_the_pages_own_server():
                 with urllib.request.urlopen(req, timeout=60) as r:
                     doc = json.loads(r.read())
                 assert doc["ensemble"]["decision"] in ("L", "R"), doc["ensemble"]
+
+
+def test_the_serve_keys_minimum_is_documented_where_it_is_enforced():
+    """Issue 32 item 11: the endpoint refuses keys under 8 characters; docs/serve.md and
+    `serve --help` say so."""
+    from ensemble.cli import build_parser
+    from ensemble.errors import InputError
+    from ensemble.serve.auth import server_key
+
+    with pytest.raises(InputError, match="at least 8 characters"):
+        server_key("1234567", None)
+    assert server_key("12345678", None) == "12345678"
+    page = " ".join((ROOT / "docs" / "serve.md").read_text(encoding="utf-8").split())
+    assert "at least 8 characters" in page
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["serve"]
+    key = next(a for a in sub._actions if "--api-key" in a.option_strings)
+    assert "at least 8 characters" in key.help

@@ -29,11 +29,14 @@ def test_weights_resolution(tmp_path, monkeypatch):
 
 
 @pytest.mark.local_model
-def test_real_local_model_kept_up_until_close_then_no_orphan(smollm2_path):
+def test_real_local_model_kept_up_until_close_then_no_orphan(smollm2_path, caplog):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
     model = f"local:{smollm2_path}"  # the absolute-path alias
     ens = Ensemble(model, temperature=0.7, n=3, choices=["L", "R"], max_tokens=16)
-    d = ens.decide("Answer with one letter, L or R: which is on the left? <answer>")
+    with caplog.at_level("INFO", logger="ensemble.sampling"):
+        d = ens.decide("Answer with one letter, L or R: which is on the left? <answer>")
+    # the silent start says what it does (issue 32 item 11: 29 s without a line)
+    assert any("loading the local model" in r.getMessage() for r in caplog.records)
     assert len(d.samples) == 3 and all(s.text is not None for s in d.samples)
     assert sum(d.votes.values()) + d.n_invalid == 3
     # the server stays up between decide() calls: the second call reuses it (no reload)

@@ -65,6 +65,19 @@ class Choice:
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
 
+_WRAP = re.compile(r"\\(?:boxed|text|textbf|textit|textrm|mathrm|mathbf|mbox)\s*\{([^{}]*)\}")
+
+
+def unwrap_latex(s: str) -> str:
+    """`\\boxed{1250}` -> `1250`, `\\text{Paris}` -> `Paris` (nested ones too): the wrapper
+    is markup, not part of the answer."""
+    while True:
+        out = _WRAP.sub(r"\1", s)
+        if out == s:
+            return s.strip()
+        s = out
+
+
 def normalise_text(s: str) -> str:
     """Case-folded, accents kept, punctuation dropped, whitespace collapsed."""
     s = unicodedata.normalize("NFKC", s).casefold()
@@ -100,7 +113,7 @@ class Text(OpenKind):
             raise InputError(f"Text(similarity=...) must lie in (0, 1], got {s!r}")
 
     def canonical(self, raw: str) -> str | None:
-        return normalise_text(raw) or None
+        return normalise_text(unwrap_latex(raw)) or None
 
     def same(self, a: str, b: str) -> bool:
         if a == b:
@@ -117,8 +130,8 @@ class Text(OpenKind):
             return key
         if self.similarity is not None:
             expanded = [s for s, c in spellings.items() for _ in range(c)]
-            return mbr_choice(expanded)
-        return max(spellings.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+            return unwrap_latex(mbr_choice(expanded))
+        return unwrap_latex(max(spellings.items(), key=lambda kv: (kv[1], -len(kv[0])))[0])
 
     def key_of(self, value: object) -> str | None:
         return self.canonical(value) if isinstance(value, str) else None

@@ -66,8 +66,9 @@ def register(subparsers: Any) -> None:
     s = p.add_argument_group("the endpoint")
     s.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=nonneg_int, help="port (default 8000; 0: a free one)")
-    s.add_argument("--api-key", help="the key clients must send (default: the "
-                   "ENSEMBLE_SERVE_API_KEY environment variable; none: no key needed)")
+    s.add_argument("--api-key", help="the key clients must send, at least 8 characters "
+                   "(default: the ENSEMBLE_SERVE_API_KEY environment variable; none: no key "
+                   "needed)")
     s.add_argument("--max-queue", type=positive_int,
                    help="requests admitted at once; past it 429 with Retry-After (default 256)")
     s.add_argument("--request-timeout", type=positive_float,

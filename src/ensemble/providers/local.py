@@ -52,6 +52,16 @@ class LocalProvider:
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.model!r})"
 
+    @property
+    def starting(self) -> str | None:
+        """What `start` is about to do, for a status line (None once started): loading the
+        weights takes tens of seconds, with nothing else to show."""
+        if self._inner is not None:
+            return None
+        size = self.path.stat().st_size / 1e6
+        return (f"loading the local model {self.path.name} ({size:.0f} MB) and starting its "
+                "server; the first sample follows (this can take a minute on a busy machine)")
+
     async def start(self) -> None:
         if self._inner is not None:
             return

@@ -204,6 +204,9 @@ class Sampler:
     async def _resolve(self) -> None:
         if self._own_store and self.store is None:  # reused after aclose()
             self.store = self.run_state.store = SampleStore(self._store_path)  # type: ignore[arg-type]
+        starting = getattr(self.provider, "starting", None)  # a slow start says so first
+        if starting:
+            self.run_state.say(starting)
         await self.provider.start()
         if self._limiter is None:
             lim = self.options.limits
