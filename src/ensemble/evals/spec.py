@@ -146,9 +146,11 @@ _FIX = {
 }
 
 
-def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec") -> RunSpec:
+def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
+              model: str | None = None) -> RunSpec:
     """Read and validate a spec file (a run folder: its spec.json); a bad one is one InputError
-    line naming the field and the fix."""
+    line naming the field and the fix. `model` (`--model`) is the model of the members that
+    name none: a spec that leaves the provider to the command line (evals/paper-*.json)."""
     p = Path(path)
     if p.is_dir():
         p = p / SPEC_FILE
@@ -169,7 +171,25 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec") -> RunSpec:
         doc["calibration"] = [doc["calibration"]]
     if isinstance(doc, dict) and isinstance(doc.get("n"), int):
         doc["n"] = [doc["n"]]
+    if isinstance(doc, dict) and isinstance(doc.get("members"), list):
+        _fill_model(doc["members"], model, f"{flag} {path}")
     return _validated(doc, f"{flag} {path}")
+
+
+def _fill_model(members: list[Any], model: str | None, where: str) -> None:
+    """The members without a model get `model` (--model); without --model one of them is an
+    error naming it, and --model for a spec whose members all name theirs is refused."""
+    unnamed = [m for m in members if isinstance(m, dict) and "model" not in m]
+    if model is None:
+        if unnamed:
+            raise InputError(f"{where}: members.{members.index(unnamed[0])} names no model: "
+                             "give --model M (the spec leaves the model to the command line)")
+        return
+    if not unnamed:
+        raise InputError(f"{where} names the members: drop --model (every member names its "
+                         "model)")
+    for m in unnamed:
+        m["model"] = model
 
 
 def _validated(doc: Any, where: str, *, flags: tuple[str, ...] = ()) -> RunSpec:

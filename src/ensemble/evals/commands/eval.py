@@ -145,10 +145,8 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
     path = args.spec or args.ensemble
     flag = "--spec" if args.spec else "--ensemble"
     where = f"{flag} {path}"
-    if path and (args.model or args.t):  # before reading it: the file names the members
-        raise InputError(f"{where} names the members: drop "
-                         + ", ".join(f for f, v in (("--model", args.model), ("--t", args.t))
-                                     if v))
+    if path and args.t:  # before reading it: the file names the members' temperatures
+        raise InputError(f"{where} names the members: drop --t")
     if args.lam is not None and args.calibration:
         raise InputError("give --lam or --calibration, not both")
     given = {"task": args.task, "n": args.n, "samples": args.samples,
@@ -160,9 +158,10 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
              "adaptive": list(args.adaptive) or None, "max_n": args.max_n,
              "stop_cost": args.stop_cost, "fail_on_error": args.fail_on_error,
              "max_cost": args.max_cost}
-    file = load_spec(path, flag=flag) if path else None
-    spec = from_flags(given, file=file, where=where, model=args.model, temperatures=args.t,
-                      api_base=args.api_base)
+    # --model with a file: the model of its members that name none (load_spec)
+    file = load_spec(path, flag=flag, model=args.model) if path else None
+    spec = from_flags(given, file=file, where=where, model=None if file else args.model,
+                      temperatures=args.t, api_base=args.api_base)
     if not spec.task:
         raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
     spec = _task_file(spec)
