@@ -204,9 +204,8 @@ class Sampler:
     async def _resolve(self) -> None:
         if self._own_store and self.store is None:  # reused after aclose()
             self.store = self.run_state.store = SampleStore(self._store_path)  # type: ignore[arg-type]
-        starting = getattr(self.provider, "starting", None)  # a slow start says so first
-        if starting:
-            self.run_state.say(starting)
+        if getattr(self.provider, "starting", None):  # a slow start says what it does first
+            self.run_state.say(self.provider.starting)  # type: ignore[attr-defined]
         await self.provider.start()
         if self._limiter is None:
             lim = self.options.limits
