@@ -35,7 +35,7 @@ from typing import Any
 from .errors import InputError
 from .providers.options import ProviderOptions, check_keywords
 
-__all__ = ["Member", "load_profiles", "resolve_members"]
+__all__ = ["Member", "load_profiles", "profile_for", "resolve_members"]
 
 PathLike = str | os.PathLike[str]
 _MEMBER_NAMES = ("n", "temperature", "lam", "calibration", "options")
@@ -122,14 +122,32 @@ def _lam_from(profile: Any, member: Member, path: str) -> Member:
     return member.with_lam(lam, f"{path}: {source}")
 
 
+def profile_for(profiles: Sequence[tuple[str, Any]], model: str, api_base: str | None, *,
+                fix: str) -> tuple[str, Any]:
+    """The newest of `profiles` ((path, CalibrationProfile) pairs) calibrated for `model` at
+    `api_base` (matched as the store keys endpoints: the public base URL); InputError naming
+    what the profiles hold and the fix (`fix`: the caller's other way to give λ) when none is."""
+    from .profile import public_api_base
+
+    want = (model, public_api_base(api_base))
+    hits = [(p, prof) for p, prof in profiles
+            if (prof.model, public_api_base(prof.api_base)) == want]
+    if not hits:
+        held = "; ".join(f"{p}: {prof.model} at {prof.api_base or 'its provider'}"
+                         for p, prof in profiles)
+        where = public_api_base(api_base) or "its provider"
+        raise InputError(f"no calibration profile for {model} at {where} (the profiles hold "
+                         f"{held}); calibrate it with `ensemble calibrate --model {model}"
+                         + (f" --api-base {where}`" if api_base else "`") + f", {fix}")
+    return max(hits, key=lambda h: h[1].created)  # the newest calibration
+
+
 def resolve_members(members: Sequence[Member],
                     calibration: PathLike | Sequence[PathLike] | None = None) -> tuple[Member, ...]:
     """Each member with its λ (ψ_λ units, at its temperature) filled in where it can be: typed
     in, from its own `calibration=`, or from the profile in `calibration` that matches its
     (model, api_base). A member that matches no profile, when profiles are given, is an error
     naming what the profiles hold (a member with λ typed in or its own profile needs none)."""
-    from .profile import public_api_base
-
     if isinstance(members, Member):
         members = [members]
     if not members:
@@ -146,18 +164,8 @@ def resolve_members(members: Sequence[Member],
             (path, prof), = load_profiles(m.calibration)
             out.append(_lam_from(prof, m, path))
         elif profiles:
-            want = (m.model, public_api_base(m.api_base))
-            hits = [(p, prof) for p, prof in profiles
-                    if (prof.model, public_api_base(prof.api_base)) == want]
-            if not hits:
-                held = "; ".join(f"{p}: {prof.model} at {prof.api_base or 'its provider'}"
-                                 for p, prof in profiles)
-                where = m.api_base or "its provider"
-                raise InputError(f"no calibration profile for {m.model} at {where} (the "
-                                 f"profiles hold {held}); calibrate it with `ensemble calibrate "
-                                 f"--model {m.model}`, or give Member(lam=...) or "
-                                 "Member(calibration=...)")
-            path, prof = max(hits, key=lambda h: h[1].created)  # the newest calibration
+            path, prof = profile_for(profiles, m.model, m.api_base,
+                                     fix="or give Member(lam=...) or Member(calibration=...)")
             out.append(_lam_from(prof, m, path))
         else:
             out.append(m)

@@ -39,7 +39,8 @@ from ensemble.evals.adaptive import (
     replay,
     values_from_correct,
 )
-from ensemble.evals.runner import EvalConfig, select_questions
+from ensemble.evals.questions import select_questions
+from ensemble.evals.spec import one_model
 from ensemble.qr import psi
 from ensemble.stopping import (
     DEFAULT_COST,
@@ -63,8 +64,7 @@ PACKAGE_THRESHOLDS = [0.8, 0.9, 0.95, 0.99]
 
 # -- the cases --------------------------------------------------------------------------------
 def boxball_case(lam1: float, *, seed: int = 0):
-    cfg = EvalConfig(task="boxball", model="sim", temperatures=(1.0,), ns=(MAX_N,), limit=40,
-                     seed=0)
+    cfg = one_model("boxball", "sim", (1.0,), (MAX_N,), limit=40, seed=0)
     qs = select_questions(cfg, get_task("boxball"))
     values, weights, groups = boxball_inputs(qs)
     p = np.array([q.posterior for q in qs])

@@ -31,13 +31,14 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from ensemble.evals.adaptive import adaptive_eval  # noqa: E402
-from ensemble.evals.runner import EvalConfig, adaptive_rows  # noqa: E402
+from ensemble.evals.grid import adaptive_rows  # noqa: E402
+from ensemble.evals.spec import bootstrap_of, one_model  # noqa: E402
 from ensemble.stopping import StopSpec  # noqa: E402
 from ensemble.tasks import Question  # noqa: E402
 
 K, PER_QUESTION = 40, 11
-CFG = EvalConfig(task="jsonl", model="bench", temperatures=(0.7,), ns=(1, 5, 10, 40),
-                 samples=K, adaptive=("bayes", "beta"), bootstrap=1000, answer="text")
+CFG = one_model("jsonl", "bench", (0.7,), (1, 5, 10, 40), samples=K, adaptive=["bayes", "beta"],
+                bootstrap=1000, answer="text")
 
 
 def open_run(n: int, seed: int = 0) -> tuple[list[Question], np.ndarray]:
@@ -60,9 +61,9 @@ def task_wide(qs: list[Question], ans: np.ndarray) -> float:
             every.setdefault(c, len(every))
     codes = np.vectorize(lambda a: -1 if a is None else every[a], otypes=[np.int64])(ans)
     t0 = time.perf_counter()
-    for stop in CFG.adaptive:
+    for stop in CFG.adaptive or ():
         adaptive_eval(codes, StopSpec(stop=stop, max_n=K), correct=[every[q.correct] for q in qs],
-                      n_options=len(every), fixed_ns=[1, 5, 10, 40], reps=CFG.bootstrap, rng=0)
+                      n_options=len(every), fixed_ns=[1, 5, 10, 40], reps=bootstrap_of(CFG), rng=0)
     return time.perf_counter() - t0
 
 

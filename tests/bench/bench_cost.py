@@ -47,7 +47,8 @@ import numpy as np
 from ensemble.cost import CostRule, fit_joint_prior, member_counts
 from ensemble.evals.adaptive import adaptive_eval, boxball_inputs
 from ensemble.evals.costeval import replay_cost, replay_credit
-from ensemble.evals.runner import EvalConfig, select_questions
+from ensemble.evals.questions import select_questions
+from ensemble.evals.spec import one_model
 from ensemble.stopping import StopSpec
 from ensemble.tasks import get_task
 from ensemble.testing.expert import MCModel, SimulatedExpert
@@ -113,7 +114,7 @@ def mc_case(questions: int, seed: int = 0) -> dict:
 
 
 def boxball_case(seed: int = 0) -> dict:
-    cfg = EvalConfig(task="boxball", model="sim", temperatures=(1.0,), ns=(1,), seed=0)
+    cfg = one_model("boxball", "sim", (1.0,), (1,), seed=0)
     qs = select_questions(cfg, get_task("boxball"))
     values, weights, _ = boxball_inputs(qs)
     cheap, dear = experts(seed=seed)

@@ -2,7 +2,7 @@
 
 Grid: 500 questions × 20 samples × 3 temperatures × n ∈ {1, 3, 5}: exact per-question
 plurality estimates (the average over all n-subsets), their jackknife terms, and intervals with
-1000 bootstrap resamples of the questions, for every cell and contrast (`evals.runner.analyse`,
+1000 bootstrap resamples of the questions, for every cell and contrast (`evals.grid.analyse`,
 the function the CLI runs). Box-ball: the 216 scenarios (400 questions) × 20 samples × 3
 temperatures, exact unbiased utility, same intervals. Target: < 2 s each.
 The baseline is the paper's procedure (1000 bootstrap repetitions, each a random n-subset per
@@ -28,7 +28,9 @@ from numpy.typing import NDArray
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ensemble.evals.analysis import vote_values  # noqa: E402
-from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
+from ensemble.evals.grid import analyse  # noqa: E402
+from ensemble.evals.questions import select_questions  # noqa: E402
+from ensemble.evals.spec import RunSpec, one_model  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
 
 REPS, Q, K, T, NS = 1000, 500, 20, 3, [1, 3, 5]
@@ -52,9 +54,8 @@ def _synthetic(seed: int = 0) -> tuple[list[Question], np.ndarray, np.ndarray, n
     return questions, answers, codes, correct
 
 
-def _box(seed: int = 0) -> tuple[EvalConfig, list[Question], np.ndarray]:
-    cfg = EvalConfig(task="boxball", model="bench", temperatures=(0.0, 0.5, 1.0),
-                     ns=tuple(NS), samples=K, bootstrap=REPS)
+def _box(seed: int = 0) -> tuple[RunSpec, list[Question], np.ndarray]:
+    cfg = one_model("boxball", "bench", (0.0, 0.5, 1.0), NS, samples=K, bootstrap=REPS)
     qs = select_questions(cfg, get_task("boxball"))
     g = np.random.default_rng(seed)
     answers = np.where(g.random((T, len(qs), K)) < 0.5, "L", "R").astype(object)
@@ -97,8 +98,7 @@ def _median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 def run(repeat: int = 3) -> dict[str, float]:
     questions, answers, codes, correct = _synthetic()
-    mc_cfg = EvalConfig(task="jsonl", model="bench", temperatures=(0.0, 0.5, 1.0),
-                        ns=tuple(NS), samples=K, bootstrap=REPS)
+    mc_cfg = one_model("jsonl", "bench", (0.0, 0.5, 1.0), NS, samples=K, bootstrap=REPS)
     mc = _median_time(lambda: analyse(mc_cfg, questions, answers, population=Q), repeat)
     box_cfg, box_q, box_a = _box()
     box = _median_time(lambda: analyse(box_cfg, box_q, box_a, population=216), repeat)

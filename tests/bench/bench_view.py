@@ -27,12 +27,14 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ensemble.evals.grid import analyse
 from ensemble.evals.outputs import write_outputs
 from ensemble.evals.records import model_members, write_questions, write_samples, write_votes
-from ensemble.evals.runner import EvalConfig, analyse
+from ensemble.evals.spec import one_model
 from ensemble.evals.view import build_view
 from ensemble.sampling.types import Sample
 from ensemble.tasks import Question
@@ -97,12 +99,32 @@ def synthetic_run(out: Path, qs: list[Question], *, seed: int = 0) -> int:
     write_questions(out, qs)
     n = write_samples(out, qs, TEMPS, rows, answers)
     write_votes(out, qs, model_members(TEMPS, NS), answers, rule="plurality")
-    cfg = EvalConfig(task="mathqa", model="openai/synthetic", temperatures=TEMPS, ns=NS,
-                     samples=K, bootstrap=200)
+    cfg = one_model("mathqa", "openai/synthetic", TEMPS, NS, samples=K, bootstrap=200)
     summary = analyse(cfg, qs, answers, population=len(qs))
-    summary.update(requests=0, cost_usd=None, samples={"total": n, "from_store": n})
+    summary.update(_no_draw(cfg, n, out))
     write_outputs(out, summary)
     return n
+
+
+def _no_draw(cfg: Any, n: int, out: Path) -> dict[str, Any]:
+    """The summary's fields beside the tables, for samples written here (no draw)."""
+    import dataclasses
+
+    from ensemble import ProviderOptions, __version__
+    from ensemble.tasks import layout_of
+
+    return {"task": cfg.task, "model": cfg.model, "bootstrap": cfg.bootstrap, "seed": 0,
+            "adaptive": [], "ensemble": None, "aggregators": ["plurality"], "lam1": None,
+            "layout": dataclasses.asdict(layout_of(cfg.task)), "requests": 0,
+            "cost_usd": None, "cost": {"now_usd": None, "stored_samples_usd": None,
+                                       "note": "synthetic"},
+            "tokens": {"prompt": 0, "completion": 0},
+            "samples": {"total": n, "from_store": n}, "retries": 0, "errors": 0,
+            "rate_limited": 0, "wall_time_s": 0.0, "analysis_time_s": 0.0,
+            "run_dir": str(out), "data": {}, "failed": {"count": 0, "of": 0, "ids": [],
+                                                         "reasons": {}, "file": None},
+            "notes": [], "provider": ProviderOptions().public(), "endpoint": None,
+            "served_by": None, "created": "synthetic", "version": __version__}
 
 
 def render_ms(page: Path, profile: Path) -> tuple[float, float]:

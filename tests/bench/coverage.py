@@ -49,10 +49,12 @@ if str(SRC) not in sys.path:
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
 from ensemble.evals.analysis import box_utility, plurality_exact  # noqa: E402
 from ensemble.evals.compare import RunData, compare_runs  # noqa: E402
+from ensemble.evals.grid import analyse  # noqa: E402
+from ensemble.evals.questions import select_questions  # noqa: E402
 from ensemble.evals.records import QuestionRecord  # noqa: E402
-from ensemble.evals.runner import EvalConfig, analyse, select_questions  # noqa: E402
+from ensemble.evals.runner import RunOptions  # noqa: E402
 from ensemble.evals.scoring import box_layout  # noqa: E402
-from ensemble.providers.options import ProviderOptions  # noqa: E402
+from ensemble.evals.spec import one_model  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
 
 PROBIT_C = math.sqrt(2 * math.pi) / 4
@@ -235,7 +237,7 @@ def check_box_eval(reps: int, source: Source | None = None, *, limit: int | None
     tq = {k: Tally(f"eval utility, {k[0]} n={k[1]}: for these scenarios", what) for k in keys}
     tt = {k: Tally(f"eval utility, {k[0]} n={k[1]}: for the task", what) for k in keys}
     for rep in range(reps):
-        cfg = EvalConfig(task="boxball", model="planted", temperatures=(t,), ns=ns,
+        cfg = one_model("boxball", "planted", (t,), ns,
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
         qs = select_questions(cfg, get_task("boxball"))
         g = np.random.default_rng(10_000 + seed0 + rep)
@@ -269,7 +271,7 @@ def check_box_contrasts(reps: int, source: Source | None = None, *, limit: int =
     tq = {sp: Tally(name[sp] + ": for these scenarios", what) for sp in specs}
     tt = {sp: Tally(name[sp] + ": for the task", what) for sp in specs}
     for rep in range(reps):
-        cfg = EvalConfig(task="boxball", model="planted", temperatures=temps, ns=ns,
+        cfg = one_model("boxball", "planted", temps, ns,
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
         qs = select_questions(cfg, get_task("boxball"))
         g = np.random.default_rng(20_000 + seed0 + rep)
@@ -306,7 +308,7 @@ def check_mc_eval(reps: int, source: Source | None = None, *, size: int = 1000,
         g = np.random.default_rng(30_000 + seed0 + rep)
         idx = np.sort(g.choice(size, size=limit, replace=False))
         qs = [pop[i] for i in idx]
-        cfg = EvalConfig(task="jsonl", model="planted", temperatures=temps, ns=ns,
+        cfg = one_model("jsonl", "planted", temps, ns,
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
         answers = np.stack([src(qs, t, samples, g) for t in temps])
         s = analyse(cfg, qs, answers, population=size)
@@ -347,7 +349,7 @@ def check_compare(reps: int, source_a: Source | None = None, source_b: Source | 
     tq = {n: Tally(f"compare B − A, majority n={n}: for these scenarios", what) for n in ns}
     tt = {n: Tally(f"compare B − A, majority n={n}: for the task", what) for n in ns}
     for rep in range(reps):
-        cfg = EvalConfig(task="boxball", model="planted", temperatures=(t,), ns=ns,
+        cfg = one_model("boxball", "planted", (t,), ns,
                          samples=samples, limit=limit, seed=seed0 + rep)
         qs = select_questions(cfg, get_task("boxball"))
         g = np.random.default_rng(40_000 + seed0 + rep)
@@ -471,7 +473,7 @@ def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
     dq = {r: Tally(f"mixed {r} − majority: for these scenarios", what) for r in rules[1:]}
     dt = {r: Tally(f"mixed {r} − majority: for the task", what) for r in rules[1:]}
     for rep in range(reps):
-        cfg = EvalConfig(task="boxball", model="planted", temperatures=(t,), ns=(1,),
+        cfg = one_model("boxball", "planted", (t,), (1,),
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
         qs = select_questions(cfg, get_task("boxball"))
         g = np.random.default_rng(30_000 + seed0 + rep)
@@ -526,11 +528,9 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
     base = Path(out or tempfile.mkdtemp(prefix="coverage-"))
     for rep in range(runs):
         with SimulatedServer(lam1=lam1, seed=100 + rep) as srv:
-            cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                             provider=ProviderOptions(api_base=srv.base_url),
-                             temperatures=(1.0,), ns=ns, samples=samples, limit=limit,
-                             seed=rep, out=str(base / f"run{rep}"))
-            s = asyncio.run(run_eval(cfg))
+            cfg = one_model("boxball", "openai/sim-expert", (1.0,), ns,
+                            api_base=srv.base_url, samples=samples, limit=limit, seed=rep)
+            s = asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"run{rep}"))))
         qs = select_questions(cfg, get_task("boxball"))
         for n in ns:
             row = _cell(s["results"], t=1.0, n=n, aggregator="majority")
@@ -544,11 +544,11 @@ def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0
                        samples: int = 10, limit: int = 40, ns: tuple[int, ...] = (1, 3, 5),
                        out: Path | None = None) -> list[Tally]:
     """20 pairs of eval runs against simulated servers with planted λ₁ = 2 and 4 (real HTTP,
-    run folders on disk), then `ensemble compare`'s logic on the folders (`load_run`)."""
+    run folders on disk), then `ensemble compare`'s logic on the folders (`read_run`)."""
     import asyncio
     import tempfile
 
-    from ensemble.evals.compare import load_run
+    from ensemble.evals.rundir import read_run as load_run
     from ensemble.evals.runner import run_eval
     from ensemble.testing import SimulatedServer
 
@@ -563,12 +563,9 @@ def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0
         dirs = []
         for name, lam in (("a", lams[0]), ("b", lams[1])):
             with SimulatedServer(lam1=lam, seed=200 + 2 * rep + (name == "b")) as srv:
-                cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                                 provider=ProviderOptions(api_base=srv.base_url),
-                                 temperatures=(1.0,), ns=ns,
-                                 samples=samples, limit=limit, seed=rep,
-                                 out=str(base / f"{name}{rep}"))
-                asyncio.run(run_eval(cfg))
+                cfg = one_model("boxball", "openai/sim-expert", (1.0,), ns,
+                                api_base=srv.base_url, samples=samples, limit=limit, seed=rep)
+                asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"{name}{rep}"))))
             dirs.append(base / f"{name}{rep}")
         doc = compare_runs(load_run(dirs[0]), load_run(dirs[1]), seed=rep)
         qs = select_questions(cfg, get_task("boxball"))

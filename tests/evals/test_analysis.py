@@ -235,11 +235,12 @@ def test_identical_answers_have_no_noise_and_k_equal_n_falls_back_to_the_task_in
 
 
 def test_a_scenario_missing_a_question_is_left_out_with_a_warning():
-    from ensemble.evals.runner import EvalConfig, analyse, select_questions
+    from ensemble.evals.grid import analyse
+    from ensemble.evals.questions import select_questions
+    from ensemble.evals.spec import one_model
     from ensemble.tasks import get_task
 
-    cfg = EvalConfig(task="boxball", model="m", temperatures=(1.0,), ns=(1, 3), samples=5,
-                     limit=10, seed=1)
+    cfg = one_model("boxball", "m", (1.0,), (1, 3), samples=5, limit=10, seed=1)
     qs = select_questions(cfg, get_task("boxball"))[1:]  # the first question failed for good
     g = np.random.default_rng(0)
     answers = np.where(g.random((1, len(qs), 5)) < 0.7, "L", "R").astype(object)

@@ -11,19 +11,19 @@ import sys
 
 import pytest
 
-from ensemble.evals.compare import compare_runs, load_run
-from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.providers.options import ProviderOptions
+from ensemble.evals.compare import compare_runs
+from ensemble.evals.rundir import read_run as load_run
+from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.spec import load_spec, one_model
 from ensemble.testing import SimulatedServer
 
 
-def _run(tmp_path, name, lam1, *, seed, limit=15, samples=6, ns=(1, 3), temps=(0.5, 1.0)):
+def _run(tmp_path, name, lam1, *, seed, limit=15, samples=6, ns=(1, 3), temps=(0.5, 1.0),
+         **kw):
     with SimulatedServer(lam1=lam1, seed=seed) as srv:
-        cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=temps, ns=ns, samples=samples, limit=limit, seed=0,
-                         out=str(tmp_path / name), bootstrap=200)
-        return asyncio.run(run_eval(cfg))
+        spec = one_model("boxball", "openai/sim-expert", temps, ns, api_base=srv.base_url,
+                         samples=samples, limit=limit, seed=0, bootstrap=200, **kw)
+        return asyncio.run(run_eval(spec, RunOptions(out=str(tmp_path / name))))
 
 
 @pytest.fixture(scope="module")
@@ -104,24 +104,15 @@ def test_bad_input_is_one_line(runs, tmp_path):
     assert "no question in common" in _one_line(tmp / "a", renamed)
 
 
-def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path):
+def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path, mixed_runs):
     # issue 22: compare pairs two mixed ensembles (below); a mixed ensemble against a single
     # model's run, or a run against itself, is still refused in one line
-    for name in ("m", "s"):
-        p = tmp_path / name
-        p.mkdir()
-        for f in ("questions.jsonl", "samples.jsonl"):
-            (p / f).write_text("")
-        doc = {"task": "boxball", "results": [{"t": 1.0, "n": 1, "aggregator": "majority"}],
-               "ns": [1], "temperatures": [1.0], "created": name}
-        if name == "m":
-            doc["ensemble"] = {"members": [{"label": "x", "temperature": 1.0, "n": 1}],
-                               "aggregators": ["majority"]}
-        (p / "summary.json").write_text(json.dumps(doc))
+    _run(tmp_path, "s", 3.0, seed=1, limit=4, samples=3, ns=(1,), temps=(1.0,))
+    paths = {"m": mixed_runs / "a", "s": tmp_path / "s"}
     for a, b, needle in (("m", "s", "mixed-ensemble run"), ("s", "m", "mixed-ensemble run"),
                          ("m", "m", "same run")):
-        r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp_path / a),
-                            str(tmp_path / b)], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(paths[a]),
+                            str(paths[b])], capture_output=True, text=True)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -130,8 +121,6 @@ def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path):
 def mixed_runs(tmp_path_factory):
     """Two mixed ensembles of the same members' labels, through real HTTP: A's strong member
     at λ₁ = 2, B's at λ₁ = 8 (the weak one the same), three rules each."""
-    from ensemble.evals.mixed import run_mixed
-    from ensemble.evals.spec import load_spec
 
     base = tmp_path_factory.mktemp("mixed-cmp")
     with SimulatedServer(lam1=1.0, seed=1) as weak, SimulatedServer(lam1=2.0, seed=2) as s2, \
@@ -143,9 +132,9 @@ def mixed_runs(tmp_path_factory):
                 {"model": "openai/sim-strong", "api_base": strong.base_url, "n": 1,
                  "temperature": 0.5, "lam": 4.0, "label": "strong"}],
                 "aggregators": ["majority", "lam-weighted", "robust"]}))
-            cfg = EvalConfig(task="boxball", samples=4, limit=12, seed=0,
-                             out=str(base / name), bootstrap=200)
-            asyncio.run(run_mixed(load_spec(str(base / f"{name}.json")), cfg))
+            spec = load_spec(str(base / f"{name}.json")).model_copy(update={
+                "task": "boxball", "samples": 4, "limit": 12, "seed": 0, "bootstrap": 200})
+            asyncio.run(run_eval(spec, RunOptions(out=str(base / name))))
     return base
 
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.providers.options import ProviderOptions
+from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.spec import one_model
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 
@@ -42,10 +42,9 @@ def server():
 @pytest.fixture(scope="module")
 def run(server, tmp_path_factory):
     out = tmp_path_factory.mktemp("defects") / "run"
-    cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                     provider=ProviderOptions(api_base=server.base_url), temperatures=(0.5, 1.0),
-                     ns=(1, 3), samples=4, limit=4, seed=0, out=str(out), bootstrap=200)
-    asyncio.run(run_eval(cfg))
+    spec = one_model("boxball", "openai/sim-expert", (0.5, 1.0), (1, 3),
+                     api_base=server.base_url, samples=4, limit=4, seed=0, bootstrap=200)
+    asyncio.run(run_eval(spec, RunOptions(out=str(out))))
     return out
 
 
@@ -131,10 +130,9 @@ def test_an_out_folder_holds_one_run(server, run, tmp_path):
 
 
 def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path):
-    asyncio.run(run_eval(EvalConfig(
-        task="boxball", model="openai/sim-expert", provider=ProviderOptions(
-            api_base=server.base_url), temperatures=(0.5, 1.0), ns=(1, 3), samples=4, limit=4,
-        seed=0, out=str(tmp_path / "b"), bootstrap=200)))
+    asyncio.run(run_eval(one_model(
+        "boxball", "openai/sim-expert", (0.5, 1.0), (1, 3), api_base=server.base_url,
+        samples=4, limit=4, seed=0, bootstrap=200), RunOptions(out=str(tmp_path / "b"))))
     interval = re.compile(r"\[[+-]?\d\.\d{3}, [+-]?\d\.\d{3}\]")
     for columns in (80, None):  # None: piped, no $COLUMNS
         env_cols = columns

@@ -9,6 +9,7 @@ the endpoint (the normalised api_base) and the default folder names it.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +38,19 @@ def test_two_servers_one_model_name_each_draws_and_reports_its_own_lambda(tmp_pa
         served_a = a.stats.requests
         doc_b = calibrate(tmp_path, b.base_url)  # the default folder: separate by endpoint
         served_b = b.stats.requests
-        # the same --out for the second server: its own samples, drawn at that server
-        doc_b2 = calibrate(tmp_path, b.base_url, "--out", str(tmp_path / doc_a["meta"]["run_dir"]))
+        # the same --out for the second server is another run: refused, naming the run there
+        # (issue 32); beside the first server's samples in one store, its own are drawn
+        a_dir = tmp_path / doc_a["meta"]["run_dir"]
+        r = subprocess.run([sys.executable, "-m", "ensemble", "calibrate", "--model", MODEL,
+                            "--api-base", b.base_url, "--t", "1", "--samples", "5", "--limit",
+                            "120", "--out", str(a_dir)], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 1 and "holds another run" in r.stderr and a.base_url in r.stderr
+        assert b.stats.requests == served_b
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shutil.copy(a_dir / "samples.sqlite", shared / "samples.sqlite")
+        doc_b2 = calibrate(tmp_path, b.base_url, "--out", str(shared))
         served_b2 = b.stats.requests - served_b
     assert served_a > 0 and served_b == served_a and served_b2 == served_a
     assert doc_a["meta"]["run_dir"] != doc_b["meta"]["run_dir"]

@@ -14,7 +14,9 @@ import pytest
 from scipy import stats
 
 from ensemble.evals.analysis import box_utility
-from ensemble.evals.runner import EvalConfig, run_eval, select_questions
+from ensemble.evals.questions import select_questions
+from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.spec import one_model
 from ensemble.providers.options import ProviderOptions
 from ensemble.qr import psi
 from ensemble.tasks import get_task
@@ -72,13 +74,13 @@ def test_mathqa_reproduces_the_papers_pattern(tmp_path, mathqa_path):
     task = get_task("mathqa", data=mathqa_path, limit=q, seed=0)
     key = answer_key_from_questions(task.questions())
     with SimulatedServer(lam1=lam1, seed=0, answer_key=key, mc_a=a, mc_b=b) as srv:
-        cfg = EvalConfig(task="mathqa", model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=(0.0, 0.5, 1.0), ns=(1, 3, 5), samples=10, limit=q,
-                         data=str(mathqa_path), out=str(tmp_path / "run"), bootstrap=400)
-        s = asyncio.run(run_eval(cfg))
+        cfg = one_model("mathqa", "openai/sim-expert", (0.0, 0.5, 1.0), (1, 3, 5),
+                        api_base=srv.base_url, samples=10, limit=q, data=str(mathqa_path),
+                        bootstrap=400)
+        opts = RunOptions(out=str(tmp_path / "run"))
+        s = asyncio.run(run_eval(cfg, opts))
         assert srv.stats.requests == s["requests"] == 3 * q
-        again = asyncio.run(run_eval(cfg))  # resumed from the store: no request
+        again = asyncio.run(run_eval(cfg, opts))  # resumed from the store: no request
         assert srv.stats.requests == 3 * q and again["requests"] == 0
     assert again["results"] == s["results"]
     # paired differences (same questions at each t) beyond 2 of their reported SEMs
@@ -127,7 +129,7 @@ def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
     s1, s2 = json.loads(r1.stdout), json.loads(r2.stdout)
     assert s2["requests"] == 0 and s2["results"] == s1["results"]
     assert {"task", "model", "results", "invalid_rate", "requests", "cost_usd"} <= set(s1)
-    cfg = EvalConfig(task="boxball", model="m", temperatures=(0.5, 1.0), ns=(1, 3), limit=limit)
+    cfg = one_model("boxball", "m", (0.5, 1.0), (1, 3), limit=limit)
     qs = select_questions(cfg, get_task("boxball"))
     scen = sorted({q.meta["scenario"] for q in qs})
     assert res(s1, 0.5, 1, "majority")["items"] == len(scen) == limit
@@ -156,11 +158,9 @@ def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
 def test_invalid_answers_counted(tmp_path):
     # the server replies without an <answer> to a fraction of samples
     with SimulatedServer(lam1=4.0, seed=1, invalid_rate=0.3) as srv:
-        cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=(1.0,), ns=(1, 3), samples=10, limit=20,
-                         out=str(tmp_path / "i"), bootstrap=100)
-        s = asyncio.run(run_eval(cfg))
+        cfg = one_model("boxball", "openai/sim-expert", (1.0,), (1, 3), api_base=srv.base_url,
+                        samples=10, limit=20, bootstrap=100)
+        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "i"))))
     assert 0.2 < s["invalid_rate"] < 0.4
     assert s["invalid_rate_by_t"][0]["invalid_rate"] == s["invalid_rate"]
     # invalid answers cost utility: an abstaining expert never beats a valid one here
@@ -224,11 +224,10 @@ def test_malformed_data_and_unknown_model_lose_nothing(tmp_path):
 @pytest.mark.local_model
 def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
-    cfg = EvalConfig(task="mathqa", model=f"local/{smollm2_path}", temperatures=(0.7,),
-                     ns=(1, 2), samples=2, limit=2, data=str(mathqa_path),
-                     out=str(tmp_path / "local"), bootstrap=20, max_tokens=48,
-                     provider=ProviderOptions(max_concurrency=2))
-    s = asyncio.run(run_eval(cfg))
+    cfg = one_model("mathqa", f"local/{smollm2_path}", (0.7,), (1, 2), samples=2, limit=2,
+                    data=str(mathqa_path), bootstrap=20, max_tokens=48)
+    s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "local"),
+                                             provider=ProviderOptions(max_concurrency=2))))
     # a 135M model mostly fails the format; what matters: the samples arrived and were scored
     assert s["requests"] >= 1 and s["tokens"]["completion"] > 0
     assert 0.0 <= s["invalid_rate"] <= 1.0

@@ -16,11 +16,9 @@ from ensemble.evals.groups import (
     group_rule,
     vote_group_values,
 )
-from ensemble.evals.mixed import run_mixed
-from ensemble.evals.runner import EvalConfig, run_eval
+from ensemble.evals.runner import RunOptions, run_eval
 from ensemble.evals.scoring import box_layout
-from ensemble.evals.spec import load_spec
-from ensemble.providers.options import ProviderOptions
+from ensemble.evals.spec import load_spec, one_model
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
 
@@ -100,11 +98,12 @@ def test_bad_spec_is_one_line_naming_the_field(tmp_path):
         load_spec(str(p))
 
 
-def _cfg(tmp_path, **kw):
-    base = dict(task="boxball", model="ensemble", temperatures=(1.0,), ns=(1,), samples=3,
-                limit=6, out=str(tmp_path / "run"), bootstrap=200)
-    base.update(kw)
-    return EvalConfig(**base)
+def _mixed(spec, tmp_path, **kw):
+    """Run a mixed ensemble's spec in tmp_path/run (its task and sizes from `kw`)."""
+    fields = dict(task="boxball", samples=3, limit=6, bootstrap=200)
+    fields.update(kw)
+    return asyncio.run(run_eval(spec.model_copy(update=fields),
+                                RunOptions(out=str(tmp_path / "run"))))
 
 
 def test_mixed_boxball_end_to_end(tmp_path):
@@ -114,12 +113,12 @@ def test_mixed_boxball_end_to_end(tmp_path):
              "lam": 2.0},
             {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 1.0,
              "lam": 8.0, "label": "strong"}]}))
-        s = asyncio.run(run_mixed(spec, _cfg(tmp_path)))
+        s = _mixed(spec, tmp_path)
         assert a.stats.completions == 12 * 3 and b.stats.completions == 12 * 3
         # a rerun against the same endpoints makes no request and gives the same numbers (a
         # server restarted on another port is another endpoint: its samples are its own)
         served = (a.stats.requests, b.stats.requests)
-        s2 = asyncio.run(run_mixed(spec, _cfg(tmp_path)))
+        s2 = _mixed(spec, tmp_path)
         assert (a.stats.requests, b.stats.requests) == served
     assert s["ensemble"]["aggregators"] == ["majority", "lam-weighted", "robust"]
     ens = [r for r in s["results"] if r["member"] == "ensemble"]
@@ -210,43 +209,44 @@ def _write(tmp_path, doc):
 
 def test_rules_that_do_not_apply_are_refused_before_any_request(tmp_path, mathqa_path):
     with SimulatedServer(lam1=2.0) as srv:
-        cfg = EvalConfig(task="mathqa", model="openai/sim", temperatures=(1.0,), ns=(1,),
-                         limit=3, data=str(mathqa_path), out=str(tmp_path / "r"),
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         aggregators=("robust",), lam1=2.0)
+        opts = RunOptions(out=str(tmp_path / "r"))
+        cfg = one_model("mathqa", "openai/sim", (1.0,), (1,), api_base=srv.base_url, limit=3,
+                        data=str(mathqa_path), aggregators=["robust"], lam1=2.0)
         with pytest.raises(InputError, match="two options"):
-            asyncio.run(run_eval(cfg))
-        cfg = EvalConfig(task="boxball", model="openai/sim", temperatures=(1.0,), ns=(1,),
-                         limit=3, out=str(tmp_path / "r"),
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         aggregators=("robust",))
+            asyncio.run(run_eval(cfg, opts))
+        cfg = one_model("boxball", "openai/sim", (1.0,), (1,), api_base=srv.base_url, limit=3,
+                        aggregators=["robust"])
         with pytest.raises(InputError, match="needs every member's λ"):
-            asyncio.run(run_eval(cfg))
+            asyncio.run(run_eval(cfg, opts))
         spec = load_spec(_write(tmp_path, {"members": [
             {"model": "openai/a", "api_base": srv.base_url, "n": 1, "temperature": 1.0,
              "lam": 1.0}], "aggregators": ["robust"]}))
         with pytest.raises(InputError, match="two options"):
-            asyncio.run(run_mixed(spec, EvalConfig(
-                task="mathqa", model="e", temperatures=(1.0,), ns=(1,), limit=3,
-                data=str(mathqa_path), out=str(tmp_path / "m"))))
+            asyncio.run(run_eval(spec.model_copy(update=dict(
+                task="mathqa", limit=3, data=str(mathqa_path))),
+                RunOptions(out=str(tmp_path / "m"))))
+        binary = tmp_path / "yn.jsonl"
+        binary.write_text('{"id": "q1", "question": "2+2=4?", "choices": ["yes", "no"], '
+                          '"answer": "yes"}\n', encoding="utf-8")
+        with pytest.raises(InputError, match="box-ball only"):
+            asyncio.run(run_eval(spec.model_copy(update=dict(task="jsonl", data=str(binary))),
+                                 RunOptions(out=str(tmp_path / "j"))))
         # the baseline is scored in every run, not as a rule: refused, never scored as another
         follow = load_spec(_write(tmp_path, {"members": [
             {"model": "openai/a", "api_base": srv.base_url, "n": 1, "temperature": 1.0,
              "lam": 1.0}], "aggregators": ["random-follow"]}))
         with pytest.raises(InputError, match="random-follow cannot be scored for the box-ball"):
-            asyncio.run(run_mixed(follow, EvalConfig(
-                task="boxball", model="e", temperatures=(1.0,), ns=(1,), limit=3,
-                out=str(tmp_path / "j"))))
+            asyncio.run(run_eval(follow.model_copy(update=dict(task="boxball", limit=3)),
+                                 RunOptions(out=str(tmp_path / "f"))))
         assert srv.stats.requests == 0
 
 
 def test_single_model_aggregator_rows_and_contrasts(tmp_path):
     with SimulatedServer(lam1=2.0) as srv:
-        cfg = EvalConfig(task="boxball", model="openai/sim", temperatures=(0.5, 1.0),
-                         ns=(1, 3), samples=4, limit=5, out=str(tmp_path / "r"),
-                         provider=ProviderOptions(api_base=srv.base_url), bootstrap=200,
-                         aggregators=("robust", "lam-weighted"), lam1=2.0)
-        s = asyncio.run(run_eval(cfg))
+        cfg = one_model("boxball", "openai/sim", (0.5, 1.0), (1, 3), api_base=srv.base_url,
+                        samples=4, limit=5, bootstrap=200, aggregators=["robust", "lam-weighted"],
+                        lam1=2.0)
+        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "r"))))
     assert s["aggregators"] == ["majority", "robust", "lam-weighted"]
     rows = {(r["t"], r["n"], r["aggregator"]): r for r in s["results"]}
     for t in (0.5, 1.0):
@@ -282,8 +282,7 @@ def test_mixed_mathqa_end_to_end(tmp_path, mathqa_path):
              "lam": 0.5},
             {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 1.0,
              "lam": 3.0}]}))
-        s = asyncio.run(run_mixed(spec, _cfg(tmp_path, task="mathqa", data=str(mathqa_path),
-                                             limit=8)))
+        s = _mixed(spec, tmp_path, task="mathqa", data=str(mathqa_path), limit=8)
     assert s["ensemble"]["aggregators"] == ["plurality", "lam-weighted"]
     assert [(r["member"], r["aggregator"]) for r in s["results"]] == [
         ("ensemble", "plurality"), ("ensemble", "lam-weighted"),

@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from ensemble.evals.compare import compare_runs, load_run
-from ensemble.evals.runner import EvalConfig, run_eval
-from ensemble.providers.options import ProviderOptions
+from ensemble.evals.compare import compare_runs
+from ensemble.evals.rundir import read_run as load_run
+from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.spec import one_model
 from ensemble.tasks import get_task
 from ensemble.testing import OpenAnswers, SimulatedServer
 from ensemble.testing.openexpert import open_question_text
@@ -49,11 +50,10 @@ def open_run(tmp_path_factory, mathqa_path):
                        a=3.0, b=2.0, wrong=2)
     out = tmp_path_factory.mktemp("open") / "run"
     with SimulatedServer(seed=4, open_answers=plan) as srv:
-        cfg = EvalConfig(task="mathqa", model="openai/sim-expert", open=True,
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=(0.7,), ns=(1, 5), samples=10, limit=q,
-                         data=str(mathqa_path), out=str(out), bootstrap=300)
-        summary = asyncio.run(run_eval(cfg))
+        cfg = one_model("mathqa", "openai/sim-expert", (0.7,), (1, 5), open=True,
+                        api_base=srv.base_url, samples=10, limit=q, data=str(mathqa_path),
+                        bootstrap=300)
+        summary = asyncio.run(run_eval(cfg, RunOptions(out=str(out))))
         requests = srv.stats.requests
     truths = [plan.truth(open_question_text(x.prompt), seed=4) for x in questions]
     return summary, truths, out, requests, questions
@@ -107,12 +107,10 @@ def test_compare_two_open_runs(open_run, tmp_path, mathqa_path):
     plan = OpenAnswers({open_question_text(x.prompt): float(x.correct) for x in questions},
                        accuracy=0.95, wrong=2)
     with SimulatedServer(seed=9, open_answers=plan) as srv:
-        cfg = EvalConfig(task="mathqa", model="openai/sim-expert", open=True,
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=(0.7,), ns=(1, 5), samples=10, limit=len(questions),
-                         data=str(mathqa_path), out=str(tmp_path / "b"), bootstrap=200,
-                         adaptive=("beta",))
-        b = asyncio.run(run_eval(cfg))
+        cfg = one_model("mathqa", "openai/sim-expert", (0.7,), (1, 5), open=True,
+                        api_base=srv.base_url, samples=10, limit=len(questions),
+                        data=str(mathqa_path), bootstrap=200, adaptive=["beta"])
+        b = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "b"))))
     assert b["adaptive"]
     c = compare_runs(load_run(out), load_run(tmp_path / "b"), reps=200)
     row = next(r for r in c["results"] if r["n"] == 5)
@@ -131,17 +129,14 @@ def test_jsonl_open_rows(tmp_path):
     plan = OpenAnswers({f"How many legs have {i} spiders?": 8.0 * i for i in range(1, 9)},
                        accuracy=0.9)
     with SimulatedServer(seed=2, open_answers=plan) as srv:
-        cfg = EvalConfig(task="jsonl", model="openai/sim-expert", answer="number",
-                         provider=ProviderOptions(api_base=srv.base_url),
-                         temperatures=(0.5,), ns=(1, 3), samples=6, data=str(data),
-                         out=str(tmp_path / "run"), bootstrap=100)
-        s = asyncio.run(run_eval(cfg))
+        cfg = one_model("jsonl", "openai/sim-expert", (0.5,), (1, 3), answer="number",
+                        api_base=srv.base_url, samples=6, data=str(data), bootstrap=100)
+        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "run"))))
     assert res(s, 0.5, 3, "plurality")["accuracy"] > 0.8
     from ensemble.errors import InputError
 
     with pytest.raises(InputError, match="takes no --open"):
-        asyncio.run(run_eval(EvalConfig(task="boxball", model="m", temperatures=(1.0,),
-                                        ns=(1,), open=True)))
+        asyncio.run(run_eval(one_model("boxball", "m", (1.0,), (1,), open=True)))
 
 
 def test_compare_names_different_answer_kinds_not_different_questions(tmp_path):
@@ -157,10 +152,9 @@ def test_compare_names_different_answer_kinds_not_different_questions(tmp_path):
                        accuracy=0.9)
     with SimulatedServer(seed=2, open_answers=plan) as srv:
         for kind in ("number", "math"):
-            asyncio.run(run_eval(EvalConfig(
-                task="jsonl", model="openai/sim-expert", answer=kind,
-                provider=ProviderOptions(api_base=srv.base_url), temperatures=(0.5,), ns=(1,),
-                samples=2, data=str(data), out=str(tmp_path / kind), bootstrap=100)))
+            asyncio.run(run_eval(one_model(
+                "jsonl", "openai/sim-expert", (0.5,), (1,), answer=kind, api_base=srv.base_url,
+                samples=2, data=str(data), bootstrap=100), RunOptions(out=str(tmp_path / kind))))
     with pytest.raises(InputError, match="read answers differently") as e:
         compare_runs(load_run(tmp_path / "number"), load_run(tmp_path / "math"))
     assert "--answer number" in str(e.value) and "--answer math" in str(e.value)

@@ -32,7 +32,8 @@ from ensemble.evals.records import (
     write_samples,
     write_votes,
 )
-from ensemble.evals.runner import EvalConfig, run_eval
+from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.spec import load_spec, one_model
 from ensemble.evals.view import build_view, embed_json
 from ensemble.jsonio import loads
 from ensemble.providers.options import ProviderOptions
@@ -47,11 +48,9 @@ needs_chromium = pytest.mark.skipif(
 
 
 def _eval(out: Path, srv: SimulatedServer, **kw) -> dict:
-    cfg = EvalConfig(task="boxball", model="openai/sim-expert",
-                     provider=ProviderOptions(api_base=srv.base_url),
-                     temperatures=kw.pop("t", (0.5, 1.0)), ns=(1, 3), samples=5, limit=3,
-                     out=str(out), bootstrap=50, **kw)
-    return asyncio.run(run_eval(cfg))
+    spec = one_model("boxball", "openai/sim-expert", kw.pop("t", (0.5, 1.0)), (1, 3),
+                     api_base=srv.base_url, samples=5, limit=3, bootstrap=50, **kw)
+    return asyncio.run(run_eval(spec, RunOptions(out=str(out))))
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +179,29 @@ def _hostile_run(out: Path, port: int) -> None:
     write_questions(out, qs)
     write_samples(out, qs, (1.0,), rows, answers)
     write_votes(out, qs, model_members((1.0,), (1, 3)), answers, rule="plurality")
-    (out / "summary.json").write_text(json.dumps({"task": "jsonl", "model": "m<i>",
-                                                  "results": []}))
+    (out / "summary.json").write_text(json.dumps(_empty_summary("jsonl", "m<i>", out)))
+
+
+def _empty_summary(task: str, model: str, out: Path) -> dict:
+    """A summary.json with every field (`EvalSummary`) and no result row: records written
+    here, without a draw."""
+    from ensemble import ProviderOptions
+
+    return {"task": task, "model": model, "metric": "accuracy", "estimator": "none",
+            "temperatures": [1.0], "ns": [1, 3], "samples_per_question": 3, "bootstrap": 2,
+            "seed": 0, "population": {"items": 0, "total": 1, "unit": "questions",
+                                      "fraction": 0.0},
+            "intervals": {}, "results": [], "contrasts": [], "invalid_rate": 0.0,
+            "invalid_rate_by_t": [], "invalid_policy": "", "warnings": [], "adaptive": [],
+            "ensemble": None, "aggregators": ["plurality"], "lam1": None, "layout": {},
+            "requests": 0, "cost_usd": None,
+            "cost": {"now_usd": None, "stored_samples_usd": None, "note": ""},
+            "tokens": {"prompt": 0, "completion": 0}, "samples": {"total": 0, "from_store": 0},
+            "retries": 0, "errors": 0, "rate_limited": 0, "wall_time_s": 0.0,
+            "analysis_time_s": 0.0, "run_dir": str(out), "data": {},
+            "failed": {"count": 0, "of": 0, "ids": [], "reasons": {}, "file": None},
+            "notes": [], "provider": ProviderOptions().public(), "endpoint": None,
+            "served_by": None, "created": "now", "version": "test"}
 
 
 def test_page_loads_nothing_from_outside(runs):
@@ -370,8 +390,6 @@ def test_compare_filter_finds_the_questions_decided_differently(runs, tmp_path):
 # -- a mixed ensemble (`ensemble eval --ensemble`) ---------------------------------------------
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    from ensemble.evals.mixed import run_mixed
-    from ensemble.evals.spec import load_spec
 
     base = tmp_path_factory.mktemp("mixed")
     with SimulatedServer(lam1=1.0, seed=1, invalid_rate=0.1) as a, \
@@ -381,9 +399,9 @@ def mixed(tmp_path_factory):
              "lam": 1.0, "label": "weak"},
             {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 0.5,
              "lam": 12.0, "label": "strong"}]}))
-        cfg = EvalConfig(task="boxball", model="ensemble", temperatures=(1.0,), ns=(1,),
-                         samples=3, limit=3, out=str(base / "run"), bootstrap=50)
-        asyncio.run(run_mixed(load_spec(str(base / "spec.json")), cfg))
+        spec = load_spec(str(base / "spec.json")).model_copy(update={
+            "task": "boxball", "samples": 3, "limit": 3, "bootstrap": 50})
+        asyncio.run(run_eval(spec, RunOptions(out=str(base / "run"))))
     return base / "run"
 
 
@@ -472,7 +490,8 @@ def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path):
 
 # -- issue 21: the two-run page's paired table, the calibration page's words, the plot's scale --
 def test_two_run_page_has_the_paired_table_compare_computes(runs):
-    from ensemble.evals.compare import compare_runs, load_run as compare_run
+    from ensemble.evals.compare import compare_runs
+    from ensemble.evals.rundir import read_run as compare_run
 
     page = build_view([runs / "a", runs / "b"]).path.read_text(encoding="utf-8")
     assert "Paired differences, B − A" in page

@@ -183,9 +183,10 @@ async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
     if cfg.dry_run:
         (doc,) = estimate(task, qs, members, out=out, build=_build(cfg, task))
         return {"task": cfg.task, "questions": len(qs), "temperatures": cfg.temperatures, **doc}
-    from .rundir import claim_run_dir
+    from .rundir import calibration_identity, claim_run_dir
 
-    claim_run_dir(out, kind="calibration", task=cfg.task, model=cfg.model)
+    claim_run_dir(out, kind="calibration", task=cfg.task, model=cfg.model,
+                  identity=calibration_identity(cfg.provider.endpoint.api_base, cfg.data))
     policy = DrawPolicy(fail_on_error=cfg.fail_on_error, max_cost=cfg.max_cost,
                         progress=cfg.progress, on_status=cfg.on_status, batch=cfg.batch,
                         router=cfg.router)
@@ -285,6 +286,9 @@ def _write(cfg: CalibrationConfig, out: Path, qs: list[Question], fits: list[Lam
     }
     from ensemble.jsonio import dumps
 
+    from .schemas import CalibrationSummary, dump
+
+    doc = dump(CalibrationSummary.model_validate(doc))  # a bug, not input, if it fails
     (out / "calibration.json").write_text(dumps(doc, indent=2) + "\n")
     return doc
 
@@ -456,11 +460,10 @@ def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
 
     doc = eval_summary(Path(eval_dir), flag="--eval-dir")
     out = {}
-    for r in doc.get("results", []):
-        if r.get("aggregator") in (PLURALITY, MAJORITY) and r.get("t") is not None:
-            acc, sem = float(r["accuracy"]), float(r["sem"])
-            ci = r.get("ci") or [acc - 1.96 * sem, acc + 1.96 * sem]
-            out[(float(r["t"]), int(r["n"]))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),
-                                                 "hi": float(ci[1]),
-                                                 "aggregator": r["aggregator"]}
+    for r in doc.results:
+        if r.aggregator in (PLURALITY, MAJORITY) and r.t is not None:
+            acc, sem = float(r.accuracy), float(r.sem)
+            ci = r.ci or [acc - 1.96 * sem, acc + 1.96 * sem]
+            out[(float(r.t), int(r.n))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),
+                                           "hi": float(ci[1]), "aggregator": r.aggregator}
     return out

@@ -3,10 +3,11 @@
 `ensemble compare RUN_A RUN_B` reads both run folders (`evals.rundir.read_run`: summary.json,
 questions.jsonl, samples.jsonl) and, for every cell both runs have, computes on the shared
 items (questions; box-ball: scenarios) the same per-item estimates as `ensemble eval`
-(`evals.scoring`), so on identical question sets `a` and `b` are the runs' own numbers and
-`diff = b − a` their difference. Cells: a single model's (t, n, rule); a mixed ensemble's
-ensemble under each rule (`member` "ensemble") and each member alone at its n (matched by
-label). A single model and a mixed ensemble share no cell.
+(`evals.scoring`, `evals.grid`), so on identical question sets `a` and `b` are the runs' own
+numbers and `diff = b − a` their difference. Cells: every (t, n, rule) of a single model both
+runs scored (the main vote, random-follow, and each `--aggregator` rule, at each run's own
+λ₁); a mixed ensemble's ensemble under each rule (`member` "ensemble") and each member alone
+at its n (matched by label). A single model and a mixed ensemble share no cell.
 
 Intervals follow `evals.intervals`, paired over the shared items: `ci` for the task (the
 runs' answers are independent, so their noise adds; a random subset of the task adds the
@@ -31,8 +32,9 @@ from ensemble.tasks import TaskLayout, layout_of
 from .analysis import ItemValues
 from .intervals import bootstrap_counts, sampled_row, summarise
 from .records import QuestionRecord
+from .rundir import RunFolder
 
-__all__ = ["MIN_BOOTSTRAP", "MemberCell", "RunData", "compare_runs", "load_run"]
+__all__ = ["MIN_BOOTSTRAP", "MemberCell", "RunData", "compare_runs", "run_data"]
 
 MIN_BOOTSTRAP = 100  # fewer resamples cannot place a 95% interval's 2.5% and 97.5% points
 
@@ -52,9 +54,10 @@ class RunData:
     """One eval run, read back: its questions and the answers counted for them.
 
     `answers` maps (t, question id) -> the answers by sample index for a single model, and
-    (member label, question id) for a mixed ensemble (`members` its members, `rules` the rules
-    it scored). `created` identifies the run: when it was written and into which folder (a
-    copy of a folder is the same run; two runs written in one second are not)."""
+    (member label, question id) for a mixed ensemble (`members` its members); `rules` the
+    rules it scored (the main vote first), `lam1` one model's λ₁ for them. `created`
+    identifies the run: when it was written and into which folder (a copy of a folder is the
+    same run; two runs written in one second are not)."""
 
     path: Path
     task: str
@@ -69,6 +72,7 @@ class RunData:
     rules: tuple[str, ...] = ()
     created: str | None = None
     layout: TaskLayout | None = None
+    lam1: float | None = None
     answer: str | None = None  # the open answer kind the run read (number, math, text)
 
     @property
@@ -79,42 +83,35 @@ class RunData:
         return self.layout if self.layout is not None else layout_of(self.task)
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read a run folder written by `ensemble eval` (InputError naming the problem if not)."""
-    from .rundir import read_run
-
-    run = read_run(path, kinds=("eval",), votes=False)
-    doc, p = run.doc, run.path
-    if "task" not in doc or "results" not in doc:
-        raise InputError(f"{p / 'summary.json'} is not an eval summary; give folders written "
+def run_data(run: RunFolder) -> RunData:
+    """An eval run folder (`evals.rundir.read_run`) as compare scores it: the answers of each
+    sample by (t or member, question); InputError naming the fix for a run without rows."""
+    if run.kind != "eval":
+        raise InputError(f"{run.path} is a calibration, not an eval run: give folders written "
                          "by `ensemble eval`")
-    ens = doc.get("ensemble") or None
-    members = tuple(MemberCell(str(m["label"]), float(m["temperature"]), int(m["n"]),
-                               None if m.get("lam") is None else float(m["lam"]))
-                    for m in (ens or {}).get("members", []))
+    doc, p = run.summary, run.path
+    ens = doc.ensemble
+    members = tuple(MemberCell(m.label, float(m.temperature), int(m.n),
+                               None if m.lam is None else float(m.lam))
+                    for m in (ens.members if ens else []))
     if ens is not None and not members:
         raise InputError(f"{p / 'summary.json'} is a mixed-ensemble run without members; "
                          "rerun `ensemble eval --ensemble` on it")
-    temps = tuple(float(t) for t in doc.get("temperatures")
-                  or sorted({r["t"] for r in doc["results"] if r["t"] is not None}))
-    ns = tuple(int(n) for n in doc.get("ns") or sorted({r["n"] for r in doc["results"]
-                                                          if r["aggregator"] != RANDOM_FOLLOW}))
-    if not ns or not doc["results"]:
+    temps = tuple(float(t) for t in doc.temperatures)
+    ns = tuple(int(n) for n in doc.ns)
+    if not ns or not doc.results:
         raise InputError(f"{p / 'summary.json'} has no result rows to compare (was the run "
                          "stopped before any question finished?); rerun `ensemble eval` on it")
-    k = int(doc.get("samples_per_question") or max(ns))
+    k = int(doc.samples_per_question)
     answers: dict[tuple[Any, str], list[str | None]] = {}
     for s in run.samples:
         key = (s.member if members else float(s.t), s.id)
         row = answers.setdefault(key, [None] * k)
         if 0 <= s.sample < k:
             row[s.sample] = s.answer if s.valid else None
-    rules = tuple((ens or {}).get("aggregators", []))
-    return RunData(p, run.task, run.model, temps, ns, k,
-                   (doc.get("population") or {}).get("total"), run.questions, answers,
-                   members, rules,
-                   f"{doc['created']} {doc.get('run_dir')}" if doc.get("created") else None,
-                   run.layout, (doc.get("data") or {}).get("answer"))
+    return RunData(p, run.task, run.model, temps, ns, k, doc.population.total, run.questions,
+                   answers, members, tuple(doc.aggregators), f"{doc.created} {doc.run_dir}",
+                   run.layout, doc.lam1, doc.data.answer)
 
 
 def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
@@ -197,11 +194,31 @@ def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int
 
     ca, cb = cells(a), cells(b)
     rule = layout.vote_rule
+    # the rules beside the main vote that both runs scored, each at its run's own λ₁
+    extra = [r for r in a.rules if r in b.rules and r not in (rule, RANDOM_FOLLOW)]
+    if extra:
+        from .grid import rule_cells
+
+        def more(r: RunData) -> dict[tuple[int, int, str], ItemValues]:
+            ans = np.empty((len(temps), len(shared), r.samples), dtype=object)
+            for ti, t in enumerate(temps):
+                for qi, q in enumerate(shared):
+                    ans[ti, qi] = r.answers[t, q.id]
+            return rule_cells(layout, shared, ans, temps=temps, ns=ns, rules=extra,
+                              lam1=r.lam1)
+
+        xa, xb = more(a), more(b)
     out: Cells = {}
     for ti, t in enumerate(temps):
-        for key in [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]:
+        for key in [(rule, n) for n in ns]:
             out[(t, key[0], key[1])] = (ca[ti][key], cb[ti][key], {"t": t, "n": key[1],
                                                         "aggregator": key[0]})
+        for r in extra:
+            for n in ns:
+                out[(t, r, n)] = (xa[ti, n, r], xb[ti, n, r], {"t": t, "n": n, "aggregator": r})
+        key = (RANDOM_FOLLOW, 1)
+        out[(t, key[0], key[1])] = (ca[ti][key], cb[ti][key], {"t": t, "n": 1,
+                                                    "aggregator": key[0]})
     return out, ca[0][rule, ns[0]].items
 
 
@@ -248,9 +265,13 @@ def _ensemble_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, 
     return out, first.items
 
 
-def compare_runs(a: RunData, b: RunData, *, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Each shared cell: a, b, diff = b − a (accuracy; box-ball also in utility, ±1 units)
+def compare_runs(run_a: RunFolder | RunData, run_b: RunFolder | RunData, *, reps: int = 1000,
+                 seed: int = 0) -> dict[str, Any]:
+    """Each shared cell of two eval runs (their folders, `evals.rundir.read_run`, or their
+    answers as `RunData`): a, b, diff = b − a (accuracy; box-ball also in utility, ±1 units)
     with paired intervals over the shared items."""
+    a = run_a if isinstance(run_a, RunData) else run_data(run_a)
+    b = run_b if isinstance(run_b, RunData) else run_data(run_b)
     _check(a, b, reps)
     layout = a.task_layout()
     box = layout.utility

@@ -25,6 +25,7 @@ from ensemble.cost.spec import CostSpec
 from ensemble.errors import InputError
 
 from .intervals import estimate
+from .spec import bootstrap_of, seed_of
 
 __all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit"]
 
@@ -167,9 +168,9 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
                        "beside every member's n under the λ-weighted vote"}]
 
 
-def mixed_cost_rows(cfg: Any, spec: Any, task: Any, drawn: Any, members: Sequence[Any],
+def mixed_cost_rows(spec: Any, task: Any, drawn: Any, members: Sequence[Any],
                     ks: Sequence[int]) -> list[dict[str, Any]]:
-    """`cost_rows` for a mixed run (`mixed.run_mixed`): the members' drawn answers and the
+    """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
     dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
     decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
     from .adaptive import boxball_inputs
@@ -200,4 +201,4 @@ def mixed_cost_rows(cfg: Any, spec: Any, task: Any, drawn: Any, members: Sequenc
         costs.append(c)
     return cost_rows(codes, costs, values, weights, budgets=[m.n for m in members],
                      lams=[m.lam for m in members], spec=CostSpec(value_usd=spec.value_usd),
-                     reps=cfg.bootstrap, seed=cfg.seed)
+                     reps=bootstrap_of(spec), seed=seed_of(spec))

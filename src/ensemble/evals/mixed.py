@@ -1,12 +1,11 @@
-"""Evaluate a mixed ensemble: `ensemble eval TASK --ensemble SPEC.json` (or `--spec`).
+"""Score a mixed ensemble: members (a model at a temperature, n votes each, behind its own
+endpoint) voting together under each rule, from the samples `evals.runner` drew for them.
 
-The run spec (`evals.spec.RunSpec`, the one spec of every run) names the members (a model at a
-temperature, n votes each, behind its own endpoint) and the rules to score. Each member is
-sampled through its own `Sampler` (its endpoint's limits) into the run's one store, at least n
-samples per question (more: the estimates average over n-subsets and get intervals for the
-questions run). The report gives the ensemble under each rule, each member alone at its own n
-(majority / plurality), and each rule minus majority / plurality on the same samples (kind
-"aggregator"), all with 95% intervals.
+The run spec (`evals.spec.RunSpec`, the one spec of every run) names the members and the rules
+to score; each member draws at least n samples per question (more: the estimates average over
+n-subsets and get intervals for the questions run). The report gives the ensemble under each
+rule, each member alone at its own n (majority / plurality), and each rule minus majority /
+plurality on the same samples (kind "aggregator"), all with 95% intervals.
 
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at the member's temperature; utility in ±1 units.
 The theory behind the rules treats the members as groups of experts with one shared signal
@@ -23,34 +22,29 @@ structure: exact for one model at several temperatures, an approximation across 
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any
 
 import numpy as np
 
 from ensemble.errors import InputError
-from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import layout_of
 
-from .openanswers import refuse_open
 from .scoring import check_aggregators, default_aggregators
-from .spec import RunSpec, check, recorded_spec, write_spec
+from .spec import MemberSpec, RunSpec, bootstrap_of, seed_of, task_name
 
-__all__ = ["analyse_mixed", "ensemble_vote", "model_line", "run_mixed"]
-
-UNITS = ("λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at each member's temperature; "
-         "utility in ±1 units (accuracy = (1 + utility) / 2)")
-SHARED_SIGNAL = ("the rules treat the members as groups of experts sharing one signal "
-                 "structure: exact for one model at several temperatures, an approximation "
-                 "across models (docs/ensembles.md)")
+__all__ = ["analyse_mixed", "ensemble_rules", "ensemble_vote", "member_label", "resolve"]
 
 
-def _members(spec: RunSpec) -> tuple[Any, ...]:
+def resolve(spec: RunSpec, api_base: str | None = None) -> tuple[Any, ...]:
+    """The members of an ensemble's spec with their λ (`members.resolve_members`: typed in,
+    their own calibration, or the spec's profile of their model and endpoint; `api_base` the
+    run's, for members without their own); two members sharing model, endpoint and
+    temperature are refused (they would share the stored samples)."""
     from ensemble.members import Member, resolve_members
+    from ensemble.providers.options import ProviderOptions
 
-    ms = [Member(m.model, n=int(m.n or 0), temperature=m.temperature, api_base=m.api_base,
-                 lam=m.lam, calibration=m.calibration,
+    ms = [Member(m.model, n=int(m.n or 0), temperature=m.temperature,
+                 api_base=m.api_base or api_base, lam=m.lam, calibration=m.calibration,
                  options=ProviderOptions(price_per_1k=m.price_per_1k))
           for m in spec.members]
     from ensemble.providers.endpoints import normalise_api_base
@@ -66,101 +60,14 @@ def _members(spec: RunSpec) -> tuple[Any, ...]:
     return resolve_members(ms, calibration=spec.calibration)
 
 
-def _label(spec: Any, m: Any) -> str:
-    return spec.label or f"{m.model}@t={m.temperature:g}"
+def member_label(m: MemberSpec) -> str:
+    """A member's name in the tables: its label, or `model@t=T`."""
+    return m.label or f"{m.model}@t={m.temperature:g}"
 
 
-async def run_mixed(spec: RunSpec, cfg: Any) -> dict[str, Any]:
-    """Draw every member, score the ensemble and each member alone; return the summary.
-    `cfg` is the eval's `EvalConfig` (task, samples, limit, seed, data, out, limits, policy);
-    its model, temperatures and ns are unused (the spec names the members)."""
-    from .draw import DrawMember, draw, estimate
-    from .runner import (
-        check_scorable,
-        finish,
-        load_task,
-        policy_of,
-        run_dir,
-        run_facts,
-        select_questions,
-    )
-
-    if cfg.batch is not None or cfg.router is not None:
-        raise InputError("--ensemble samples each member online through its own endpoint: "
-                         "drop --batch / --router")
-    from ensemble.stopping import is_over_members, stop_rule_names
-
-    if any(not is_over_members(r) for r in cfg.adaptive):
-        bad = next(r for r in cfg.adaptive if not is_over_members(r))
-        raise InputError(f"--adaptive {bad} scores one model; an ensemble's spec takes the rules "
-                         "that choose among its members: "
-                         f"{', '.join(stop_rule_names(over_members=True))}")
-    check(spec, "--ensemble")
-    if not spec.ensemble:
-        raise InputError("the spec scores one model at several temperatures (n at the top): "
-                         "run it with `ensemble eval --spec FILE` (give each member its own n "
-                         "to score the members together)")
-    cfg.validate_common()
-    members = _members(spec)
-    labels = [_label(s, m) for s, m in zip(spec.members, members, strict=True)]
-    if len(set(labels)) < len(labels):
-        raise InputError("--ensemble: two members have the same label; give each a 'label'")
-    task = refuse_open(load_task(cfg))
-    questions = select_questions(cfg, task)
-    check_scorable(task, questions)
-    names = _rules(spec, task, questions, [m.lam for m in members])
-    ks = [s.samples or max(m.n, cfg.samples or m.n) for s, m in zip(spec.members, members,
-                                                                     strict=True)]
-    for g, (k, m) in enumerate(zip(ks, members, strict=True)):
-        if k < m.n:
-            raise InputError(f"--ensemble: members.{g}.samples {k} is smaller than its n "
-                             f"({m.n}); draw at least n samples")
-    out = run_dir(cfg)
-    draws = [DrawMember(m.model, m.temperature, k, _options(cfg.provider, m))
-             for m, k in zip(members, ks, strict=True)]
-    from .draw import requests_of
-
-    build = requests_of(task, max_tokens=cfg.max_tokens)
-    if cfg.dry_run:
-        docs = estimate(task, questions, draws, out=out, build=build, separate=True)
-        return {"task": cfg.task, "questions": len(questions),
-                "members": [{"label": lb, **d} for lb, d in zip(labels, docs, strict=True)]}
-    from .rundir import claim_run_dir
-
-    claim_run_dir(out, kind="eval", task=cfg.task, model=model_line(members, labels))
-    write_spec(out, recorded_spec(cfg, spec).model_copy(update={"aggregators": names}))
-    drawn = await draw(task, questions, draws, out=out, policy=policy_of(cfg), build=build,
-                       separate=True, whole=task.layout.group)
-    t1 = time.perf_counter()
-    summary = analyse_mixed(cfg, drawn.questions, drawn.answers, members=members,
-                            labels=labels, samples=ks, aggregators=names,
-                            population=task.population())
-    if cfg.adaptive:
-        from .costeval import mixed_cost_rows
-
-        summary["adaptive"] = mixed_cost_rows(cfg, spec, task, drawn, members, ks)
-    from .records import VoteMember, write_run_log
-
-    voters = [VoteMember(float(m.temperature), (m.n,), label=lb, model=m.model)
-              for lb, m in zip(labels, members, strict=True)]
-    write_run_log(out, drawn.questions, voters, drawn.rows, drawn.answers, rule=names[0],
-                  ensemble=ensemble_vote(names, [m.lam for m in members]))
-    summary.update(run_facts(drawn, drawn.stats, out=out, t1=t1))
-    summary.update({"data": {}, "notes": [n for s in drawn.stats for n in s.notes],
-                    "provider": {lb: d.options.public()
-                                 for lb, d in zip(labels, draws, strict=True)}})
-    return finish(out, summary)
-
-
-def model_line(members: Any, labels: list[str]) -> str:
-    """The name of a mixed ensemble in tables: `2×a + 1×b`."""
-    return " + ".join(f"{m.n}×{lb}" for m, lb in zip(members, labels, strict=True))
-
-
-def _rules(spec: RunSpec, task: Any, questions: list[Any], lams: list[float | None]
-           ) -> list[str]:
-    """The rules to score, refused before any request when one cannot apply (the registry
-    says which rules have the form the task is scored with)."""
+def ensemble_rules(spec: RunSpec, task: Any, questions: list[Any],
+                   lams: list[float | None]) -> list[str]:
+    """The rules to score, refused before any request when one cannot apply."""
     binary = all(len(q.choices) == 2 for q in questions)
     n_options = max(len(q.choices) for q in questions)
     box = task.layout.utility
@@ -222,32 +129,26 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     return decide
 
 
-def _options(base: ProviderOptions, m: Any) -> ProviderOptions:
-    """The eval's limits and key, with the member's endpoint and price."""
-    own = {k: v for k, v in (("api_base", m.api_base),
-                             ("price_per_1k", m.options.cost.price_per_1k)) if v is not None}
-    return ProviderOptions.build(base, **own) if own else base
-
-
-def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
+def analyse_mixed(spec: RunSpec, questions: list[Any], answers: list[np.ndarray], *,
                   members: Any, labels: list[str], samples: list[int],
                   aggregators: list[str], population: int | None = None) -> dict[str, Any]:
     """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
     the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
     minus the main vote, and the ensemble under each rule minus its best member alone."""
-    from .runner import load_task
+    from .questions import load_task
     from .scoring import ensemble_cells, run_rows, widen
 
-    layout = layout_of(cfg.task)
+    layout = layout_of(task_name(spec))
     ns = [m.n for m in members]
     base = aggregators[0]
     cells, alone = ensemble_cells(layout, questions, answers, ns=ns,
                                   lams=[m.lam for m in members], rules=aggregators)
     items = cells[base].items
     if population is None:
-        population = load_task(cfg).population()
+        population = load_task(spec).population()
     total = max(population, items)
-    row = run_rows(layout, items=items, total=total, seed=cfg.seed, bootstrap=cfg.bootstrap)
+    row = run_rows(layout, items=items, total=total, seed=seed_of(spec),
+                   bootstrap=bootstrap_of(spec))
 
     big = sum(ns)
     results = [row(cells[r], diff=False, member="ensemble", t=None, n=big, aggregator=r)
@@ -265,7 +166,7 @@ def analyse_mixed(cfg: Any, questions: list[Any], answers: list[np.ndarray], *,
                       vs_t=members[best].temperature, n=big, vs_n=ns[best], aggregator=r,
                       vs_aggregator=base, vs_member=labels[best]) for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
-    return {**_mixed_head(cfg, layout, members, labels, samples, aggregators, items=items,
+    return {**_mixed_head(spec, layout, members, samples, aggregators, items=items,
                           total=total),
             "results": results, "contrasts": contrasts, **_invalid(members, labels, inv)}
 
@@ -287,15 +188,14 @@ def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any
     }
 
 
-def _mixed_head(cfg: Any, layout: Any, members: Any, labels: list[str], samples: list[int],
+def _mixed_head(spec: RunSpec, layout: Any, members: Any, samples: list[int],
                 aggregators: list[str], *, items: int, total: int) -> dict[str, Any]:
-    """What a mixed ensemble's summary says about itself: metric, estimator, population,
-    intervals and its members."""
+    """What a mixed ensemble's tables say about themselves: metric, estimator, cells,
+    population and intervals."""
     from .scoring import ESTIMATOR, METRIC
 
     box, unit, base = layout.utility, layout.unit, aggregators[0]
     return {
-        "task": cfg.task, "model": model_line(members, labels),
         "metric": METRIC[box].replace("of the vote", "of each rule's vote")
         if not box else METRIC[box],
         "estimator": ("exact and unbiased: per item, each member's n_g answers drawn without "
@@ -304,8 +204,8 @@ def _mixed_head(cfg: Any, layout: Any, members: Any, labels: list[str], samples:
                       "members' answer probabilities is estimated without bias; members alone: "
                       + ESTIMATOR[box]),
         "temperatures": [float(m.temperature) for m in members], "ns": [m.n for m in members],
-        "samples_per_question": max(samples), "bootstrap": cfg.bootstrap, "seed": cfg.seed,
-        "population": {"items": items, "total": total, "unit": unit, "limit": cfg.limit,
+        "samples_per_question": max(samples),
+        "population": {"items": items, "total": total, "unit": unit, "limit": spec.limit,
                        "fraction": items / total},
         "intervals": {
             "ci": f"95% interval for the task ({total} {unit}): bootstrap over {unit} with the "
@@ -317,14 +217,5 @@ def _mixed_head(cfg: Any, layout: Any, members: Any, labels: list[str], samples:
                          "member alone, the member with the highest estimate here, on the same "
                          "questions and that member's same samples (kind vs-best-member; "
                          "choosing the best on these samples favours the member a little)",
-        },
-        "layout": dataclasses.asdict(layout),
-        "ensemble": {
-            "members": [{"label": lb, "model": m.model, "api_base": m.api_base, "n": m.n,
-                         "temperature": m.temperature,
-                         "lam": m.lam,
-                         "lam_source": m.lam_source, "samples": k}
-                        for lb, m, k in zip(labels, members, samples, strict=True)],
-            "aggregators": aggregators, "units": UNITS, "assumption": SHARED_SIGNAL,
         },
     }

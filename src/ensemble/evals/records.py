@@ -73,7 +73,7 @@ EnsembleVote = Callable[[Any, list[list[str | None]]],
 class QuestionRecord(BaseModel):
     """One question of the run, as the task defines it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     id: str
     prompt: str
@@ -86,7 +86,7 @@ class QuestionRecord(BaseModel):
 class SampleRecord(BaseModel):
     """One sample drawn for the run (from the store or online)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     id: str  # the question's id in the task (see questions.jsonl for its prompt)
     t: float
@@ -112,17 +112,20 @@ class VoteRecord(BaseModel):
     in member order, `by_member` their counts; `p_first` the rule's P(decide choices[0]) on a
     binary question: robust may randomise)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     id: str
     t: float | None
     member: str | None = None
+    model: str | None = None  # a mixed ensemble's member: its model
     by_member: dict[str, dict[str, int]] | None = None
     n: int
     aggregator: str
     votes: list[str | None]  # the answers of samples 0..n-1 (None: invalid)
     counts: dict[str, int]
     decision: str | None  # None: no valid vote, or a tie left open
+    tie: bool = False  # the vote is tied (decision None: a coin decides it in the tables)
+    p_first: float | None = None  # the ensemble's P(decide choices[0]) on a binary question
     correct: bool | None
 
 

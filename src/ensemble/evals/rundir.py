@@ -2,10 +2,14 @@
 that keeps one folder to one run.
 
 A run folder holds `summary.json` (`ensemble eval`) or `calibration.json` (`ensemble
-calibrate`), the records `questions.jsonl`, `samples.jsonl` and (evals) `votes.jsonl`, and the
-store `samples.sqlite`. `read_run` reads them into a `RunFolder`; `claim_run_dir` refuses, before
-any request, to write a run into a folder that holds another one (another kind, task or
-model), which would mix or overwrite its files.
+calibrate`), the records `questions.jsonl`, `samples.jsonl` and (evals) `votes.jsonl`, the
+spec it ran (`spec.json`, evals) and the store `samples.sqlite`. `read_run` reads them into a
+typed `RunFolder` (each document through its model, `evals.schemas` and `evals.records`);
+`claim_run_dir` refuses, before any request, to write a run into a folder that holds another
+one, which would mix or overwrite its files: a run's identity is what its spec draws from
+(another kind, task, data file, model, endpoint or temperature is another run); what is scored
+from those samples (n, samples, rules, stopping rules, limit, seed) and the failure and
+spending policy may change, rescoring or continuing the same run there.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from ensemble.errors import InputError
 from ensemble.tasks import TaskLayout
@@ -29,6 +35,7 @@ from .records import (
     read_samples,
     read_votes,
 )
+from .schemas import CalibrationSummary, EvalSummary
 
 __all__ = ["CALIBRATION_FILE", "SUMMARY_FILE", "RunFolder", "claim_run_dir", "eval_summary",
            "read_run", "read_summary"]
@@ -40,29 +47,54 @@ _COMMAND = {"eval": "ensemble eval", "calibration": "ensemble calibrate"}
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A run folder, read back: its kind ("eval" or "calibration"), its document
-    (summary.json or calibration.json), its records and the layout it was scored with."""
+    """A run folder, read back typed: its document (summary.json: `EvalSummary`, or
+    calibration.json: `CalibrationSummary`), its records and the layout it was scored with."""
 
     path: Path
-    kind: str
-    doc: dict[str, Any]
-    layout: TaskLayout
+    doc: EvalSummary | CalibrationSummary
     questions: tuple[QuestionRecord, ...]
     samples: tuple[SampleRecord, ...]
     votes: tuple[VoteRecord, ...]
 
     @property
+    def kind(self) -> str:
+        """"eval" or "calibration"."""
+        return "eval" if isinstance(self.doc, EvalSummary) else "calibration"
+
+    @property
+    def summary(self) -> EvalSummary:
+        """An eval's summary (a calibration folder has none: a bug to ask)."""
+        assert isinstance(self.doc, EvalSummary), self.path
+        return self.doc
+
+    @property
     def task(self) -> str:
-        return str(self.doc.get("task") or (self.doc.get("meta") or {}).get("task") or "boxball")
+        return self.doc.task if isinstance(self.doc, EvalSummary) else self.doc.meta.task
 
     @property
     def model(self) -> str:
-        return str(self.doc.get("model") or (self.doc.get("meta") or {}).get("model") or "?")
+        return self.doc.model
+
+    @property
+    def created(self) -> str:
+        return self.doc.created if isinstance(self.doc, EvalSummary) else self.doc.meta.created
+
+    @property
+    def layout(self) -> TaskLayout:
+        """The layout the run was scored with (a calibration: its task's)."""
+        if isinstance(self.doc, EvalSummary):
+            return self.doc.layout
+        from ensemble.tasks import layout_of
+
+        try:
+            return layout_of(self.doc.meta.task)
+        except InputError:
+            return TaskLayout()
 
     @property
     def mixed(self) -> bool:
-        """A mixed ensemble's run (`--ensemble`): its cells are members, not temperatures."""
-        return bool(self.doc.get("ensemble"))
+        """A mixed ensemble's run: its cells are members, not temperatures."""
+        return isinstance(self.doc, EvalSummary) and self.doc.ensemble is not None
 
 
 def _kind(path: Path) -> str | None:
@@ -73,28 +105,31 @@ def _kind(path: Path) -> str | None:
     return None
 
 
-def read_summary(path: Path, kind: str) -> dict[str, Any]:
-    """A run's document; InputError naming the file and the fix when it cannot be read."""
+def read_summary(path: Path, kind: str) -> EvalSummary | CalibrationSummary:
+    """A run's document, validated by its model; InputError naming the file and the fix when
+    it cannot be read or is not one (a damaged file, or one written by an older version)."""
     from ensemble.jsonio import loads
 
     doc_file = path / (CALIBRATION_FILE if kind == "calibration" else SUMMARY_FILE)
+    model: type[EvalSummary | CalibrationSummary] = (
+        CalibrationSummary if kind == "calibration" else EvalSummary)
     try:
-        doc = loads(doc_file.read_text(encoding="utf-8"))
+        return model.model_validate(loads(doc_file.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {doc_file}: {exc}; rerun `{_COMMAND[kind]}` to rewrite "
-                         "it") from None
-    if not isinstance(doc, dict):
-        raise InputError(f"{doc_file} is not a run document; rerun `{_COMMAND[kind]}` to "
-                         "rewrite it")
-    return doc
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            why = f"not a {model.__name__} ({where}: {err['msg'].lower()})"
+        else:
+            why = f"cannot read it ({exc})"
+        raise InputError(f"{doc_file}: {why}; rerun the `{_COMMAND[kind]}` command that wrote "
+                         "it to rewrite it (from its store, no request)") from None
 
 
 def read_run(path: str | os.PathLike[str], *, kinds: tuple[str, ...] = ("eval", "calibration"),
              votes: bool = True) -> RunFolder:
     """Read a run folder of one of `kinds`; InputError (one line naming the fix) for a folder
     that is not such a run, or one written before the records."""
-    from .outputs import run_layout
-
     p = Path(path)
     what = " or ".join(f"`{_COMMAND[k]}`" for k in kinds)
     if not p.is_dir():
@@ -113,18 +148,19 @@ def read_run(path: str | os.PathLike[str], *, kinds: tuple[str, ...] = ("eval", 
                          f"rerun the same `{_COMMAND[kind]}` command; it recomputes the records "
                          "from its store without new requests")
     doc = read_summary(p, kind)
-    return RunFolder(p, kind, doc, run_layout(doc), tuple(read_questions(p)),
-                     tuple(read_samples(p)),
+    return RunFolder(p, doc, tuple(read_questions(p)), tuple(read_samples(p)),
                      tuple(read_votes(p)) if kind == "eval" and votes else ())
 
 
-def eval_summary(path: Path, *, flag: str) -> dict[str, Any]:
+def eval_summary(path: Path, *, flag: str) -> EvalSummary:
     """The summary.json of an eval run named by an option (`--eval-dir`); InputError naming
     the option and the fix when the folder is not one."""
     if not (path / SUMMARY_FILE).is_file():
         raise InputError(f"{flag} {path}: not an eval run folder (no {SUMMARY_FILE}); give the "
                          "folder of an `ensemble eval` run")
-    return read_summary(path, "eval")
+    doc = read_summary(path, "eval")
+    assert isinstance(doc, EvalSummary)
+    return doc
 
 
 def _make_run_dir(out: Path) -> None:
@@ -140,20 +176,99 @@ def _make_run_dir(out: Path) -> None:
                          "a folder you can write to") from None
 
 
-def claim_run_dir(out: Path, *, kind: str, task: str, model: str) -> None:
+# what a run draws from: another value is another run's samples (the store keeps both apart,
+# but summary.json, the records and spec.json would be overwritten)
+DRAW_FIELDS = ("task", "data", "open", "answer", "max_tokens")
+MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
+
+
+def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
+                  identity: dict[str, Any] | None = None) -> None:
     """Refuse (one line, before any request) to write a run into a folder holding another:
-    another kind (a calibration in an eval's folder, or back), another task or another model.
-    The same run again resumes there."""
+    another kind (a calibration in an eval's folder, or back), task or model, or (`identity`:
+    `spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
+    source of samples. The same run again resumes there."""
     _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
         return
     doc = read_summary(out, there)
-    meta = doc.get("meta") or {}
-    had = (there, str(doc.get("task") or meta.get("task")),
-           str(doc.get("model") or meta.get("model")))
-    if had == (kind, task, model):
+    had_task = doc.task if isinstance(doc, EvalSummary) else doc.meta.task
+    had = (there, had_task, doc.model)
+    if had != (kind, task, model):
+        raise InputError(f"--out {out} holds another run ({_COMMAND[had[0]]} of {had[1]} with "
+                         f"{had[2]}); writing {_COMMAND[kind]} of {task} with {model} there "
+                         "would mix or overwrite its files: give another --out")
+    if identity is None:
         return
-    raise InputError(f"--out {out} holds another run ({_COMMAND[had[0]]} of {had[1]} with "
-                     f"{had[2]}); writing {_COMMAND[kind]} of {task} with {model} there would "
-                     "mix or overwrite its files: give another --out")
+    was = _identity_there(out, doc)
+    if was is None:
+        return
+    diff = _first_difference(was, identity)
+    if diff is not None:
+        field, a, b = diff
+        raise InputError(f"--out {out} holds another run ({_COMMAND[kind]} of {task} with "
+                         f"{model}: its {field} is {a}, this run's {b}); writing it there would "
+                         "overwrite that run's summary and records: give another --out"
+                         + (f", or repeat that run with `ensemble eval --spec {out}`"
+                            if kind == "eval" else ""))
+
+
+def _identity_there(out: Path, doc: EvalSummary | CalibrationSummary) -> dict[str, Any] | None:
+    """What identifies the run in `out`: its spec.json (evals), or a calibration's endpoint
+    and data; None when the folder does not say (a run written before its spec was)."""
+    if isinstance(doc, CalibrationSummary):
+        return calibration_identity(doc.meta.api_base, doc.meta.data)
+    from .spec import SPEC_FILE, load_spec
+
+    if not (out / SPEC_FILE).is_file():
+        return None
+    return spec_identity(load_spec(out / SPEC_FILE, flag="--out"))
+
+
+def spec_identity(spec: Any) -> dict[str, Any]:
+    """A run spec as the identity of its run: what it draws from (its task and data, the
+    answer kind and completion budget of its requests, each member's model, endpoint
+    (normalised), temperature and label). What is scored from those samples may change in the
+    same folder: a rerun with more samples, other n, rules (--aggregator), stopping rules
+    (--adaptive), limit or seed rescores the same run."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    doc = spec.model_dump(mode="json", exclude_none=True)
+    out: dict[str, Any] = {f: doc.get(f) for f in DRAW_FIELDS}
+    out["members"] = [{f: m.get(f) for f in MEMBER_FIELDS} for m in doc.get("members", [])]
+    for m in out["members"]:
+        if m.get("api_base"):
+            m["api_base"] = normalise_api_base(m["api_base"])
+    return out
+
+
+def calibration_identity(api_base: str | None, data: str | None) -> dict[str, Any]:
+    """What identifies a calibration beside its task and model: its endpoint and data file."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    return {"api_base": normalise_api_base(api_base) if api_base else None,
+            "data": str(Path(data).resolve()) if data else None}
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
+    """The first field (dotted path) where two JSON documents differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            d = _first_difference(a.get(k), b.get(k), f"{where}.{k}" if where else k)
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            d = _first_difference(x, y, f"{where}.{i}")
+            if d is not None:
+                return d
+        return None
+    if a != b:
+        return where or "(spec)", _text(a), _text(b)
+    return None
+
+
+def _text(v: Any) -> str:
+    return "not set" if v is None else str(v)

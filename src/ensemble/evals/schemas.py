@@ -1,28 +1,38 @@
-"""The files a run writes, as typed models: summary.json of an eval, calibration.json of a
-calibration. Each is built by keyword and validated before it is written; each has one JSON
-schema (`EvalSummary.model_json_schema()`; `ensemble schema eval-summary` prints it).
+"""The documents a run writes, as typed models with every field declared (`extra="forbid"`):
+summary.json of an eval (one model or a mixed ensemble alike), calibration.json of a
+calibration. Each is built by keyword and validated before it is written, and read back
+through the same model (`evals.rundir.read_run`); each has one JSON schema (`ensemble schema
+eval-summary`, `ensemble schema calibration`).
 
 Numbers that may be infinite (λ) are plain floats here; on disk they follow ensemble.jsonio's
-encoding (null plus a `k_inf` sign marker), which `load` reverses.
+encoding (null plus a `k_inf` sign marker), which the reader reverses.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ensemble.tasks import TaskLayout
+
 __all__ = [
     "AdaptiveRow",
+    "CalibrationFit",
+    "CalibrationJoint",
+    "CalibrationMeta",
     "CalibrationSummary",
     "ContrastRow",
     "CostSummary",
+    "DataNotes",
     "EnsembleInfo",
     "EvalSummary",
     "FailedSummary",
     "FixedRow",
     "MemberInfo",
     "Population",
+    "ProviderInfo",
+    "Recommendation",
     "ResultRow",
 ]
 
@@ -52,8 +62,8 @@ class _Cell(_Model):
 class ResultRow(_Cell):
     """One (t, n, aggregator) cell of the results table (the eval JSON contract's keys first).
 
-    Mixed ensembles (`--ensemble`): `member` is "ensemble" (t null, n the total votes) or the
-    label of a member scored alone at its own t and n."""
+    Mixed ensembles: `member` is "ensemble" (t null, n the total votes) or the label of a
+    member scored alone at its own t and n."""
 
     t: float | None
     n: int
@@ -88,6 +98,15 @@ class FixedRow(_Model):
     ci: list[float]
 
 
+class VsFixed(_Model):
+    """An adaptive rule against fixed n = its max n, on the same random orders."""
+
+    n: int
+    accuracy: float
+    difference: float
+    difference_ci: list[float]
+
+
 class AdaptiveRow(_Model):
     """A stopping rule replayed on the drawn samples, beside fixed n (evals/adaptive.py), or
     the cost rule over a mixed run's members (evals/costeval.py: t null)."""
@@ -104,7 +123,7 @@ class AdaptiveRow(_Model):
     sem: float
     ci: list[float]
     saving: float
-    vs_fixed: dict[str, Any]
+    vs_fixed: VsFixed
     fixed: list[FixedRow]
     mean_samples_by_member: list[float] | None = None  # the cost rule: votes of each member
     value_usd: float | None = None  # the cost rule: dollars a right decision is worth
@@ -112,7 +131,8 @@ class AdaptiveRow(_Model):
 
 
 class MemberInfo(_Model):
-    """A member of a mixed ensemble as it was scored (λ in ψ_λ units at its temperature)."""
+    """A member of a mixed ensemble as it was scored (λ in ψ_λ units at its temperature), and
+    where its samples came from (`endpoint`, `served_by`: see EvalSummary)."""
 
     label: str
     model: str
@@ -122,6 +142,8 @@ class MemberInfo(_Model):
     lam: float | None  # None: unknown; ±∞ on disk as null plus "lam_inf": "+" | "-"
     lam_source: str | None
     samples: int
+    endpoint: str | None = None
+    served_by: str | None = None
 
 
 class EnsembleInfo(_Model):
@@ -153,10 +175,61 @@ class FailedSummary(_Model):
     file: str | None
 
 
-class EvalSummary(BaseModel):
-    """summary.json of `ensemble eval` (and its `--json` document)."""
+class Tokens(_Model):
+    prompt: int | None
+    completion: int | None
 
-    model_config = ConfigDict(extra="allow")  # features may add sections (documented there)
+
+class SampleCounts(_Model):
+    total: int | None
+    from_store: int | None
+    from_batches: int | None = None  # collected from the provider's Batch API by this run
+
+
+class InvalidByT(_Model):
+    """The invalid-reply rate of one member (a temperature of one model; `member` its index in
+    a mixed ensemble)."""
+
+    t: float
+    member: float | None = None
+    invalid_rate: float
+
+
+class SkippedRow(_Model):
+    row: int
+    reason: str
+
+
+class DataNotes(_Model):
+    """What the data said: malformed rows skipped (--skip-invalid), counts of rows with issues,
+    the answer kind of open answers, and what a task counts about its data (`Task.data_notes`:
+    mathqa --open's `not_numeric`)."""
+
+    skipped: list[SkippedRow] | None = None
+    issues: dict[str, int] | None = None
+    answer: str | None = None
+    not_numeric: int | None = None
+
+
+class ProviderInfo(_Model):
+    """The provider options of the run (`ProviderOptions.public()`: the key as a fingerprint)."""
+
+    api_base: str | None
+    api_key: str | None
+    timeout: float
+    max_concurrency: int
+    rpm: float | None
+    tpm: float | None
+    max_attempts: int
+    max_retry_time: float
+    max_failures: int
+    price_per_1k: tuple[float, float] | None  # USD per 1,000 (prompt, completion) tokens
+
+
+class EvalSummary(_Model):
+    """summary.json of `ensemble eval` (and its `--json` document): one model at k temperatures
+    (k members scored alone at each n) and a mixed ensemble (`ensemble`: its members, voting
+    together) have the same fields, built in one place (`evals.runner`)."""
 
     task: str
     model: str
@@ -170,51 +243,164 @@ class EvalSummary(BaseModel):
     population: Population
     intervals: dict[str, str]
     results: list[ResultRow]
-    contrasts: list[ContrastRow] = []
+    contrasts: list[ContrastRow]
     invalid_rate: float
-    invalid_rate_by_t: list[dict[str, float]]
+    invalid_rate_by_t: list[InvalidByT]
     invalid_policy: str
-    warnings: list[str] = []
-    adaptive: list[AdaptiveRow] = []
-    ensemble: EnsembleInfo | None = None  # mixed ensembles (`--ensemble`): its members
-    aggregators: list[str] = []  # the rules scored (single model: beside the main vote)
-    layout: dict[str, Any] | None = None  # the task's declared `TaskLayout` (how it is scored)
+    warnings: list[str]
+    adaptive: list[AdaptiveRow]
+    ensemble: EnsembleInfo | None  # a mixed ensemble: its members; None for one model
+    aggregators: list[str]  # the rules scored, the main vote first
+    lam1: float | None  # one model's λ₁ for the rules (ψ_λ units at t = 1); None: not given
+    layout: TaskLayout  # the task's declared layout (how it is scored)
     requests: int
     cost_usd: float | None
     cost: CostSummary
-    tokens: dict[str, int]
-    samples: dict[str, int]
+    tokens: Tokens
+    samples: SampleCounts
     retries: int
     errors: int
     rate_limited: int
     wall_time_s: float
     analysis_time_s: float
     run_dir: str
-    data: dict[str, Any]
+    data: DataNotes
     failed: FailedSummary
     notes: list[str]
-    provider: dict[str, Any]
+    provider: ProviderInfo
     # where the samples came from (the store key's endpoint: the normalised api_base, a local
-    # model's weights checksum; None: the provider's own public endpoint)
-    endpoint: str | None = None
+    # model's weights checksum; None: the provider's own public endpoint, or members drawn from
+    # several: see ensemble.members)
+    endpoint: str | None
     # the provider that drew the samples: "openai" (the official SDK), "litellm", "local", ...
-    served_by: str | None = None
+    # (members drawn by several: joined by ", ")
+    served_by: str | None
     created: str
     version: str
 
 
-class CalibrationSummary(BaseModel):
-    """calibration.json of `ensemble calibrate` (and its `--json` document)."""
+class CalibrationFit(_Model):
+    """λ at one temperature (ψ_λ units; ±∞ on disk as null plus a sign marker)."""
 
-    model_config = ConfigDict(extra="allow")
+    t: float | None
+    lam: float
+    se: float | None
+    ci: list[float]
+    bias: float | None
+    bias_se: float | None
+    separated: bool
+    n_questions: int
+    n_valid: int
+    deviance: float | None
+    gof_pvalue: float | None
+    deviance_pvalue: float | None
+    gof_reps: int | None
+    boot_seed: int | None
+    notes: list[str]
+
+
+class CalibrationJoint(_Model):
+    """The joint fit λ(t) = λ₁ / t and its test."""
+
+    lam1: float
+    se: float | None
+    ci: list[float]
+    lrt_pvalue: float | None
+    holds: bool | None
+    gof_pvalue: float | None
+    deviance_pvalue: float | None
+    bias_form: str | None
+    biases: list[float] | None
+    gof_reps: int | None
+    boot_seed: int | None
+
+
+class RecommendOption(_Model):
+    t: float | None
+    lam: float
+    aggregator: str
+    worst_regret: float
+    robust_f: list[float]
+    eval_accuracy: float | None
+    eval_sem: float | None
+
+
+class Target(_Model):
+    """The cheapest eval cell reaching `--target-accuracy` (or the best one, when none does)."""
+
+    accuracy: float
+    met: bool
+    text: str
+    t: float | None = None
+    n: int | None = None
+    aggregator: str | None = None
+    value: float | None = None
+    ci: list[float] | None = None
+    ensemble: str | None = None
+
+
+class Recommendation(_Model):
+    n: int
+    g: float
+    t: float | None
+    aggregator: str
+    lam: float
+    worst_regret: float
+    summary: str
+    why: str
+    ensemble: str
+    caveats: list[str]
+    options: list[RecommendOption]
+    target: Target | None
+
+
+class CalibrationMeta(_Model):
+    """What a calibration ran: its model and endpoint, task, mode, sizes and provenance."""
 
     model: str
-    endpoint: str | None = None  # where the samples came from (see EvalSummary.endpoint)
-    units: str
+    api_base: str | None
+    endpoint: str | None
+    served_by: str | None
+    task: str
+    data: str | None
     mode: str
-    fits: list[dict[str, Any]]
-    joint: dict[str, Any] | None
-    recommendation: dict[str, Any] | None
+    questions: int
+    samples_per_question: int
+    temperatures: list[float]
+    bias: bool
+    mirror: bool
+    seed: int
+    limit: int | None
+    created: str
+    version: str
+    requests: int
+    cost_usd: float | None
+    invalid: int
+    run_dir: str
+    bootstrap: str | None
+
+
+class CalibrationSummary(_Model):
+    """calibration.json of `ensemble calibrate` (and its `--json` document)."""
+
+    model: str
+    endpoint: str | None  # where the samples came from (see EvalSummary.endpoint)
+    meta: CalibrationMeta
+    units: str
+    mode: Literal["sample", "logprob"]
+    fits: list[CalibrationFit]
+    joint: CalibrationJoint | None
+    recommendation: Recommendation | None
     invalid: int
     requests: int
     cost_usd: float | None
+    rate_limited: int
+    failed: FailedSummary
+    report: dict[str, str]  # "html", "md": the report's files
+    profile: str  # profile.json
+
+
+def dump(doc: BaseModel) -> dict[str, Any]:
+    """A document as the JSON it is written as (fields left at their defaults in rows are
+    left out, as the rows' builders leave them)."""
+    return doc.model_dump(mode="python", exclude_unset=True)

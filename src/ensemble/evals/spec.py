@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensemble.errors import InputError
 
-__all__ = ["FLAGS", "SPEC_FILE", "EnsembleSpec", "MemberSpec", "RunSpec", "check",
-           "from_flags", "load_spec", "profile_lam1", "recorded_spec", "spec_folder",
-           "spec_schema", "write_spec"]
+__all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "EnsembleSpec", "MemberSpec", "RunSpec",
+           "bootstrap_of", "check", "from_flags", "load_spec", "one_model", "profile_lam1",
+           "recorded_spec", "seed_of", "spec_folder", "spec_schema", "task_name", "write_spec"]
 
 SPEC_FILE = "spec.json"
 
@@ -112,6 +112,55 @@ class RunSpec(BaseModel):
     def ensemble(self) -> bool:
         """The members vote together (each has its own n), not one model's cells."""
         return any(m.n is not None for m in self.members)
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """The members' temperatures, in order (one model's: its rows)."""
+        return tuple(float(m.temperature) for m in self.members)
+
+    @property
+    def model(self) -> str:
+        """One model's name (its first member's)."""
+        return self.members[0].model
+
+    def k(self) -> int:
+        """One model's samples per question and temperature (default: the largest n)."""
+        return self.samples if self.samples is not None else max(self.n or (1,))
+
+
+DEFAULT_BOOTSTRAP = 1000
+
+
+def seed_of(spec: RunSpec) -> int:
+    """The run's seed (default 0)."""
+    return spec.seed if spec.seed is not None else 0
+
+
+def bootstrap_of(spec: RunSpec) -> int:
+    """The run's bootstrap resamples (default 1000)."""
+    return spec.bootstrap if spec.bootstrap is not None else DEFAULT_BOOTSTRAP
+
+
+def task_name(spec: RunSpec) -> str:
+    """The run's task (a spec run without one is refused before it gets here)."""
+    if not spec.task:
+        raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
+    return spec.task
+
+
+def one_model(task: str, model: str, temperatures: Any, n: Any, *,
+              api_base: str | None = None, **fields: Any) -> RunSpec:
+    """The spec of one model at `temperatures`, scored alone at each group size in `n` (what
+    `ensemble eval TASK --model M --t ... --n ...` runs); `fields`: the spec's other fields
+    (samples, limit, seed, data, aggregators, lam1, ...). One InputError line when invalid.
+
+        spec = one_model("boxball", "openai/gpt-4o-mini", [0.5, 1.0], [1, 3, 5], samples=10)
+    """
+    members = [{"model": model, "api_base": api_base, "temperature": t} for t in temperatures]
+    spec = _validated({"task": task, "members": members, "n": list(n), **fields},
+                      "the spec", flags=tuple(f for f in fields if f in FLAGS))
+    check(spec, None)
+    return spec
 
 
 class EnsembleSpec(RunSpec):
@@ -296,29 +345,64 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
     return _validated({**doc, **given}, where, flags=tuple(given))
 
 
-def check(spec: RunSpec, where: str) -> None:
-    """The spec's run is a one-model grid (n at the top) or an ensemble (n per member), each
-    whole, naming registered rules; else one InputError line naming the field and the fix."""
-    _check_names(spec, where)
+def check(spec: RunSpec, where: str | None) -> None:
+    """The one validation of a run spec beyond its fields' own: its run is a one-model grid (n
+    at the top) or an ensemble (n per member), each whole, with enough samples for its n; else
+    one InputError line naming the field (`where` the file; None: the command line's flags)
+    and the fix."""
+    at = where or "the command line"
+    _check_names(spec, at)
     has = [i for i, m in enumerate(spec.members) if m.n is not None]
     if spec.n is not None and has:
-        raise InputError(f"{where}: n is given at the top and for members.{has[0]}: give each "
+        raise InputError(f"{at}: n is given at the top and for members.{has[0]}: give each "
                          "member its own n (they vote together as an ensemble) or n at the top "
                          "(each member alone at each n: one model at several temperatures), "
                          "not both")
     if spec.ensemble:
         if len(has) < len(spec.members):
             i = next(i for i, m in enumerate(spec.members) if m.n is None)
-            raise InputError(f"{where}: members.{i} has no n: give every member of an ensemble "
+            raise InputError(f"{at}: members.{i} has no n: give every member of an ensemble "
                              "its votes per decision")
         if spec.lam1 is not None:
-            raise InputError(f"{where}: lam1 is one model's λ₁: give each member its lam or "
+            raise InputError(f"{at}: lam1 is one model's λ₁: give each member its lam or "
                              "calibration")
+        from ensemble.stopping import is_over_members, stop_rule_names
+
+        bad = [r for r in spec.adaptive or () if not is_over_members(r)]
+        if bad:
+            raise InputError(f"--adaptive {bad[0]} scores one model; an ensemble's spec takes "
+                             "the rules that choose among its members: "
+                             f"{', '.join(stop_rule_names(over_members=True))}")
+        for g, m in enumerate(spec.members):
+            k = m.samples or max(m.n or 1, spec.samples or m.n or 1)
+            if k < (m.n or 1):
+                raise InputError(f"--ensemble: members.{g}.samples {k} is smaller than its n "
+                                 f"({m.n}); draw at least n samples")
         return
     if spec.n is None:
-        raise InputError(f'{where}: give n: at the top, e.g. "n": [1, 3, 5] (each member '
+        raise InputError(f'{at}: give n: at the top, e.g. "n": [1, 3, 5] (each member '
                          "alone at each n), or per member (they vote together)")
+    if any(n < 1 for n in spec.n):
+        raise InputError("group sizes --n must be integers >= 1")
+    again = sorted({n for n in spec.n if spec.n.count(n) > 1})
+    if again:
+        raise InputError(f"--n {again[0]} is given twice: each group size is one row of the "
+                         "table; give each once")
+    from ensemble.stopping import stop_rule_names
+
+    one = stop_rule_names(over_members=False)
+    bad = [r for r in spec.adaptive or () if r not in one]
+    if bad:
+        raise InputError(f"--adaptive takes {', '.join(one)} for one model, got {bad[0]!r}"
+                         + (f" ({bad[0]} chooses among an ensemble's members: give each its "
+                            "n in a --spec file)" if bad[0] in stop_rule_names() else ""))
     _check_one_model(spec, where)
+    if spec.k() < max(spec.n):
+        raise InputError(f"--samples {spec.k()} is smaller than the largest n "
+                         f"({max(spec.n)}); draw at least as many samples as the group size")
+    if spec.max_n is not None and spec.max_n > spec.k():
+        raise InputError(f"--max-n {spec.max_n} is more than the samples drawn per question "
+                         f"(--samples {spec.k()}): draw at least --max-n samples")
 
 
 def _check_names(spec: RunSpec, where: str) -> None:
@@ -334,41 +418,48 @@ def _check_names(spec: RunSpec, where: str) -> None:
                                  f"{', '.join(known())}")
 
 
-def _check_one_model(spec: RunSpec, where: str) -> None:
+def _check_one_model(spec: RunSpec, where: str | None) -> None:
     from ensemble.providers.endpoints import normalise_api_base
 
     def endpoint(m: MemberSpec) -> tuple[str, str | None]:
         return m.model, normalise_api_base(m.api_base) if m.api_base else None
 
+    at = where or "the command line"
     first = spec.members[0]
     seen: dict[float, int] = {}
     for i, m in enumerate(spec.members):
         if endpoint(m) != endpoint(first):
-            raise InputError(f"{where}: n at the top scores one model at several temperatures, "
+            raise InputError(f"{at}: n at the top scores one model at several temperatures, "
                              f"and members.{i} is another model or endpoint ({m.model}): give "
                              "each member its own n to score them together, or run each model "
                              "on its own and compare the runs")
         extra = [f for f in ("lam", "calibration", "samples", "label") if getattr(m, f)]
         if extra:
             top = {"lam": "lam1", "calibration": "calibration", "samples": "samples"}
-            raise InputError(f"{where}: members.{i}.{extra[0]}: a member of one model's run (n "
+            raise InputError(f"{at}: members.{i}.{extra[0]}: a member of one model's run (n "
                              "at the top) takes model, api_base and temperature; "
                              + (f"give {top[extra[0]]} at the top" if extra[0] in top
                                 else "its rows are named by their temperature"))
         if m.temperature in seen:
+            if where is None:
+                raise InputError(f"--t {m.temperature:g} is given twice: each temperature is "
+                                 "one member of the run; give each once")
             raise InputError(f"{where}: members.{seen[m.temperature]} and {i} are both t = "
                              f"{m.temperature:g}: give each temperature once")
         seen[m.temperature] = i
     if spec.calibration is not None and len(spec.calibration) != 1:
-        raise InputError(f"{where}: one model's run takes one calibration profile (its λ₁), "
+        raise InputError(f"{at}: one model's run takes one calibration profile (its λ₁), "
                          f"got {len(spec.calibration)}")
 
 
-def profile_lam1(path: str, model: str | None, *, flag: str = "--calibration") -> float:
+def profile_lam1(path: str, model: str | None, *, api_base: str | None = None,
+                 flag: str = "--calibration") -> float:
     """λ₁ of a calibration profile for one model's rules, checked before any request: fitted,
-    finite and >= 0, and of the model being evaluated."""
+    finite and >= 0, and of the model and endpoint being evaluated (matched as the Python
+    API matches an ensemble's profiles: `members.profile_for`)."""
     import math
 
+    from ensemble.members import profile_for
     from ensemble.profile import CalibrationProfile
 
     prof = CalibrationProfile.load(path)
@@ -378,9 +469,11 @@ def profile_lam1(path: str, model: str | None, *, flag: str = "--calibration") -
     if not math.isfinite(prof.lam1) or prof.lam1 < 0:
         raise InputError(f"{flag} {path}: λ₁ = {prof.lam1:g} is not a rationality "
                          "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
-    if model and prof.model != model:
-        raise InputError(f"{flag} {path} is a profile of {prof.model}, not of {model}: "
-                         "give the profile of the model evaluated (or --lam)")
+    if model:
+        try:
+            profile_for([(path, prof)], model, api_base, fix="or give --lam")
+        except InputError as exc:
+            raise InputError(f"{flag} {path}: {exc}") from None
     return float(prof.lam1)
 
 
@@ -388,27 +481,17 @@ def _absolute(path: str | None) -> str | None:
     return None if path is None else str(Path(path).resolve())
 
 
-def recorded_spec(cfg: Any, spec: RunSpec | None = None) -> RunSpec:
-    """The spec a run ran, from its `EvalConfig` (and, for an ensemble, its members' spec):
-    complete, with absolute paths and each member's endpoint, so that `ensemble eval --spec`
-    on it repeats the run."""
-    run = {"task": cfg.task, "samples": cfg.samples, "limit": cfg.limit, "seed": cfg.seed,
-           "data": _absolute(cfg.data), "open": cfg.open or None, "answer": cfg.answer,
-           "max_tokens": cfg.max_tokens, "bootstrap": cfg.bootstrap,
-           "fail_on_error": cfg.fail_on_error, "max_cost": cfg.max_cost}
-    base = cfg.provider.endpoint.api_base
-    if spec is not None and spec.ensemble:
-        members = [m.model_copy(update={"api_base": m.api_base or base,
-                                        "calibration": _absolute(m.calibration)})
-                   for m in spec.members]
-        return spec.model_copy(update={**run, "members": members, "calibration": [
-            _absolute(c) for c in spec.calibration] if spec.calibration else None})
-    return RunSpec.model_validate({
-        "members": [{"model": cfg.model, "api_base": base, "temperature": t}
-                    for t in cfg.temperatures],
-        "n": list(cfg.ns), "aggregators": list(cfg.aggregators) or None, "lam1": cfg.lam1,
-        "adaptive": list(cfg.adaptive) or None, "max_n": cfg.max_n, "stop_cost": cfg.stop_cost,
-        **run})
+def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
+    """The spec a run ran, complete: its seed and bootstrap, absolute paths, and each member's
+    endpoint (`api_base`: the run's, for members without their own), so that `ensemble eval
+    --spec` on it repeats the run."""
+    members = [m.model_copy(update={"api_base": m.api_base or api_base,
+                                    "calibration": _absolute(m.calibration)})
+               for m in spec.members]
+    return spec.model_copy(update={
+        "members": members, "seed": seed_of(spec), "bootstrap": bootstrap_of(spec),
+        "data": _absolute(spec.data), "open": spec.open or None,
+        "calibration": [_absolute(c) for c in spec.calibration] if spec.calibration else None})
 
 
 def write_spec(out: Path, spec: RunSpec) -> None:

@@ -44,8 +44,10 @@ from ensemble.errors import InputError
 from ensemble.report import inline_html
 
 from .records import run_slug
+from .rundir import RunFolder
+from .schemas import CalibrationSummary, EvalSummary
 
-__all__ = ["RunRecords", "ViewResult", "build_view", "load_run", "view_path"]
+__all__ = ["RunRecords", "ViewResult", "build_view", "records_of", "view_path"]
 
 VIEW_FILE = "view.html"
 
@@ -55,14 +57,28 @@ Key = tuple[str, float | None, str | None]  # (question id, t, member: None for 
 
 @dataclass(frozen=True)
 class RunRecords:
-    """A run folder's records, as the viewer needs them."""
+    """A run folder (`evals.rundir.read_run`) with its records indexed as the viewer needs
+    them."""
 
-    path: Path
-    kind: str  # "eval" or "calibration"
-    doc: dict[str, Any]  # summary.json (eval) or calibration.json (calibration)
-    questions: list[Any]  # QuestionRecord
+    folder: RunFolder
     samples: dict[Key, list[Any]]  # (id, t, member) -> SampleRecord, by index
     votes: dict[Key, list[Any]]  # (id, t, member) -> VoteRecord
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def kind(self) -> str:
+        return self.folder.kind
+
+    @property
+    def doc(self) -> EvalSummary | CalibrationSummary:
+        return self.folder.doc
+
+    @property
+    def questions(self) -> list[Any]:
+        return list(self.folder.questions)
 
     @property
     def name(self) -> str:
@@ -83,13 +99,8 @@ def _t(t: float | None) -> float | None:
     return None if t is None else round(float(t), 9)
 
 
-def load_run(run: str | os.PathLike[str]) -> RunRecords:
-    """Read a run folder written by `ensemble eval` or `ensemble calibrate` (through the one
-    run-folder reader, `evals.rundir`); InputError (one line naming the fix) for a folder that
-    is not a run, or one from before the records."""
-    from .rundir import read_run
-
-    folder = read_run(run)
+def records_of(folder: RunFolder) -> RunRecords:
+    """A run folder's records indexed by (question id, t, member)."""
     samples: dict[Key, list[Any]] = {}
     for s in folder.samples:
         samples.setdefault((s.id, _t(s.t), s.member), []).append(s)
@@ -98,8 +109,7 @@ def load_run(run: str | os.PathLike[str]) -> RunRecords:
     votes: dict[Key, list[Any]] = {}
     for v in folder.votes:
         votes.setdefault((v.id, _t(v.t), v.member), []).append(v)
-    return RunRecords(folder.path, folder.kind, folder.doc, list(folder.questions), samples,
-                      votes)
+    return RunRecords(folder, samples, votes)
 
 
 def view_path(runs: list[RunRecords], out: str | os.PathLike[str] | None = None) -> Path:
@@ -119,7 +129,9 @@ def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str
         raise InputError("give one run folder, or two to compare")
     if page_size < 1:
         raise InputError("--page-size must be >= 1")
-    recs = [load_run(r) for r in runs]
+    from .rundir import read_run
+
+    recs = [records_of(read_run(r)) for r in runs]
     data = _data(recs)
     if not data["cells"]:
         raise InputError(f"{recs[0].path} and {recs[1].path} share no question at a common "
@@ -152,19 +164,16 @@ def _lam_js(v: float | None) -> float | str | None:
 
 def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
     doc = r.doc
-    meta = doc.get("meta") or {}
     temps = sorted({t for _, t, _ in r.samples if t is not None})
-    ens = doc.get("ensemble") or {}
-    members = [m["label"] for m in ens.get("members", [])]
+    ens = doc.ensemble if isinstance(doc, EvalSummary) else None
+    members = [m.label for m in ens.members] if ens else []
     info: dict[str, Any] = {
         "label": label, "name": r.name, "kind": r.kind, "temps": temps,
-        "model": doc.get("model") or meta.get("model"),
-        "task": doc.get("task") or meta.get("task") or "boxball",
-        "created": doc.get("created") or meta.get("created"),
+        "model": doc.model, "task": r.folder.task, "created": r.folder.created,
         # the named members in the run's order, the ensemble first: the order of the rows
         "members": ["ensemble", *members] if members else [],
     }
-    if r.kind == "eval":
+    if isinstance(doc, EvalSummary):
         ns = sorted({v.n for rows in r.votes.values() for v in rows})
         aggs: list[str] = []
         for rows in r.votes.values():
@@ -174,8 +183,7 @@ def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
         info.update(ns=ns, aggs=aggs)
     else:
         info.update(ns=[], aggs=[],
-                    fits={f"{_t(f['t']):g}": [_lam_js(f.get("lam")), f.get("bias")]
-                          for f in doc.get("fits", [])},
+                    fits={f"{_t(f.t):g}": [_lam_js(f.lam), f.bias] for f in doc.fits},
                     first=(r.questions[0].choices[0] if r.questions else "L"))
     return info
 
@@ -244,8 +252,7 @@ def _data(recs: list[RunRecords]) -> dict[str, Any]:
             smp = [[s.sample, intern(s.text), s.answer, s.tokens]
                    for s in r.samples.get(key, [])]
             vts = [[v.n, aggs.index(v.aggregator), v.decision,
-                    None if v.correct is None else int(v.correct), int(bool(getattr(v, "tie",
-                                                                                  False))),
+                    None if v.correct is None else int(v.correct), int(v.tie),
                     v.counts, v.by_member] for v in r.votes.get(key, [])]
             cells.append([q_index[key[0]], ri, key[1], smp, vts, key[2], row_index[key[1],
                                                                                    key[2]]])
@@ -308,39 +315,35 @@ def _facts(items: list[tuple[str, Any]]) -> str:
 
 
 def _eval_header(r: RunRecords) -> str:
-    from .outputs import contrast_text, run_layout
+    from .outputs import contrast_text
 
-    d = r.doc
-    box = run_layout(d).utility
+    d = r.folder.summary
+    box = d.layout.utility
     rows = []
-    for x in d.get("results", []):
-        ci = x.get("utility_ci") if box else x.get("ci")
+    for x in d.results:
+        ci = x.utility_ci if box else x.ci
         ci_s = "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"
-        rows.append([x.get("member") or "",
-                     "–" if x["t"] is None else f"{x['t']:g}", str(x["n"]), x["aggregator"],
-                     _num(x.get("utility") if box else x.get("accuracy")),
-                     _num(x.get("utility_sem") if box else x.get("sem")), ci_s,
-                     str(x.get("items", ""))])
+        rows.append([x.member or "",
+                     "–" if x.t is None else f"{x.t:g}", str(x.n), x.aggregator,
+                     _num(x.utility if box else x.accuracy),
+                     _num(x.utility_sem if box else x.sem), ci_s, str(x.items)])
     head = ["member", "t", "n", "aggregator",
             "utility (±1)" if box else "accuracy", "SEM", "95% interval", "items"]
     diffs = []
-    for c in d.get("contrasts", []):
-        ci = c.get("utility_ci") if box else c.get("ci")
-        diffs.append([contrast_text(c), c["aggregator"],
-                      _num(c.get("utility_difference") if box else c.get("difference")),
+    for c in d.contrasts:
+        ci = c.utility_ci if box else c.ci
+        diffs.append([contrast_text(c.model_dump()), c.aggregator,
+                      _num(c.utility_difference if box else c.difference),
                       "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"])
-    samples = d.get("samples") or {}
-    cost = d.get("cost_usd")
-    facts = [("task", d.get("task")), ("model", d.get("model")),
-             ("date", d.get("created")), ("ensemble", d.get("version")),
-             ("samples per question", d.get("samples_per_question")), ("seed", d.get("seed")),
-             ("invalid replies", None if d.get("invalid_rate") is None
-              else f"{100 * d['invalid_rate']:.1f}%"),
-             ("requests", d.get("requests")),
-             ("from store", f"{samples.get('from_store')} of {samples.get('total')}"
-              if samples else None),
+    cost = d.cost_usd
+    facts = [("task", d.task), ("model", d.model),
+             ("date", d.created), ("ensemble", d.version),
+             ("samples per question", d.samples_per_question), ("seed", d.seed),
+             ("invalid replies", f"{100 * d.invalid_rate:.1f}%"),
+             ("requests", d.requests),
+             ("from store", f"{d.samples.from_store} of {d.samples.total}"),
              ("cost", "unknown" if cost is None else f"${cost:.4f}")]
-    return (_facts(facts) + f"<p class=\"metric\">{html.escape(str(d.get('metric', '')))}</p>"
+    return (_facts(facts) + f"<p class=\"metric\">{html.escape(d.metric)}</p>"
             + "<div class=\"tp\">" + _table(head, rows)
             + (_table(["paired difference", "aggregator", "estimate", "95% interval"],
                                      diffs) if diffs
@@ -350,31 +353,32 @@ def _eval_header(r: RunRecords) -> str:
 
 def _calibration_header(r: RunRecords) -> str:
     d = r.doc
-    meta = d.get("meta") or {}
+    assert isinstance(d, CalibrationSummary)
+    meta = d.meta
     rows = []
-    for f in d.get("fits", []):
-        ci = f.get("ci") or [None, None]
-        rows.append([f"{f['t']:g}", _num(f.get("lam")), _num(f.get("se")),
-                     f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]", _num(f.get("bias"), 3),
-                     "yes" if f.get("separated") else "no", str(f.get("n_valid", ""))])
-    facts = [("task", meta.get("task", "boxball")), ("model", d.get("model")),
-             ("date", meta.get("created")), ("ensemble", meta.get("version")),
-             ("mode", d.get("mode")), ("samples per question", meta.get("samples_per_question")),
-             ("questions", meta.get("questions")), ("seed", meta.get("seed")),
-             ("invalid replies", d.get("invalid"))]
-    parts = [_facts(facts), f"<p class=\"metric\">{inline_html(str(d.get('units', '')))}</p>",
+    for f in d.fits:
+        ci: list[float | None] = [*f.ci] if f.ci else [None, None]
+        rows.append([f"{f.t:g}", _num(f.lam), _num(f.se),
+                     f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]", _num(f.bias, 3),
+                     "yes" if f.separated else "no", str(f.n_valid)])
+    facts = [("task", meta.task), ("model", d.model),
+             ("date", meta.created), ("ensemble", meta.version),
+             ("mode", d.mode), ("samples per question", meta.samples_per_question),
+             ("questions", meta.questions), ("seed", meta.seed),
+             ("invalid replies", d.invalid)]
+    parts = [_facts(facts), f"<p class=\"metric\">{inline_html(d.units)}</p>",
              _table(["t", "λ", "SE", "95% interval", "bias b", "separated", "valid answers"],
                     rows)]
-    j = d.get("joint")
+    j = d.joint
     if j:
-        parts.append(f"<p>λ(t) = λ₁/t: λ₁ = {_num(j.get('lam1'))}, test p = "
-                     f"{_num(j.get('lrt_pvalue'), 3)} "
-                     f"({'consistent' if j.get('holds') else 'rejected'}).</p>")
-    rec = d.get("recommendation")
+        parts.append(f"<p>λ(t) = λ₁/t: λ₁ = {_num(j.lam1)}, test p = "
+                     f"{_num(j.lrt_pvalue, 3)} "
+                     f"({'consistent' if j.holds else 'rejected'}).</p>")
+    rec = d.recommendation
     if rec:
-        parts.append(f"<p><b>{html.escape(rec['summary'])}</b></p>")
-        if rec.get("ensemble"):
-            parts.append(f"<pre>{html.escape(rec['ensemble'])}</pre>")
+        parts.append(f"<p><b>{html.escape(rec.summary)}</b></p>")
+        if rec.ensemble:
+            parts.append(f"<pre>{html.escape(rec.ensemble)}</pre>")
     report = r.path / "report.html"
     if report.is_file():
         parts.append("<p>Full report with the terms explained: "
@@ -399,12 +403,12 @@ CALIBRATION_HELP = ("Each calibration question with every sample drawn at each t
 def _paired(recs: list[RunRecords]) -> str:
     """The paired table `ensemble compare` prints for two eval runs (B − A on their shared
     questions), or why there is none."""
-    from .compare import compare_runs, load_run as compare_run
+    from .compare import compare_runs
 
     if any(r.kind != "eval" for r in recs):
         return ""
     try:
-        doc = compare_runs(compare_run(recs[0].path), compare_run(recs[1].path))
+        doc = compare_runs(recs[0].folder, recs[1].folder)
     except InputError as exc:
         return ("<section class=\"paired\"><h2>Paired differences</h2><p>No paired table: "
                 f"{html.escape(str(exc))}</p></section>")

@@ -28,10 +28,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ensemble.evals.compare import compare_runs, load_run
+    from ensemble.evals.compare import compare_runs
+    from ensemble.evals.rundir import read_run
 
-    doc = compare_runs(load_run(args.run_a), load_run(args.run_b), reps=args.bootstrap,
-                       seed=args.seed)
+    doc = compare_runs(read_run(args.run_a, kinds=("eval",), votes=False),
+                       read_run(args.run_b, kinds=("eval",), votes=False),
+                       reps=args.bootstrap, seed=args.seed)
     if args.json:
         emit_json(doc)
         return 0

@@ -104,7 +104,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from ensemble.evals.runner import config_of, run_eval
+    from ensemble.evals.runner import RunOptions, run_eval
 
     if args.ensemble_schema:
         from ensemble.evals.spec import spec_schema
@@ -113,19 +113,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     batch, router = mode_options(args)
     spec, out = _spec(args)
-    cfg = config_of(spec, provider=provider_options(args), out=out, dry_run=args.dry_run,
-                    progress=not args.json, on_status=status_printer, batch=batch,
-                    router=router)
-    if spec.ensemble:
-        from ensemble.evals.mixed import run_mixed
-
-        summary = run_sync(run_mixed(spec, cfg))
-    else:
-        summary = run_sync(run_eval(cfg))
+    options = RunOptions(provider=provider_options(args), out=out, dry_run=args.dry_run,
+                         progress=not args.json, on_status=status_printer, batch=batch,
+                         router=router, skip_invalid=args.skip_invalid)
+    summary = run_sync(run_eval(spec, options))
     if args.json:
         emit_json(summary)
         return 0
-    if cfg.dry_run:
+    if options.dry_run:
         for doc in summary.get("members", [summary]):
             print_dry_run(doc)
         return 0

@@ -19,6 +19,12 @@ _FILES = {
     "ensemble-spec": ("ensemble.evals.spec", "EnsembleSpec",
                       "the SPEC.json of `ensemble eval TASK --ensemble SPEC.json` (the run "
                       "spec's fields, under this name)"),
+    "question-record": ("ensemble.evals.records", "QuestionRecord",
+                        "a line of questions.jsonl in a run folder"),
+    "sample-record": ("ensemble.evals.records", "SampleRecord",
+                      "a line of samples.jsonl in a run folder"),
+    "vote-record": ("ensemble.evals.records", "VoteRecord",
+                    "a line of votes.jsonl in an eval's run folder"),
     "profile": ("ensemble.profile", "CalibrationProfile",
                 "profile.json of `ensemble calibrate` (CalibrationProfile.load)"),
 }

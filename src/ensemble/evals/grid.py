@@ -1,0 +1,238 @@
+"""The cells of one model at k temperatures (a run spec with n at the top): each temperature
+scored alone at each group size n under the task's vote and random-follow, the paired
+differences between temperatures and between n and one expert, the `--aggregator` rules beside
+the main vote, and the `--adaptive` stopping rules replayed on the drawn samples. Scoring only:
+no request (`evals.runner` draws, `evals.mixed` scores members voting together)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ensemble.rules import RANDOM_FOLLOW
+from ensemble.tasks import Question, layout_of
+
+from .questions import load_task
+from .scoring import (
+    ESTIMATOR,
+    INVALID_WARN,
+    METRIC,
+    answer_codes,
+    box_answer_counts,
+    box_layout,
+    check_aggregators,
+    item_cells,
+    lam_at,
+    option_codes,
+    run_rows,
+)
+from .spec import RunSpec, bootstrap_of, seed_of, task_name
+
+__all__ = ["adaptive_rows", "analyse", "extra_rules"]
+
+
+def analyse(spec: RunSpec, questions: list[Question], answers: np.ndarray, *,
+            population: int | None = None) -> dict[str, Any]:
+    """The result grid from answers[t, q, k] (None = invalid); no requests.
+
+    `population` is the number of items (questions; scenarios for boxball) in the whole task,
+    of which these are a random subset when `--limit` binds (default: worked out from the
+    task). Every value is an exact, unbiased estimate from the samples (`evals.analysis`);
+    `ci` is the 95% interval for the task, `ci_questions` the one for these questions only
+    (`evals.intervals`). Contrasts: each temperature minus the lowest (kind "temperature")
+    and each group size minus one expert at the same temperature (kind "ensemble").
+    """
+    temps = [float(t) for t in spec.temperatures]
+    ns = sorted(set(spec.n or ()))
+    layout = layout_of(task_name(spec))
+    box = layout.utility
+    rule = layout.vote_rule
+    invalid = np.array([[a is None for a in answers[ti].ravel()]
+                        for ti in range(answers.shape[0])], dtype=float)
+    # n = 1 is always computed: the ensemble contrasts compare each n with one expert
+    cells = item_cells(layout, questions, answers, sorted(set(ns) | {1}))
+    items = cells[0][rule, ns[0]].items
+    if population is None:
+        population = load_task(spec).population()
+    total = max(population, items)
+    unit = layout.unit
+    keys = [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]
+    row = run_rows(layout, items=items, total=total, seed=seed_of(spec),
+                   bootstrap=bootstrap_of(spec))
+
+    results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
+               for ti, t in enumerate(temps) for key in keys]
+    contrasts: list[dict[str, Any]] = []
+    base = min(range(len(temps)), key=lambda i: temps[i])
+    for ti, t in enumerate(temps):
+        if ti != base:
+            contrasts += [row(cells[ti][key].minus(cells[base][key], same_answers=False),
+                              diff=True, kind="temperature", t=t, vs_t=temps[base], n=key[1],
+                              vs_n=key[1], aggregator=key[0]) for key in keys]
+    for ti, t in enumerate(temps):
+        contrasts += [row(cells[ti][rule, n].minus(cells[ti][rule, 1], same_answers=True),
+                          diff=True, kind="ensemble", t=t, vs_t=t, n=n, vs_n=1, aggregator=rule)
+                      for n in ns if n > 1]
+    by_t = [float(invalid[ti].mean()) for ti in range(len(temps))]
+    warnings = []
+    asked = {layout.item(q) for q in questions}
+    if len(asked) > items:
+        gone = len(asked) - items
+        one = unit[:-1] if unit.endswith("s") else unit
+        warnings.append(f"{gone} {one if gone == 1 else unit} left out: the question "
+                        "of a colour it can show is missing (a vote's utility needs both)")
+    high = [f"t = {t:g}: {r:.0%}" for t, r in zip(temps, by_t, strict=True) if r > INVALID_WARN]
+    if high:
+        warnings.append(f"over {INVALID_WARN:.0%} of the replies are invalid ("
+                        + "; ".join(high) + "); invalid answers abstain and a group without a "
+                        "valid answer counts as wrong, so the numbers measure the answer format "
+                        "as much as the answers: check the prompt, the parser or --max-tokens")
+    some = f"these {items} of the task's {total} {unit}, drawn at random (--limit)"
+    return {
+        "metric": METRIC[box], "estimator": ESTIMATOR[box], "temperatures": temps, "ns": ns,
+        "samples_per_question": spec.k(),
+        "population": {"items": items, "total": total, "unit": unit, "limit": spec.limit,
+                       "fraction": items / total},
+        "intervals": {
+            "ci": "95% interval for the task: the mean over all " + f"{total} {unit}"
+                  + (f"; {some}, so it includes the variation between {unit}"
+                     if items < total else " (all were run)")
+                  + f"; bootstrap over {unit} with the finite-population correction",
+            "ci_questions": f"95% interval for these {items} {unit} only: the sampling noise "
+                            "of the answers (jackknife); where a cell has as many samples per "
+                            "question as its group size this noise cannot be separated, and "
+                            "the task's interval without the finite-population correction "
+                            "(wider) is shown",
+        },
+        "results": results,
+        "contrasts": contrasts,
+        "invalid_rate": float(invalid.mean()),
+        "invalid_rate_by_t": [{"t": t, "invalid_rate": r}
+                              for t, r in zip(temps, by_t, strict=True)],
+        "invalid_policy": "invalid answers abstain from the vote; a group with no valid answer "
+                          "counts as wrong; random-follow counts an invalid answer as wrong",
+        "warnings": warnings,
+    }
+
+
+def extra_rules(spec: RunSpec, questions: list[Any], answers: np.ndarray,
+                summary: dict[str, Any]) -> list[str]:
+    """Add the `--aggregator` rules to a single-model summary: rows at each (t, n) and their
+    paired difference from the main vote (kind "aggregator", the same samples); return the
+    rules scored, the main vote first. λ = λ₁ / t (ψ_λ units; ∞ at t = 0); one model is one
+    group, so lam-weighted is the main vote."""
+    layout = layout_of(task_name(spec))
+    names = rules_of(spec, questions)
+    # the main vote as the cells name it (a two-choice task's majority is its plurality)
+    main, extra = layout.vote_rule, names[1:]
+    if not extra:
+        return [main]
+    temps = [float(t) for t in spec.temperatures]
+    ns = sorted(set(spec.n or ()))
+    cells = item_cells(layout, questions, answers, ns)
+    items = cells[0][main, ns[0]].items
+    row = run_rows(layout, items=items, total=summary["population"]["total"],
+                   seed=seed_of(spec) + 1, bootstrap=bootstrap_of(spec))
+    got = rule_cells(layout, questions, answers, temps=temps, ns=ns, rules=extra,
+                     lam1=spec.lam1)
+    for ti, t in enumerate(temps):
+        for n in ns:
+            for r in extra:
+                summary["results"].append(row(got[ti, n, r], diff=False, t=t, n=n,
+                                              aggregator=r))
+                summary["contrasts"].append(row(
+                    got[ti, n, r].minus(cells[ti][main, n], same_answers=True), diff=True,
+                    kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
+                    vs_aggregator=main))
+    summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == RANDOM_FOLLOW))
+    return [main, *extra]
+
+
+def rules_of(spec: RunSpec, questions: list[Any]) -> list[str]:
+    """The rules one model's run scores (the main vote first), refused in one line before any
+    request when one cannot apply to these questions."""
+    box = layout_of(task_name(spec)).utility
+    return check_aggregators(list(spec.aggregators or ()), binary=box or all(
+        len(q.choices) == 2 for q in questions), n_options=max(len(q.choices) for q in questions),
+        lams=[spec.lam1], where="--aggregator", utility=box)
+
+
+def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps: list[float],
+               ns: list[int], rules: list[str], lam1: float | None
+               ) -> dict[tuple[int, int, str], Any]:
+    """One model's per-item values under each rule beside the main vote, at each temperature
+    (its index) and n: (ti, n, rule) -> ItemValues, λ = λ₁ / t (`eval --aggregator`, and
+    `compare` of two such runs)."""
+    from .groups import box_group_values, group_rule, vote_group_values
+
+    box = layout.utility
+    if box:
+        scen, joint, loc = box_layout(questions)
+    else:
+        choices, idx, correct = option_codes(questions)
+    out: dict[tuple[int, int, str], Any] = {}
+    for ti, t in enumerate(temps):
+        lam = lam_at(lam1, t)
+        for n in ns:
+            if box:
+                counts = box_answer_counts(answers[ti], loc, len(scen))[None]
+                got = box_group_values(counts, joint, [n], {r: group_rule(r, [lam])
+                                                            for r in rules})
+            else:
+                got = vote_group_values([answer_codes(answers[ti], idx)], correct, [n],
+                                        {r: [lam] for r in rules}, n_options=len(choices))
+            for r in rules:
+                out[ti, n, r] = got[r]
+    return out
+
+
+def adaptive_rows(spec: RunSpec, questions: list[Any], answers: np.ndarray,
+                  rows: Any = None) -> list[dict[str, Any]]:
+    """Rows for each stopping rule of `spec.adaptive` beside fixed n, per temperature, replayed
+    on the drawn samples (`evals.adaptive`): the same random orders of each question's samples for
+    the adaptive and the fixed rows, so the two are comparable and their difference paired.
+
+    Multiple choice: accuracy of the plurality of the samples the rule used. Box-ball: per
+    question P(ω = decision | colour), weighted by P(scenario, colour) (each expert here sees the
+    question's own ball: this is not the eval's exact-utility table, which lets each expert draw
+    its own ball); the fixed rows beside it are scored the same way. With the drawn `rows`
+    (the draw's samples), each row's `mean_cost_usd` is the dollars of the samples it used.
+    """
+    from ensemble.stopping import StopSpec, stop_rules
+
+    from .adaptive import adaptive_eval, boxball_inputs, question_codes
+
+    layout = layout_of(task_name(spec))
+    box = layout.utility
+    max_n = spec.max_n or spec.k()
+    if box:
+        values, weights, groups = boxball_inputs(questions)
+        codes, _, _ = question_codes(questions, answers, options=("L", "R"))
+        kw: dict[str, Any] = {"values": values, "weights": weights, "groups": groups}
+    else:
+        codes, correct, n_options = question_codes(questions, answers)
+        kw = {"correct": correct, "n_options": n_options}
+    fixed_ns = sorted({n for n in spec.n or () if n <= max_n} | {max_n})
+    if rows is not None:
+        T, Q = codes.shape[:2]
+        costs = np.full(codes.shape, np.nan)
+        for i, row in enumerate(rows):
+            for smp in row or ():
+                if smp is not None and smp.cost_usd is not None and smp.index < max_n:
+                    costs[i // Q, i % Q, smp.index] = smp.cost_usd
+        kw["costs"] = costs[:, :, :max_n]
+    rows = []
+    for stop in spec.adaptive or ():
+        takes_cost = "cost" in stop_rules.get(stop).params
+        rule = StopSpec(stop=stop, max_n=max_n, cost=spec.stop_cost if takes_cost else None)
+        results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
+                                reps=bootstrap_of(spec), rng=seed_of(spec), **kw)
+        for t, res in zip(spec.temperatures, results, strict=True):
+            row = res.row(t=float(t), aggregator=layout.vote_rule)
+            row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
+                            for n, e in sorted(res.fixed.items())]
+            row["scored"] = ("P(ω = decision | colour), weighted by P(scenario, colour)" if box
+                             else "accuracy of the plurality of the samples used")
+            rows.append(row)
+    return rows
