@@ -225,12 +225,6 @@ def test_rules_that_do_not_apply_are_refused_before_any_request(tmp_path, mathqa
             asyncio.run(run_eval(spec.model_copy(update=dict(
                 task="mathqa", limit=3, data=str(mathqa_path))),
                 RunOptions(out=str(tmp_path / "m"))))
-        binary = tmp_path / "yn.jsonl"
-        binary.write_text('{"id": "q1", "question": "2+2=4?", "choices": ["yes", "no"], '
-                          '"answer": "yes"}\n', encoding="utf-8")
-        with pytest.raises(InputError, match="box-ball only"):
-            asyncio.run(run_eval(spec.model_copy(update=dict(task="jsonl", data=str(binary))),
-                                 RunOptions(out=str(tmp_path / "j"))))
         # the baseline is scored in every run, not as a rule: refused, never scored as another
         follow = load_spec(_write(tmp_path, {"members": [
             {"model": "openai/a", "api_base": srv.base_url, "n": 1, "temperature": 1.0,
