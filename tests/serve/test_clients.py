@@ -124,7 +124,8 @@ def _check_json(up, prompt: str, t: float, obj: dict[str, Any]) -> None:
     import json
 
     samples = _samples(up, prompt, t)
-    served = [json.loads(text) for text, _ in samples if text]
+    served = [json.loads(text[text.index("{"):text.rindex("}") + 1])  # the object in the reply
+              for text, _ in samples if text]
     assert len(served) == 5
     for key, value in obj.items():
         counts = Counter(canon(s[key]) for s in served if key in s)
