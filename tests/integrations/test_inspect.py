@@ -8,6 +8,7 @@ and the completion inspect scored is one of those samples that voted for it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 
 from ensemble.sampling.parsing import choice_parser  # noqa: E402
 from ensemble.tasks import get_task  # noqa: E402
-from ensemble.testing import SimulatedServer, answer_key_from_questions  # noqa: E402
+from ensemble.testing import SimulatedServer, ToolPlan, answer_key_from_questions  # noqa: E402
 
 TASK = Path(__file__).with_name("inspect_mathqa.py")
 CHOICES = list("ABCDE")
@@ -39,7 +40,7 @@ def upstream(mathqa_path):
     mp.setenv("ENSEMBLE_TEST_LIMIT", str(LIMIT))
     mp.setenv("OPENAI_API_KEY", "sk-sim-not-a-real-key-000000")
     with SimulatedServer(answer_key=answer_key_from_questions(questions), seed=11, lam1=1.0,
-                         keep_replies=True) as up:
+                         keep_replies=True, tools=ToolPlan(accuracy=0.7)) as up:
         yield up
     mp.undo()
 
@@ -85,27 +86,26 @@ def test_inspect_cli_runs_the_ensemble_model(upstream, tmp_path):
     _check_samples(read_eval_log(str(logs[0])), upstream, 3, 0.7)
 
 
-def test_tools_are_refused_in_one_line(upstream, tmp_path):
-    from inspect_ai import Task
-    from inspect_ai.dataset import Sample
-    from inspect_ai.solver import generate, use_tools
-    from inspect_ai.tool import tool
-
-    @tool
-    def add():
-        async def execute(x: int, y: int) -> int:
-            """Add two numbers.
-
-            Args:
-                x: the first
-                y: the second
-            """
-            return x + y
-
-        return execute
-
-    t = Task(dataset=[Sample(input="What is 2 + 3?", target="5")],
-             solver=[use_tools(add()), generate()])
-    log = inspect_eval(t, model="ensemble/openai/sim-expert", model_base_url=upstream.base_url,
-                       model_args={"n": 3}, log_dir=str(tmp_path), display="none")[0]
-    assert log.status == "error" and "tools" in str(log.error.message)
+def test_use_tools_votes_the_tool_call_natively(upstream, tmp_path, monkeypatch):
+    # inspect runs the voted call and sends its result back as a tool message: the whole
+    # agent loop through the model API, the call checked against what the upstream served
+    monkeypatch.chdir(TASK.parent)
+    (log,) = inspect_eval("inspect_tools.py", model="ensemble/openai/sim-expert",
+                          model_base_url=upstream.base_url, model_args={"n": 5},
+                          temperature=0.9, log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    (s,) = log.samples
+    calls = [c for m in s.messages if m.role == "assistant" and m.tool_calls
+             for c in m.tool_calls]
+    assert len(calls) == 1 and [m.role for m in s.messages].count("tool") == 1
+    reps = [r for r in upstream.stats.replies if r.prompt == s.input and r.temperature == 0.9]
+    served = [c[0]["function"] for r in reps for c in r.tool_calls if c]
+    names = Counter(f["name"] for f in served)
+    assert sum(len(r.texts) for r in reps) == 5
+    assert names[calls[0].function] == max(names.values())
+    chose = [json.loads(f["arguments"]) for f in served if f["name"] == calls[0].function]
+    for key, value in calls[0].arguments.items():
+        counts = Counter(a.get(key) for a in chose)
+        assert counts[value] == max(counts.values()), (key, counts, value)
+    votes = s.output.metadata["ensemble"]
+    assert "ANSWER:" in s.output.completion and votes["samples"] == 5

@@ -2,21 +2,28 @@
 -M n=5 -M temperature=0.7` draws n samples of each generate call from <model> (any model
 string `Ensemble` takes: openai/..., anthropic/..., local, ...) and answers with the vote.
 
-No server sits between: each generate call is one `Ensemble.adecide` on inspect's own event
-loop, and the reply is built by the same function that answers `ensemble serve`'s chat
-completions (`serve.wire.completion_doc`), so the text inspect scores is the full text of a
-sample that voted for the decision, and `output.metadata["ensemble"]` holds the votes (the
-`ensemble` object of a served reply: decision, votes, margin, samples, invalid, cost).
+No server sits between, and nothing is voted differently from `ensemble serve`: each generate
+call is turned into the chat request an OpenAI client would send (messages with their tool
+calls and tool results, the tools, tool_choice, a JSON-schema response format) and decided by
+the endpoint's own path — `serve.wire.parse_chat_request`, `serve.ensembles.ServedEnsembles`
+(one served model built from the model args), `Ensemble.adecide`, `serve.wire.completion_doc`
+— on inspect's event loop. So tool calls are voted (the tool, then each argument), replies in
+inspect's "ANSWER: X" format are voted without --choices, and the text inspect scores is the
+full text of a sample that voted for the decision. `output.metadata["ensemble"]` holds the
+votes (the `ensemble` object of a served reply: decision, votes, margin, samples, invalid,
+cost, and per field or argument its own vote).
 
-Model args (`-M key=value`) are `Ensemble`'s keywords: n, temperature, choices (a list or
-"A,B,C"), answer, aggregator, stop, max_n, lam, calibration, store, seed, tie, invalid and the
-provider options (max_concurrency, rpm, timeout, ...). inspect's own generate config supplies
-temperature (over `-M temperature`), max_tokens, top_p, seed (the provider's sampling seed)
-and stop_seqs; `--model-base-url` is the upstream's api_base.
+Model args (`-M key=value`) are a served model's fields (docs/serve.md, "The config file"): n,
+temperature, choices (a list or "A,B,C"), answer, aggregator, stop, max_n, lam, calibration,
+system, seed, max_tokens and the endpoint's options (api_base, api_key_env, max_concurrency,
+rpm, timeout, ...). inspect's own `--temperature` and `--max-tokens` are used when given (the
+first generate call's; a served model keeps its sampling parameters), `--model-base-url` is
+the upstream's api_base.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -24,45 +31,80 @@ from inspect_ai.model import (
     ChatCompletionChoice,
     ChatMessage,
     ChatMessageAssistant,
+    ChatMessageTool,
     GenerateConfig,
     ModelAPI,
     ModelOutput,
     ModelUsage,
+    StopReason,
 )
-from inspect_ai.tool import ToolChoice, ToolInfo
+from inspect_ai.tool import ToolCall, ToolChoice, ToolFunction, ToolInfo
 
-from ..api import Ensemble
 from ..errors import InputError
-from ..serve.wire import completion_doc
+from ..serve.config import parse_config
+from ..serve.ensembles import ServedEnsembles, parse_overrides
+from ..serve.wire import RequestRejected, completion_doc, parse_chat_request
 
-__all__ = ["EnsembleModelAPI", "ensemble_messages"]
+__all__ = ["EnsembleModelAPI", "chat_body"]
 
-# inspect's generate config -> Ensemble's sampling keywords
-_CONFIG = (("max_tokens", "max_tokens"), ("top_p", "top_p"), ("seed", "sampling_seed"),
-           ("stop_seqs", "stop_sequences"))
+NAME = "ensemble"  # the one served name behind the model API
+_STOP: dict[str, StopReason] = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls",
+         "content_filter": "content_filter"}
 
 
-def ensemble_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:
-    """inspect's chat messages as the role/content dicts `Ensemble` takes (text parts only)."""
-    out = []
-    for m in messages:
-        if m.role == "tool" or (isinstance(m, ChatMessageAssistant) and m.tool_calls):
-            raise InputError("the ensemble model API votes on text replies; this sample's "
-                             "history has tool calls: use `ensemble serve` with inspect's "
-                             "openai provider for tool use")
-        out.append({"role": m.role, "content": m.text})
-    return out
+def _message(m: ChatMessage) -> dict[str, Any]:
+    """One inspect message as OpenAI's chat message (tool calls and results kept)."""
+    if isinstance(m, ChatMessageTool):
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.text}
+    if isinstance(m, ChatMessageAssistant) and m.tool_calls:
+        return {"role": "assistant", "content": m.text or None, "tool_calls": [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.function, "arguments": json.dumps(c.arguments)}}
+            for c in m.tool_calls]}
+    return {"role": m.role, "content": m.text}
+
+
+def _tool_choice(choice: ToolChoice, tools: list[ToolInfo]) -> Any:
+    if not tools:
+        return None
+    if isinstance(choice, ToolFunction):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice  # "auto" | "any" | "none" as OpenAI spells them, "any" as "required"
+
+
+def chat_body(messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
+              config: GenerateConfig) -> dict[str, Any]:
+    """The chat completion request an OpenAI client would send for one generate call."""
+    body: dict[str, Any] = {"model": NAME, "messages": [_message(m) for m in messages]}
+    if tools:
+        body["tools"] = [{"type": "function", "function": {
+            "name": t.name, "description": t.description,
+            "parameters": t.parameters.model_dump(exclude_none=True)}} for t in tools]
+        choice = _tool_choice(tool_choice, tools)
+        body["tool_choice"] = "required" if choice == "any" else choice
+    if config.response_schema is not None:
+        rs = config.response_schema
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": rs.name, "schema": rs.json_schema.model_dump(exclude_none=True)}}
+    return body
+
+
+def _output_message(message: dict[str, Any], name: str) -> ChatMessageAssistant:
+    calls = [ToolCall(id=c["id"], function=c["function"]["name"],
+                      arguments=json.loads(c["function"]["arguments"] or "{}"))
+             for c in message.get("tool_calls") or ()]
+    return ChatMessageAssistant(content=message.get("content") or "", model=name,
+                                source="generate", tool_calls=calls or None)
 
 
 class EnsembleModelAPI(ModelAPI):
-    """One `Ensemble` per distinct sampling config (inspect may vary the config per call)."""
+    """One served model, built from the model args on the first generate call."""
 
     def __init__(self, model_name: str, base_url: str | None = None,
                  api_key: str | None = None, api_key_vars: list[str] | None = None,
                  config: GenerateConfig | None = None, **model_args: Any) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key,
-                         api_key_vars=api_key_vars or [],
-                         config=config or GenerateConfig())
+                         api_key_vars=api_key_vars or [], config=config or GenerateConfig())
         if not model_name:
             raise InputError("give the model to vote with after ensemble/, e.g. "
                              "--model ensemble/openai/gpt-4o-mini")
@@ -71,42 +113,42 @@ class EnsembleModelAPI(ModelAPI):
             args["choices"] = [c.strip() for c in args["choices"].split(",") if c.strip()]
         if base_url:
             args.setdefault("api_base", base_url)
-        if api_key:
-            args.setdefault("api_key", api_key)
         self._args = args
-        self._ensembles: dict[tuple[Any, ...], Ensemble] = {}
+        self._served: ServedEnsembles | None = None
 
-    def _ensemble(self, config: GenerateConfig) -> Ensemble:
-        kw = dict(self._args)
-        if config.temperature is not None:
-            kw["temperature"] = config.temperature
-        for theirs, ours in _CONFIG:
-            value = getattr(config, theirs)
-            if value is not None:
-                kw[ours] = value
-        key = tuple(sorted((k, repr(v)) for k, v in kw.items()))
-        ens = self._ensembles.get(key)
-        if ens is None:
-            ens = self._ensembles[key] = Ensemble(self.model_name, **kw)
-        return ens
+    def _ensembles(self, config: GenerateConfig) -> ServedEnsembles:
+        if self._served is None:
+            served = {"model": self.model_name, **self._args}
+            if config.temperature is not None:
+                served["temperature"] = config.temperature
+            if config.max_tokens is not None:
+                served["max_tokens"] = config.max_tokens
+            self._served = ServedEnsembles(parse_config({"models": {NAME: served}},
+                                                        source="ensemble model args (-M)"))
+        return self._served
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo],
                        tool_choice: ToolChoice, config: GenerateConfig) -> ModelOutput:
-        if tools:
-            raise InputError("the ensemble model API votes on text replies; this task offers "
-                             "tools: use `ensemble serve` with inspect's openai provider")
         t0 = time.perf_counter()
-        ens = self._ensemble(config)
-        decision = await ens.adecide(ensemble_messages(input))
-        doc = completion_doc(self.model_name, decision, ens.members)
-        message = doc["choices"][0]["message"]
+        ensembles = self._ensembles(config)
+        try:
+            req = parse_chat_request(chat_body(input, tools, tool_choice, config))
+            served = ensembles.served(NAME)
+            assert served is not None  # the one name this API serves
+            ens = ensembles.get(NAME, parse_overrides(req.overrides, served),
+                                req.response_format, req.sampling, tools=req.tools,
+                                tool_choice=req.tool_choice)
+        except RequestRejected as exc:
+            raise InputError(str(exc)) from None
+        decision = await ens.adecide(req.messages)
+        doc = completion_doc(NAME, decision, ens.members, kind=ens.answer_kind)
+        choice = doc["choices"][0]
         usage = doc["usage"]
         return ModelOutput(
             model=self.model_name,
             choices=[ChatCompletionChoice(
-                message=ChatMessageAssistant(content=message["content"] or "",
-                                             model=self.model_name, source="generate"),
-                stop_reason="stop")],
+                message=_output_message(choice["message"], self.model_name),
+                stop_reason=_STOP.get(choice.get("finish_reason") or "stop", "unknown"))],
             usage=ModelUsage(input_tokens=usage["prompt_tokens"],
                              output_tokens=usage["completion_tokens"],
                              total_tokens=usage["total_tokens"]),
@@ -115,10 +157,10 @@ class EnsembleModelAPI(ModelAPI):
         )
 
     async def aclose(self) -> None:
-        for ens in self._ensembles.values():
-            await ens.aclose()
-        self._ensembles.clear()
+        if self._served is not None:
+            await self._served.aclose()
+            self._served = None
 
     def max_connections(self) -> int:
-        # inspect's own concurrency: let the Ensemble's per-endpoint limiter bound requests
+        # inspect's own concurrency; the served model's limiter bounds requests upstream
         return 32
