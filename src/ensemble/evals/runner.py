@@ -196,7 +196,9 @@ def _rules(spec: RunSpec, task: Task, questions: list[Any],
         return ensemble_rules(spec, task, questions, [m.lam for m in members])
     from .grid import rules_of
 
-    return rules_of(spec, questions)
+    # the main vote as one model's cells name it (a two-choice task's majority is its
+    # plurality), then the --aggregator rules
+    return [task.layout.vote_rule, *rules_of(spec, questions)[1:]]
 
 
 def _dry_run(spec: RunSpec, task: Task, questions: list[Any], members: tuple[RunMember, ...],

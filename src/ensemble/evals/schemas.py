@@ -202,13 +202,17 @@ class SkippedRow(_Model):
 
 class DataNotes(_Model):
     """What the data said: malformed rows skipped (--skip-invalid), counts of rows with issues,
-    the answer kind of open answers, and what a task counts about its data (`Task.data_notes`:
-    mathqa --open's `not_numeric`)."""
+    the answer kind of open answers, and what a task says about its data (`Task.data_notes`:
+    mathqa --open's `not_numeric`; a task file's paths and description). A task that notes
+    something else declares it here."""
 
     skipped: list[SkippedRow] | None = None
     issues: dict[str, int] | None = None
     answer: str | None = None
-    not_numeric: int | None = None
+    not_numeric: int | None = None  # mathqa --open: right options that are not plain numbers
+    task_file: str | None = None  # a declarative task file (`ensemble eval path/to/task.yaml`)
+    data_file: str | None = None  # the data file it reads
+    description: str | None = None  # what the task file says it is
 
 
 class ProviderInfo(_Model):

@@ -106,8 +106,9 @@ class Task(Protocol):
         ...
 
     def data_notes(self) -> dict[str, Any]:
-        """Counts about the data for the summary's `data` block (JSON values), beyond
-        `skipped` and `issues`."""
+        """What the task says about its data for the summary's `data` block (JSON values),
+        beyond `skipped` and `issues`; each key is a field `evals.schemas.DataNotes` declares
+        (summary.json allows no other)."""
         ...
 
     def population(self) -> int:
