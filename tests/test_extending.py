@@ -1,7 +1,8 @@
 """A rule and a stopping rule registered here, outside the package, work everywhere a built-in
 does: the Python API, `ensemble eval` (flags and spec files), `ensemble compare`, `ensemble
 serve` (its flags, config and a request's options) and the CLI's choices; unknown names are
-one line listing the known ones; plug-ins come through the entry-point groups too."""
+one line listing the known ones; plug-ins come through the entry-point groups too; `ensemble
+batches` reaches the Batch API a registered provider declares."""
 
 from __future__ import annotations
 
@@ -244,3 +245,65 @@ def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch):
     (broken / "entry_points.txt").write_text("[test.ensemble.broken]\nx = no_such_module_x\n")
     with pytest.raises(InputError, match="the thing plug-in x = no_such_module_x .* failed"):
         Registry("thing", "test.ensemble.broken").names()
+
+
+class _LedgerBatchAPI:
+    """A provider's own Batch API, as `Capabilities.batch_api` makes it: it records the calls."""
+
+    calls: list[tuple[str, str]] = []
+
+    async def retrieve(self, batch_id):
+        from ensemble.providers.batch import BatchInfo
+
+        self.calls.append(("retrieve", batch_id))
+        return BatchInfo(id=batch_id, status="completed", counts={"completed": 2, "total": 2})
+
+    async def cancel(self, batch_id):
+        from ensemble.providers.batch import BatchInfo
+
+        self.calls.append(("cancel", batch_id))
+        return BatchInfo(id=batch_id, status="cancelling", counts={"total": 2})
+
+
+class _LedgerProvider:
+    name = "ledger"
+
+    def __init__(self, model, options):
+        from ensemble.providers import Capabilities
+
+        self.model, self.api_base, self.identity = model, None, None
+        self.endpoint = ("ledger", "ledger", "-")
+        self.capabilities = Capabilities(batch_api=_LedgerBatchAPI)
+
+    async def aclose(self):
+        pass
+
+
+def test_ensemble_batches_reach_the_batch_api_the_provider_declares(tmp_path):
+    """`ensemble batches list|cancel` ask the provider registry for the record's model and use
+    the Batch API that provider declares (not litellm's whatever the provider)."""
+    import time
+
+    from ensemble.providers import register_provider
+    from ensemble.sampling.store import BatchRecord, SampleStore
+
+    register_provider("ledger", _LedgerProvider, replace=True)
+    path = tmp_path / "samples.sqlite"
+    store = SampleStore(path)
+    now = time.time()
+    for rid, bid in (("r1", "batch_1"), ("r2", "batch_2")):
+        store.add_batch(BatchRecord(id=rid, provider="ledger", endpoint="ledger",
+                                    model="ledger/x", status="in_progress", lines=0, samples=2,
+                                    created=now, updated=now), [], holder="test")
+        store.update_batch(rid, batch_id=bid)
+    store.close()
+    rc, text = _eval(["batches", "list", "--out", str(tmp_path), "--json"])
+    assert rc == 0, text
+    assert sorted(_LedgerBatchAPI.calls) == [("retrieve", "batch_1"), ("retrieve", "batch_2")]
+    assert {b["status"] for b in json.loads(text)["batches"]} == {"completed"}
+    store = SampleStore(path)
+    store.update_batch("r2", status="in_progress")
+    store.close()
+    rc, text = _eval(["batches", "cancel", "--out", str(tmp_path), "--json"])
+    assert rc == 0 and json.loads(text)["cancelled"] == ["batch_2"], text
+    assert _LedgerBatchAPI.calls[-1] == ("cancel", "batch_2")
