@@ -307,3 +307,38 @@ def test_ensemble_batches_reach_the_batch_api_the_provider_declares(tmp_path):
     rc, text = _eval(["batches", "cancel", "--out", str(tmp_path), "--json"])
     assert rc == 0 and json.loads(text)["cancelled"] == ["batch_2"], text
     assert _LedgerBatchAPI.calls[-1] == ("cancel", "batch_2")
+
+
+def test_the_ensemble_serve_command_serves_them():
+    """`ensemble serve --aggregator RULE --stop STOP` as a process (the command's own main, with
+    this module imported first: how a user's plug-in module is loaded without an entry point),
+    answering with the plug-in rule under the plug-in stopping rule; SIGINT ends it."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from ensemble.tasks import get_task
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_extending; "
+            "from ensemble.cli import main; sys.exit(main(sys.argv[2:]))")
+    prompt = get_task("boxball").questions()[0].prompt
+    with SimulatedServer(lam1=3.0, seed=2) as up:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(Path(__file__).parent), "serve", "--model",
+             "openai/sim", "--api-base", up.base_url, "--n", "7", "--choices", "L,R",
+             "--aggregator", RULE, "--stop", STOP, "--port", "0", "--name", "v"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
+            c = openai.OpenAI(base_url=url, api_key="unused-local-key")
+            r = c.chat.completions.create(model="v", messages=[{"role": "user",
+                                                                 "content": prompt}])
+            ens = r.model_extra["ensemble"]
+            assert ens["aggregator"] == RULE and ens["stop"] == STOP
+            votes = ens["votes"]
+            assert abs(votes.get("L", 0) - votes.get("R", 0)) == 2 or ens["samples"] == 7
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0
