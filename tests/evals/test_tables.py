@@ -118,3 +118,7 @@ def test_sampled_answers_that_agree_are_not_taken_as_noiseless():
     assert s.ci[1] == 1.0 and 0.85 < s.ci[0] < 0.95 and s.ci_questions == s.ci
     greedy = summarise(iv, population=216, rng=0, bounds=(0.0, 1.0), sampled=False)
     assert greedy.identical and greedy.questions_exact and greedy.ci_questions == (1.0, 1.0)
+    # a difference that is 0 on every item (a rule against itself) keeps the bootstrap's 0
+    same = summarise(iv.minus(iv, same_answers=True), population=216, rng=0,
+                     bounds=(-1.0, 1.0), level=False)
+    assert same.ci == (0.0, 0.0) and not same.questions_exact

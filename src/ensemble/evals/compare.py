@@ -312,7 +312,7 @@ def _row_maker(box: bool, total: int, resamples: Any, g: np.random.Generator
     def row(va: ItemValues, vb: ItemValues, head: dict[str, Any]) -> dict[str, Any]:
         d = vb.minus(va, same_answers=False)
         s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span),
-                      sampled=sampled_row(head))
+                      sampled=sampled_row(head), level=False)
         out: dict[str, Any] = {
             **head,
             "a": float(half * va.values.mean() + (0.5 if box else 0.0)),

@@ -117,12 +117,14 @@ def sampled_row(head: dict[str, Any]) -> bool:
 def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0,
               counts: NDArray[np.float64] | None = None,
               bounds: tuple[float, float] = (-math.inf, math.inf),
-              sampled: bool = True) -> Summary:
+              sampled: bool = True, level: bool = True) -> Summary:
     """The mean of `iv` with its interval for the task (`population` items, of which these are
     a simple random sample) and for these items. `counts` (from `bootstrap_counts`) fixes the
     resamples (paired across cells); `bounds` clip the intervals to the metric's range.
     `sampled`: the answers were drawn at t > 0 (False: greedy, t = 0, where identical answers
-    mean there is no noise)."""
+    mean there is no noise). `level`: a mean, not a difference (only a level gets the Wilson
+    interval below: a difference that is the same on every item, such as two rules that agree
+    on every answer seen, keeps the bootstrap's)."""
     g = _gen(rng)
     same = bool(iv.identical.all())
     if same and not sampled:
@@ -134,7 +136,7 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
         iv = ItemValues(iv.values, iv.jack, iv.weight, False, iv.identical)
     s = _summarise(iv, population, reps, g, counts, bounds)
     s = replace(s, identical=same and not sampled)
-    if (sampled and not s.questions_exact and s.ci[0] == s.ci[1]
+    if (sampled and level and not s.questions_exact and s.ci[0] == s.ci[1]
             and math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
         # no noise measured and no spread between items either: nothing to resample
         wilson = _wilson(s.value, s.items, bounds)

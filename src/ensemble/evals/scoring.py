@@ -84,7 +84,7 @@ def row_builder(*, box: bool, total: int, unit: str, items: int, resamples: Any,
         span = 2.0 if box else 1.0
         lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
         s = summarise(iv, population=total, counts=resamples, rng=rng, bounds=(lo, hi),
-                      sampled=sampled_row(head))
+                      sampled=sampled_row(head), level=not diff)
         return {**head, **fields(s, box=box, diff=diff), "covers": covers}
 
     return row
