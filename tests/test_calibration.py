@@ -171,8 +171,10 @@ def test_real_local_model_calibration_reports_honestly(tmp_path, smollm2_path):
         f = loads(r.stdout)["fits"][0]  # ±∞ decoded: a real model may be separated either way
         assert f["ci"][0] < 5
     else:
-        # "waiting: ..." status lines may come first (the model is slow); then one error line
-        lines = [x for x in r.stderr.strip().splitlines() if "ensemble: waiting:" not in x]
+        # status lines may come first (loading the model, "waiting: ..." while it is slow);
+        # then one error line
+        status = ("ensemble: waiting:", "ensemble: loading the local model")
+        lines = [x for x in r.stderr.strip().splitlines() if not x.startswith(status)]
         assert len(lines) == 1 and ("not identified" in lines[0] or "no valid" in lines[0]
                                     or "two questions" in lines[0])
     assert (tmp_path / "local" / "samples.sqlite").exists()  # samples kept either way
