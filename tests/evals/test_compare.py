@@ -58,14 +58,13 @@ def test_differences_are_the_runs_own_numbers(runs):
     assert _cell({"results": doc["results"]}, 1.0, 1, "majority")["ci_questions"][0] > 0
 
 
-def test_cli_json_and_table(runs):
+def test_cli_json_and_table(runs, run_cli):
     tmp, _, _ = runs
-    r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp / "a"),
-                        str(tmp / "b"), "--json", "--bootstrap", "200"],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("compare", str(tmp / "a"), str(tmp / "b"), "--json", "--bootstrap", "200")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert {"t", "n", "aggregator", "a", "b", "diff", "ci", "items"} <= set(doc["results"][0])
+    # a real process (the command's end-to-end check), with a bare environment
     t = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp / "a"),
                         str(tmp / "b")], capture_output=True, text=True, timeout=120,
                        env={"COLUMNS": "160", "PATH": ""})
@@ -74,15 +73,20 @@ def test_cli_json_and_table(runs):
     assert "for these 15" in t.stdout and "random-follow" in t.stdout
 
 
-def _one_line(*args):
-    r = subprocess.run([sys.executable, "-m", "ensemble", "compare", *map(str, args)],
-                       capture_output=True, text=True, timeout=120)
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
+@pytest.fixture
+def _one_line(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(*args):
+        r = run_cli("compare", *map(str, args))
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+        return lines[0]
+
+    return run
 
 
-def test_bad_input_is_one_line(runs, tmp_path):
+def test_bad_input_is_one_line(runs, tmp_path, _one_line):
     tmp, _, _ = runs
     assert "not a folder" in _one_line(tmp_path / "nope", tmp / "b")
     (tmp_path / "empty").mkdir()
@@ -104,15 +108,15 @@ def test_bad_input_is_one_line(runs, tmp_path):
     assert "no question in common" in _one_line(tmp / "a", renamed)
 
 
-def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path, mixed_runs):
+def test_a_mixed_run_and_a_single_model_share_no_cell(tmp_path, mixed_runs, run_cli):
     # issue 22: compare pairs two mixed ensembles (below); a mixed ensemble against a single
     # model's run, or a run against itself, is still refused in one line
     _run(tmp_path, "s", 3.0, seed=1, limit=4, samples=3, ns=(1,), temps=(1.0,))
     paths = {"m": mixed_runs / "a", "s": tmp_path / "s"}
     for a, b, needle in (("m", "s", "mixed-ensemble run"), ("s", "m", "mixed-ensemble run"),
                          ("m", "m", "same run")):
-        r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(paths[a]),
-                            str(paths[b])], capture_output=True, text=True)
+        r = run_cli("compare", str(paths[a]),
+                            str(paths[b]))
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -138,13 +142,12 @@ def mixed_runs(tmp_path_factory):
     return base
 
 
-def test_two_mixed_ensembles_pair_every_shared_cell(mixed_runs):
+def test_two_mixed_ensembles_pair_every_shared_cell(mixed_runs, run_cli):
     base = mixed_runs
     sa = json.loads((base / "a" / "summary.json").read_text())
     sb = json.loads((base / "b" / "summary.json").read_text())
-    r = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(base / "a"),
-                        str(base / "b"), "--json", "--bootstrap", "200"],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("compare", str(base / "a"),
+                        str(base / "b"), "--json", "--bootstrap", "200")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     cells = {(x["member"], x["aggregator"]): x for x in doc["results"]}
@@ -168,9 +171,8 @@ def test_two_mixed_ensembles_pair_every_shared_cell(mixed_runs):
     assert cells["weak", "majority"]["ci_questions"][0] <= 0 <= cells["weak", "majority"][
         "ci_questions"][1]
     # the table shows every cell with its whole interval, at 80 columns too
-    t = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(base / "a"),
-                        str(base / "b"), "--bootstrap", "200"], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "COLUMNS": "80"})
+    t = run_cli("compare", str(base / "a"),
+                        str(base / "b"), "--bootstrap", "200", env={**os.environ, "COLUMNS": "80"})
     assert t.returncode == 0, t.stderr
     for who in ("ensemble", "weak", "strong"):
         assert who in t.stdout

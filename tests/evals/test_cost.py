@@ -1,7 +1,7 @@
 """Cost before it is spent: --dry-run sends nothing; --max-cost stops before the cap."""
 
-import subprocess
-import sys
+
+import pytest
 
 from ensemble.jsonio import loads
 from ensemble.testing import SimulatedServer
@@ -9,9 +9,10 @@ from ensemble.testing import SimulatedServer
 PRICE = ("--price-per-1k-tokens", "0.5,1.5")
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=180)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return run_cli
 
 
 def boxball(url, out, *extra):
@@ -19,7 +20,7 @@ def boxball(url, out, *extra):
             "--n", "1", "--samples", "3", "--limit", "10", "--out", str(out), *PRICE, *extra)
 
 
-def test_dry_run_counts_without_a_request(tmp_path):
+def test_dry_run_counts_without_a_request(tmp_path, cli):
     with SimulatedServer(lam1=3.0) as srv:
         r = cli(*boxball(srv.base_url, tmp_path / "run", "--dry-run", "--json"))
         assert r.returncode == 0, r.stderr
@@ -35,14 +36,14 @@ def test_dry_run_counts_without_a_request(tmp_path):
         assert again["cost_usd_max"] == 0.0
 
 
-def test_dry_run_says_when_the_price_is_unknown(tmp_path):
+def test_dry_run_says_when_the_price_is_unknown(tmp_path, cli):
     r = cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
             "http://127.0.0.1:9/v1", "--t", "1", "--n", "1", "--limit", "2", "--out",
             str(tmp_path / "x"), "--dry-run")
     assert r.returncode == 0 and "unknown" in r.stdout and "--price-per-1k-tokens" in r.stdout
 
 
-def test_max_cost_stops_before_passing_the_cap_by_more_than_one_request(tmp_path):
+def test_max_cost_stops_before_passing_the_cap_by_more_than_one_request(tmp_path, cli):
     with SimulatedServer(lam1=3.0) as srv:
         full = loads(cli(*boxball(srv.base_url, tmp_path / "full", "--json")).stdout)
         per_request = full["cost_usd"] / full["requests"]

@@ -8,8 +8,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -19,12 +17,17 @@ from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 
 
-def _cli(*args, columns: int | None = None):
-    env = {**os.environ}
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "ensemble", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, env=env)
+@pytest.fixture
+def _cli(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(*args, columns: int | None = None):
+        env = {**os.environ}
+        if columns is not None:
+            env["COLUMNS"] = str(columns)
+        return run_cli(*map(str, args), env=env)
+
+    return run
 
 
 def _one_line(r) -> str:
@@ -52,17 +55,17 @@ def _requests(server) -> int:
     return server.stats.requests
 
 
-def _eval(server, *args):
+def _eval(_cli, server, *args):
     return _cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base", server.base_url,
                 "--limit", "2", "--samples", "3", *args)
 
 
-def test_bad_options_are_refused_before_any_request(server, run, tmp_path):
+def test_bad_options_are_refused_before_any_request(server, run, tmp_path, _cli):
     before = _requests(server)
     assert "--seed must be an integer >= 0" in _one_line(
-        _eval(server, "--t", "1", "--n", "1", "--seed", "-1", "--out", tmp_path / "s"))
+        _eval(_cli, server, "--t", "1", "--n", "1", "--seed", "-1", "--out", tmp_path / "s"))
     assert "--t 0.5 is given twice" in _one_line(
-        _eval(server, "--t", "0.5", "0.5", "--n", "1", "--out", tmp_path / "d"))
+        _eval(_cli, server, "--t", "0.5", "0.5", "--n", "1", "--out", tmp_path / "d"))
     line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
                           server.base_url, "--t", "0.5", "1", "--samples", "2", "--limit", "3",
                           "--eval-dir", tmp_path / "nonexistent", "--out", tmp_path / "c"))
@@ -74,7 +77,7 @@ def test_bad_options_are_refused_before_any_request(server, run, tmp_path):
     assert not (tmp_path / "s").exists() and not (tmp_path / "c").exists()
 
 
-def test_a_calibration_profile_is_checked_before_paying(server, tmp_path):
+def test_a_calibration_profile_is_checked_before_paying(server, tmp_path, _cli):
     prof = {"model": "openai/sim-expert", "lam1": -3.0, "fits": [], "questions": 1,
             "samples_per_question": 1, "valid_answers": 1, "seed": 0, "created": "x",
             "version": "x", "task": "boxball", "mode": "sample"}
@@ -84,14 +87,14 @@ def test_a_calibration_profile_is_checked_before_paying(server, tmp_path):
     other.write_text(json.dumps({**prof, "lam1": 2.0, "model": "openai/another-model"}))
     before = _requests(server)
     args = ("--t", "1", "--n", "1", "3", "--aggregator", "robust", "--out", tmp_path / "r")
-    line = _one_line(_eval(server, *args, "--calibration", bad))
+    line = _one_line(_eval(_cli, server, *args, "--calibration", bad))
     assert str(bad) in line and "λ₁ = -3" in line
-    line = _one_line(_eval(server, *args, "--calibration", other))
+    line = _one_line(_eval(_cli, server, *args, "--calibration", other))
     assert str(other) in line and "openai/another-model" in line
     assert _requests(server) == before
 
 
-def test_robust_rules_on_your_own_two_choice_data(tmp_path):
+def test_robust_rules_on_your_own_two_choice_data(tmp_path, _cli):
     # was: KeyError ('majority', 3) after paying for the samples
     data = tmp_path / "yn.jsonl"
     rows = [{"id": f"q{i}", "question": f"Is {i} even?", "choices": ["yes", "no"],
@@ -111,14 +114,14 @@ def test_robust_rules_on_your_own_two_choice_data(tmp_path):
     assert {c["vs_aggregator"] for c in diffs} == {"plurality"} and len(diffs) == 4
 
 
-def test_an_out_folder_holds_one_run(server, run, tmp_path):
+def test_an_out_folder_holds_one_run(server, run, tmp_path, _cli):
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     asked = _requests(server)
     line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
                           server.base_url, "--t", "1", "--samples", "2", "--limit", "3",
                           "--out", run))
     assert str(run) in line and "ensemble eval of boxball with openai/sim-expert" in line
-    line = _one_line(_eval(server, "--t", "1", "--n", "1", "--out", run, "--model",
+    line = _one_line(_eval(_cli, server, "--t", "1", "--n", "1", "--out", run, "--model",
                            "openai/other"))
     assert "holds another run" in line
     assert _requests(server) == asked
@@ -129,7 +132,7 @@ def test_an_out_folder_holds_one_run(server, run, tmp_path):
     assert "at least 100" in _one_line(_cli("compare", run, run, "--bootstrap", "1"))
 
 
-def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path):
+def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path, _cli):
     asyncio.run(run_eval(one_model(
         "boxball", "openai/sim-expert", (0.5, 1.0), (1, 3), api_base=server.base_url,
         samples=4, limit=4, seed=0, bootstrap=200), RunOptions(out=str(tmp_path / "b"))))
@@ -142,8 +145,8 @@ def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path):
         doc = json.loads(_cli("compare", run, tmp_path / "b", "--json").stdout)
         rows = [x for x in r.stdout.splitlines() if interval.search(x)]
         assert len(rows) == len(doc["results"])  # every row whole, on one line
-        e = _eval(server, "--t", "0.5", "1", "--n", "1", "3", "--samples", "4", "--limit", "4",
-                  "--out", run, "--bootstrap", "200") if columns == 80 else None
+        e = _eval(_cli, server, "--t", "0.5", "1", "--n", "1", "3", "--samples", "4",
+                  "--limit", "4", "--out", run, "--bootstrap", "200") if columns == 80 else None
         if e is not None:
             assert e.returncode == 0, e.stderr
             assert "…" not in e.stdout and max(len(x) for x in e.stdout.splitlines()) <= 80

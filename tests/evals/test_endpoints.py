@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 from ensemble.testing import SimulatedServer
 
 MODEL = "openai/sim-expert"  # one name, two servers
 
 
-def calibrate(cwd: Path, base: str, *extra: str) -> dict:
-    r = subprocess.run([sys.executable, "-m", "ensemble", "calibrate", "--model", MODEL,
-                        "--api-base", base, "--t", "1", "--samples", "5", "--limit", "120",
-                        "--json", *extra], cwd=cwd, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+@pytest.fixture
+def calibrate(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(cwd: Path, base: str, *extra: str) -> dict:
+        r = run_cli("calibrate", "--model", MODEL,
+                            "--api-base", base, "--t", "1", "--samples", "5", "--limit", "120",
+                            "--json", *extra, cwd=cwd)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    return run
 
 
 def lam_at_1(doc: dict) -> tuple[float, tuple[float, float]]:
@@ -32,7 +38,8 @@ def lam_at_1(doc: dict) -> tuple[float, tuple[float, float]]:
     return f["lam"], tuple(f["ci"])
 
 
-def test_two_servers_one_model_name_each_draws_and_reports_its_own_lambda(tmp_path):
+def test_two_servers_one_model_name_each_draws_and_reports_its_own_lambda(tmp_path, calibrate,
+                                                                          run_cli):
     with SimulatedServer(lam1=4.0, seed=1) as a, SimulatedServer(lam1=1.5, seed=2) as b:
         doc_a = calibrate(tmp_path, a.base_url)
         served_a = a.stats.requests
@@ -41,10 +48,9 @@ def test_two_servers_one_model_name_each_draws_and_reports_its_own_lambda(tmp_pa
         # the same --out for the second server is another run: refused, naming the run there
         # (issue 32); beside the first server's samples in one store, its own are drawn
         a_dir = tmp_path / doc_a["meta"]["run_dir"]
-        r = subprocess.run([sys.executable, "-m", "ensemble", "calibrate", "--model", MODEL,
+        r = run_cli("calibrate", "--model", MODEL,
                             "--api-base", b.base_url, "--t", "1", "--samples", "5", "--limit",
-                            "120", "--out", str(a_dir)], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=600)
+                            "120", "--out", str(a_dir), cwd=tmp_path)
         assert r.returncode == 1 and "holds another run" in r.stderr and a.base_url in r.stderr
         assert b.stats.requests == served_b
         shared = tmp_path / "shared"

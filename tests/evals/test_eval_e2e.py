@@ -167,9 +167,14 @@ def test_invalid_answers_counted(tmp_path):
     assert res(s, 1.0, 1, "majority")["utility"] < res(s, 1.0, 3, "majority")["utility"]
 
 
-def _cli(args, env=None):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          check=False, text=True, timeout=120, env=env)
+@pytest.fixture
+def _cli(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(args, env=None):
+        return run_cli(*args, env=env)
+
+    return run
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -184,7 +189,7 @@ def _cli(args, env=None):
     (["eval", "boxball", "--model", "openai/gpt-4o-mini", "--t", "1", "--n", "1", "--limit", "1"],
      "OPENAI_API_KEY"),
 ])
-def test_bad_input_one_line(args, needle, tmp_path):
+def test_bad_input_one_line(args, needle, tmp_path, _cli):
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     r = _cli([*args, "--out", str(tmp_path / "o")], env=env)
     lines = r.stderr.strip().splitlines()
@@ -192,7 +197,7 @@ def test_bad_input_one_line(args, needle, tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_malformed_data_and_unknown_model_lose_nothing(tmp_path):
+def test_malformed_data_and_unknown_model_lose_nothing(tmp_path, _cli):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "x", "choices": ["a", "b"], "answer": "a"}\n{oops\n')
     r = _cli(["eval", "jsonl", "--model", "m", "--t", "1", "--n", "1", "--data", str(bad),
@@ -235,7 +240,7 @@ def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in s["results"])
 
 
-def test_adaptive_eval_over_a_fixed_store_makes_no_request(tmp_path):
+def test_adaptive_eval_over_a_fixed_store_makes_no_request(tmp_path, _cli):
     """Issue 16: the adaptive rows replay the samples a fixed run drew; nothing is sampled."""
     base = ["eval", "boxball", "--model", "openai/sim-expert", "--t", "1", "--n", "1", "5",
             "--samples", "12", "--limit", "20", "--out", str(tmp_path / "run"),

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+
+import pytest
 
 from ensemble.testing import SimulatedServer
 
 
-def run(*args: str, env: dict[str, str]) -> dict:
-    r = subprocess.run([sys.executable, "-m", "ensemble", *args, "--json"], capture_output=True,
-                       text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+@pytest.fixture
+def run(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(*args: str, env: dict[str, str]) -> dict:
+        r = run_cli(*args, "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    return run
 
 
-def test_eval_and_calibrate_name_the_provider_that_drew_the_samples(tmp_path):
+def test_eval_and_calibrate_name_the_provider_that_drew_the_samples(tmp_path, run):
     plain = {k: v for k, v in os.environ.items() if k != "ENSEMBLE_PROVIDER"}
     forced = {**plain, "ENSEMBLE_PROVIDER": "litellm"}
     with SimulatedServer(lam1=3.0) as srv:

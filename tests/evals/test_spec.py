@@ -3,8 +3,6 @@ built from the command line or a file (`ensemble eval --spec FILE`), recorded in
 end to end through the CLI against the simulated HTTP server; and bad specs, one line each."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,9 +11,14 @@ from ensemble.evals.spec import RunSpec, from_flags, load_spec
 from ensemble.testing import SimulatedServer
 
 
-def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "ensemble", "eval", *map(str, args)],
-                          capture_output=True, text=True, check=False, timeout=timeout)
+@pytest.fixture
+def _cli(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(*args, timeout=300):
+        return run_cli("eval", *map(str, args))
+
+    return run
 
 
 def _numbers(summary):
@@ -25,7 +28,7 @@ def _numbers(summary):
         for c in summary["contrasts"]]
 
 
-def test_spec_file_single_model_run_equals_the_cli_run_and_repeats_from_its_folder(tmp_path):
+def test_spec_file_single_model_run_equals_the_cli_run_and_repeats_from_its_folder(tmp_path, _cli):
     common = ["--samples", 4, "--limit", 5, "--bootstrap", 200, "--json"]
     with SimulatedServer(lam1=4.0, seed=3) as srv:
         spec = tmp_path / "one-model.json"
@@ -56,7 +59,7 @@ def test_spec_file_single_model_run_equals_the_cli_run_and_repeats_from_its_fold
         ("openai/sim", srv.base_url, 0.5), ("openai/sim", srv.base_url, 1.0)]
 
 
-def test_mixed_spec_file_records_its_spec_and_repeats(tmp_path):
+def test_mixed_spec_file_records_its_spec_and_repeats(tmp_path, _cli):
     """One model at two temperatures voting together (each member its own n), through
     --ensemble as documented; the recorded spec repeats it with --spec."""
     with SimulatedServer(lam1=4.0, seed=5) as srv:
@@ -116,7 +119,7 @@ def _with(doc, **kw):
     (_with(ENS, lam1=2.0), [], "lam1 is one model's λ₁"),
     (ONE, ["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
 ])
-def test_bad_spec_is_one_line(tmp_path, doc, args, needle):
+def test_bad_spec_is_one_line(tmp_path, doc, args, needle, _cli):
     p = tmp_path / "spec.json"
     p.write_text(json.dumps({k: v for k, v in doc.items() if v is not None}))
     r = _cli("--spec", p, *args, "--dry-run", timeout=120)
@@ -125,7 +128,7 @@ def test_bad_spec_is_one_line(tmp_path, doc, args, needle):
     assert len(lines) == 1 and needle in lines[0], r.stderr
 
 
-def test_unreadable_specs_are_one_line(tmp_path):
+def test_unreadable_specs_are_one_line(tmp_path, _cli):
     (tmp_path / "bad.json").write_text("{")
     for args, needle in ([tmp_path / "nope.json"], "cannot read it"), (
             [tmp_path / "bad.json"], "not JSON"), ([tmp_path], "cannot read it"):
@@ -148,9 +151,8 @@ def test_flags_replace_the_files_fields():
         from_flags({}, model="openai/a", temperatures=[1.0])
 
 
-def test_schema_names_the_run_spec():
-    r = subprocess.run([sys.executable, "-m", "ensemble", "schema", "run-spec"],
-                       capture_output=True, text=True, timeout=60)
+def test_schema_names_the_run_spec(run_cli):
+    r = run_cli("schema", "run-spec")
     doc = json.loads(r.stdout)
     assert doc["title"] == "RunSpec" and doc["required"] == ["members"]
     assert {"task", "members", "n", "samples", "aggregators", "fail_on_error",

@@ -3,23 +3,28 @@ replies, identical samples, how many questions and why (through the real CLI and
 
 import json
 import os
-import subprocess
-import sys
+
+import pytest
 
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer, answer_key_from_questions
 
 
-def _eval(base, out, *extra):
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "ensemble", "eval", "boxball", "--model",
-                           "openai/sim-expert", "--api-base", base, "--t", "0", "1", "--n", "1",
-                           "3", "--samples", "4", "--limit", "10", "--bootstrap", "200",
-                           "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=300, env=env)
+@pytest.fixture
+def _eval(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(base, out, *extra):
+        env = {**os.environ, "COLUMNS": "200"}
+        return run_cli("eval", "boxball", "--model",
+                               "openai/sim-expert", "--api-base", base, "--t", "0", "1", "--n", "1",
+                               "3", "--samples", "4", "--limit", "10", "--bootstrap", "200",
+                               "--out", str(out), *extra, env=env)
+
+    return run
 
 
-def test_table_says_what_it_shows(tmp_path):
+def test_table_says_what_it_shows(tmp_path, _eval):
     with SimulatedServer(lam1=3.0, seed=4) as srv:
         r = _eval(srv.base_url, tmp_path / "run")
     assert r.returncode == 0, r.stderr
@@ -40,7 +45,7 @@ def test_table_says_what_it_shows(tmp_path):
     assert doc["population"]["total"] == 216 and doc["population"]["items"] == 10
 
 
-def test_greedy_samples_are_said_to_be_identical(tmp_path):
+def test_greedy_samples_are_said_to_be_identical(tmp_path, run_cli):
     data = tmp_path / "q.jsonl"
     rows = [{"id": f"q{i}", "question": f"What is {i} + {i}?",
              "choices": [str(2 * i), str(2 * i + 1), str(2 * i + 2)], "answer": str(2 * i)}
@@ -48,12 +53,10 @@ def test_greedy_samples_are_said_to_be_identical(tmp_path):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     key = answer_key_from_questions(get_task("jsonl", data=str(data)).questions())
     with SimulatedServer(lam1=1.0, seed=4, answer_key=key) as srv:
-        t = subprocess.run([sys.executable, "-m", "ensemble", "eval", "jsonl", "--data", str(data),
+        t = run_cli("eval", "jsonl", "--data", str(data),
                             "--model", "openai/sim-expert", "--api-base", srv.base_url, "--t",
                             "0", "1", "--n", "1", "3", "--samples", "5", "--out",
-                            str(tmp_path / "run")],
-                           capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "COLUMNS": "200"})
+                            str(tmp_path / "run"), env={**os.environ, "COLUMNS": "200"})
     assert t.returncode == 0, t.stderr
     doc = json.loads((tmp_path / "run" / "summary.json").read_text())
     t0 = [x for x in doc["results"] if x["t"] == 0.0]
@@ -63,7 +66,7 @@ def test_greedy_samples_are_said_to_be_identical(tmp_path):
     assert "all 12 questions · 5 samples each" in t.stdout
 
 
-def test_all_invalid_replies_are_a_warning_not_a_number(tmp_path):
+def test_all_invalid_replies_are_a_warning_not_a_number(tmp_path, _eval):
     with SimulatedServer(lam1=3.0, seed=4, invalid_rate=1.0) as srv:
         r = _eval(srv.base_url, tmp_path / "bad")
     assert r.returncode == 0, r.stderr
@@ -72,10 +75,8 @@ def test_all_invalid_replies_are_a_warning_not_a_number(tmp_path):
     assert "identical" not in r.stdout
 
 
-def test_help_says_what_limit_counts():
-    r = subprocess.run([sys.executable, "-m", "ensemble", "eval", "--help"],
-                       capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "COLUMNS": "100"})
+def test_help_says_what_limit_counts(run_cli):
+    r = run_cli("eval", "--help", env={**os.environ, "COLUMNS": "100"})
     text = " ".join(r.stdout.split())
     assert "L questions of the task; for boxball L scenarios of its 216" in text
 

@@ -63,7 +63,8 @@ def runs(tmp_path_factory):
     with SimulatedServer(lam1=6.0, seed=2) as srv:
         _eval(base / "b", srv, t=(1.0,))
         cal = CalibrationConfig(model="openai/sim-expert",
-                                provider=ProviderOptions(api_base=srv.base_url),
+                                provider=ProviderOptions(api_base=srv.base_url,
+                                                         transport=srv.transport()),
                                 temperatures=(0.5, 1.0), samples=4, limit=30, n_budget=3,
                                 out=str(base / "cal"))
         asyncio.run(run_calibration(cal))
@@ -290,12 +291,17 @@ def test_compare_page_renders_both_runs(runs, tmp_path):
 
 
 # -- the command ------------------------------------------------------------------------------
-def _cli(args, **kw):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=120, **kw)
+@pytest.fixture
+def _cli(run_cli):
+    """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
+
+    def run(args, **kw):
+        return run_cli(*args, **kw)
+
+    return run
 
 
-def test_cli_prints_the_path_and_json(runs):
+def test_cli_prints_the_path_and_json(runs, _cli):
     r = _cli(["view", str(runs / "a")])
     assert r.returncode == 0 and r.stdout.strip() == str(runs / "a" / "view.html")
     r = _cli(["view", str(runs / "a"), str(runs / "b"), "--json", "--out",
@@ -306,10 +312,13 @@ def test_cli_prints_the_path_and_json(runs):
 
 
 def test_cli_open_hands_the_page_to_the_browser(runs, tmp_path):
+    # a real process: webbrowser reads $BROWSER once per process
     got = tmp_path / "opened.txt"
     # webbrowser runs $BROWSER with %s replaced by the URL
     cmd = f"{sys.executable} -c \"import sys; open({str(got)!r}, 'w').write(sys.argv[1])\" %s"
-    r = _cli(["view", str(runs / "a"), "--open"], env={**os.environ, "BROWSER": cmd})
+    r = subprocess.run([sys.executable, "-m", "ensemble", "view", str(runs / "a"), "--open"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "BROWSER": cmd})
     assert r.returncode == 0, r.stderr
     assert got.read_text() == (runs / "a" / "view.html").resolve().as_uri()
 
@@ -322,7 +331,7 @@ def test_cli_open_hands_the_page_to_the_browser(runs, tmp_path):
     (lambda p: (p.mkdir(), (p / "calibration.json").write_text("{}")),
      "rerun the same `ensemble calibrate`"),
 ])
-def test_bad_input_is_one_line(tmp_path, setup, needle):
+def test_bad_input_is_one_line(tmp_path, setup, needle, _cli):
     p = tmp_path / "run"
     setup(p)
     r = _cli(["view", str(p)])
@@ -331,7 +340,7 @@ def test_bad_input_is_one_line(tmp_path, setup, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
 
 
-def test_no_shared_questions_is_one_line(runs, tmp_path):
+def test_no_shared_questions_is_one_line(runs, tmp_path, _cli):
     _hostile_run(tmp_path / "other", 1)
     r = _cli(["view", str(runs / "a"), str(tmp_path / "other")])
     assert r.returncode == 1 and "share no question" in r.stderr
@@ -475,7 +484,7 @@ def test_sample_index_gutter_does_not_wrap(runs, tmp_path):
     assert int(count.group(1)) > 0 and int(lines.group(1)) == 1
 
 
-def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path):
+def test_cli_open_without_a_browser_says_how_to_open_the_page(runs, tmp_path, _cli):
     env = {k: v for k, v in os.environ.items()
            if k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
     empty = tmp_path / "bin"

@@ -9,12 +9,13 @@ from ensemble.testing import SimulatedServer
 pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftest.py
 
 
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return run_cli
 
 
-def test_sample_counts_json(box_questions):
+def test_sample_counts_json(box_questions, cli):
     q = next(q for q in box_questions if 0.4 < q.posterior < 0.6)
     with SimulatedServer(lam1=1.0, seed=2) as srv:
         res = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
@@ -24,7 +25,7 @@ def test_sample_counts_json(box_questions):
     assert sum(doc["counts"].values()) == 30 and set(doc["counts"]) <= {"L", "R", "(invalid)"}
 
 
-def test_missing_key_and_bad_model_are_one_line(monkeypatch):
+def test_missing_key_and_bad_model_are_one_line(monkeypatch, cli):
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
@@ -53,7 +54,7 @@ def test_serve_prints_base_url_first():
         time.sleep(0.1)
 
 
-def test_a_closed_port_is_named_as_a_refused_connection_without_retries(tmp_path):
+def test_a_closed_port_is_named_as_a_refused_connection_without_retries(tmp_path, cli):
     # issue 21: through the CLI (run_sync) a refused connection read as "failed (500)" after 6
     # attempts, because the coroutine ran inside `except RuntimeError:` and the event loop's
     # re-raise replaced litellm's exception chain with "no running event loop"

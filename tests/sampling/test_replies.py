@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
-import sys
 import time
+
+import pytest
 
 from ensemble import Ensemble
 from ensemble.providers.base import Choice, Completion
@@ -23,9 +23,10 @@ PLAIN_KEY = "q9ZtplainKEY0000without7prefix"
 PREFIXED_KEY = "sk-proj-Echo9TEST0000000000000000000000xyz"
 
 
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "ensemble", *args], capture_output=True,
-                          text=True, timeout=180, env=env)
+@pytest.fixture
+def cli(run_cli):
+    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return run_cli
 
 
 def _tree_text(folder):
@@ -38,7 +39,7 @@ def _tree_text(folder):
     return "\n".join(out)
 
 
-def test_a_key_echoed_in_replies_reaches_no_file_output_or_decision(tmp_path):
+def test_a_key_echoed_in_replies_reaches_no_file_output_or_decision(tmp_path, cli):
     run = tmp_path / "run"
     with SimulatedServer(lam1=3.0, echo_key=True) as srv:
         r = cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base", srv.base_url,
@@ -82,7 +83,7 @@ def test_impossible_usage_is_unknown_not_a_credit():
     assert usable_tokens(12.0) == 12 and usable_tokens(-1) is None
 
 
-def test_negative_usage_cannot_switch_max_cost_off():
+def test_negative_usage_cannot_switch_max_cost_off(cli):
     # priced at 1 USD per 1k tokens; the server reports -10 million tokens per reply
     with SimulatedServer(lam1=3.0, usage=(-10_000_000, -5)) as srv:
         r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
@@ -96,7 +97,7 @@ def test_negative_usage_cannot_switch_max_cost_off():
     assert requests == 1  # the first reply's cost is unknown: no second request
 
 
-def test_max_cost_without_a_price_sends_nothing():
+def test_max_cost_without_a_price_sends_nothing(cli):
     with SimulatedServer(lam1=3.0) as srv:
         r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
                 "--max-cost", "5", "-k", "20", "--t", "1", "Which box?")
@@ -105,7 +106,7 @@ def test_max_cost_without_a_price_sends_nothing():
     assert r.returncode == 1 and len(lines) == 1 and "--price-per-1k-tokens" in lines[0]
 
 
-def test_cost_cap_says_why_it_stopped_where_it_did():
+def test_cost_cap_says_why_it_stopped_where_it_did(cli):
     with SimulatedServer(lam1=3.0, latency=0.05) as srv:
         r = cli("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
                 "--price-per-1k-tokens", "1,1", "--max-cost", "0.05", "-k", "200",
@@ -118,7 +119,7 @@ def test_cost_cap_says_why_it_stopped_where_it_did():
     assert "of 200 samples" in shown and "without --store these are not kept" in shown
 
 
-def test_retry_after_beyond_the_time_budget_gives_up_at_once_and_says_so():
+def test_retry_after_beyond_the_time_budget_gives_up_at_once_and_says_so(cli):
     plan = FaultPlan(first=1, kinds=("429",), retry_after=86400)
     with SimulatedServer(lam1=3.0, faults=plan) as srv:
         t0 = time.monotonic()
@@ -161,7 +162,7 @@ def test_a_retry_does_not_re_pay_samples_another_run_stored_meanwhile(tmp_path):
     assert requests == 2  # the hung one and the other run's: no retry was sent
 
 
-def test_credentials_in_the_api_base_are_refused_without_echoing_them():
+def test_credentials_in_the_api_base_are_refused_without_echoing_them(cli):
     r = cli("sample", "--model", "openai/x", "--api-base", "http://bob:s3cretpw@127.0.0.1:9/v1",
             "-k", "1", "hello")
     lines = r.stderr.strip().splitlines()

@@ -1,4 +1,6 @@
-"""End-to-end: the sampler through litellm and real HTTP against the simulated server."""
+"""End-to-end: the sampler through both providers against the simulated server, in this
+process (`server.transport()`: the server's own handlers, no socket); the faults a socket
+shows (drops, hangs, malformed bodies) over real HTTP on 127.0.0.1 as well."""
 
 import asyncio
 import math
@@ -22,9 +24,13 @@ pytestmark = pytest.mark.usefixtures("each_provider")  # both providers: conftes
 MODEL = "openai/sim-expert"
 
 
-def draw(url, requests, parse, **kw):
+def draw(server, requests, parse, *, real_http=False, **kw):
+    """Sample through `server`: in this process, or over real HTTP with `real_http`."""
+    if not real_http:
+        kw["transport"] = server.transport()
+
     async def go():
-        async with Sampler(MODEL, api_base=url, **kw) as s:
+        async with Sampler(MODEL, api_base=server.base_url, **kw) as s:
             return await s.sample(requests, parser=parse), s.stats
 
     return asyncio.run(go())
@@ -38,7 +44,7 @@ def test_k_samples_are_distinct_draws_matching_planted_psi(box_questions, box_pa
     q = pick(box_questions, 0.55, 0.7)
     lam1, t, k = 2.0, 1.0, 400
     with SimulatedServer(lam1=lam1, seed=7) as srv:
-        rows, stats = draw(srv.base_url, [SampleRequest.of(q.prompt, temperature=t, k=k)],
+        rows, stats = draw(srv, [SampleRequest.of(q.prompt, temperature=t, k=k)],
                            box_parse)
     answers = [s.answer for s in rows[0]]
     assert len(answers) == k and len({s.index for s in rows[0]}) == k
@@ -53,7 +59,7 @@ def test_k_samples_are_distinct_draws_matching_planted_psi(box_questions, box_pa
 def test_greedy_is_argmax(box_questions, box_parse):
     qs = [q for q in box_questions if abs(q.posterior - 0.5) > 0.05][:20]
     with SimulatedServer(lam1=1.0, seed=1) as srv:
-        rows, _ = draw(srv.base_url, [SampleRequest.of(q.prompt, temperature=0, k=3) for q in qs],
+        rows, _ = draw(srv, [SampleRequest.of(q.prompt, temperature=0, k=3) for q in qs],
                        box_parse)
     for q, row in zip(qs, rows, strict=True):
         assert {s.answer for s in row} == {"L" if q.posterior > 0.5 else "R"}
@@ -64,10 +70,10 @@ def test_greedy_is_argmax(box_questions, box_parse):
 def test_n_fallback_never_fewer_samples(box_questions, box_parse, server_kw):
     q = pick(box_questions, 0.3, 0.7)
     with SimulatedServer(lam1=2.0, seed=3, **server_kw) as srv:
-        rows, stats = draw(srv.base_url, [SampleRequest.of(q.prompt, temperature=1.0, k=12)],
+        rows, stats = draw(srv, [SampleRequest.of(q.prompt, temperature=1.0, k=12)],
                            box_parse)
     with SimulatedServer(lam1=2.0, seed=3) as ref:
-        ref_rows, _ = draw(ref.base_url, [SampleRequest.of(q.prompt, temperature=1.0, k=12)],
+        ref_rows, _ = draw(ref, [SampleRequest.of(q.prompt, temperature=1.0, k=12)],
                            box_parse)
     assert [s.answer for s in rows[0]] == [s.answer for s in ref_rows[0]]
     assert len(rows[0]) == 12 and stats.notes
@@ -80,10 +86,11 @@ def test_every_fault_kind_is_survived_with_identical_results(box_questions, box_
     reqs = [SampleRequest.of(q.prompt, temperature=1.0, k=4) for q in qs]
     plan = FaultPlan(rate=0.4, kinds=(kind,), hang=5.0, slow=0.2, seed=11)
     with SimulatedServer(lam1=3.0, seed=5, faults=plan) as srv:
-        rows, stats = draw(srv.base_url, reqs, box_parse, timeout=1.0, max_retry_time=60)
+        rows, stats = draw(srv, reqs, box_parse, timeout=1.0, max_retry_time=60,
+                           real_http=kind in ("timeout", "malformed", "drop"))
         assert srv.stats.faults[kind] > 0
     with SimulatedServer(lam1=3.0, seed=5) as ref:
-        ref_rows, _ = draw(ref.base_url, reqs, box_parse)
+        ref_rows, _ = draw(ref, reqs, box_parse)
     assert [[s.answer for s in r] for r in rows] == [[s.answer for s in r] for r in ref_rows]
     if kind not in ("slow", "short_n"):
         assert stats.retries > 0
@@ -96,7 +103,7 @@ def test_retry_after_is_honoured(box_questions, box_parse):
     plan = FaultPlan(first=2, kinds=("429",), retry_after=0.6)
     with SimulatedServer(lam1=3.0, faults=plan) as srv:
         t0 = time.perf_counter()
-        rows, stats = draw(srv.base_url, [SampleRequest.of(q.prompt, temperature=1.0, k=1)],
+        rows, stats = draw(srv, [SampleRequest.of(q.prompt, temperature=1.0, k=1)],
                            box_parse)
         assert time.perf_counter() - t0 >= 1.2  # two waits of at least Retry-After
     assert stats.retries == 2 and len(rows[0]) == 1
@@ -106,7 +113,7 @@ def test_retries_are_bounded(box_questions, box_parse):
     plan = FaultPlan(rate=1.0, kinds=("500",))
     with SimulatedServer(lam1=3.0, faults=plan) as srv:
         with pytest.raises(RetryBudgetExceeded, match="gave up after 3 attempts"):
-            draw(srv.base_url, [SampleRequest.of("hello", temperature=1.0, k=1)], box_parse,
+            draw(srv, [SampleRequest.of("hello", temperature=1.0, k=1)], box_parse,
                  max_attempts=3)
         assert srv.stats.requests == 3
 
@@ -114,12 +121,12 @@ def test_retries_are_bounded(box_questions, box_parse):
 def test_auth_and_unknown_model_fail_fast(box_parse):
     with SimulatedServer(require_api_key="sk-right-key") as srv:
         with pytest.raises(AuthenticationError):
-            draw(srv.base_url, [SampleRequest.of("x", temperature=1.0)], box_parse,
+            draw(srv, [SampleRequest.of("x", temperature=1.0)], box_parse,
                  api_key="sk-wrong-key-123456")
         assert srv.stats.requests == 1
     with SimulatedServer(models=["other"]) as srv:
         with pytest.raises(ModelNotFoundError):
-            draw(srv.base_url, [SampleRequest.of("x", temperature=1.0)], box_parse)
+            draw(srv, [SampleRequest.of("x", temperature=1.0)], box_parse)
         assert srv.stats.requests == 1
 
 
@@ -128,15 +135,15 @@ def test_store_resumes_without_requests_and_keeps_no_secret(tmp_path, box_questi
     reqs = [SampleRequest.of(q.prompt, temperature=0.5, k=6) for q in box_questions[:10]]
     secret = "sk-SECRET-abcdef123456"
     with SimulatedServer(lam1=2.0, seed=2) as srv:
-        first, st1 = draw(srv.base_url, reqs, box_parse, store=store, api_key=secret)
-        second, st2 = draw(srv.base_url, reqs, box_parse, store=store, api_key=secret)
+        first, st1 = draw(srv, reqs, box_parse, store=store, api_key=secret)
+        second, st2 = draw(srv, reqs, box_parse, store=store, api_key=secret)
         assert st2.requests == 0 and st2.samples_cached == 60
         assert [[s.answer for s in r] for r in first] == [[s.answer for s in r] for r in second]
         # more samples of the same prompts: only the new indices are requested
         more = [SampleRequest(r.messages, r.params, k=8) for r in reqs]
-        _, st3 = draw(srv.base_url, more, box_parse, store=store, use_n=False)
+        _, st3 = draw(srv, more, box_parse, store=store, use_n=False)
         assert st3.requests == 20
-        _, st4 = draw(srv.base_url, reqs, box_parse, store=store, refresh=True)
+        _, st4 = draw(srv, reqs, box_parse, store=store, refresh=True)
         assert st4.requests > 0
     with SampleStore(store) as s:
         assert s.count() == 80
@@ -146,7 +153,7 @@ def test_store_resumes_without_requests_and_keeps_no_secret(tmp_path, box_questi
 
 def test_invalid_answers_are_counted_not_fatal(box_questions, box_parse):
     with SimulatedServer(lam1=3.0, invalid_rate=0.5, seed=1) as srv:
-        rows, stats = draw(srv.base_url,
+        rows, stats = draw(srv,
                            [SampleRequest.of(box_questions[3].prompt, temperature=1.0, k=40)],
                            box_parse)
     invalid = sum(1 for s in rows[0] if not s.valid)

@@ -1,16 +1,15 @@
 import json
-import subprocess
-import sys
 
 import pytest
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "ensemble", "theory", *args],
-                          capture_output=True, text=True, timeout=120)
+@pytest.fixture
+def run(run_cli):
+    """`ensemble theory ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
+    return lambda *args, **kw: run_cli("theory", *args, **kw)
 
 
-def test_threshold_json_shape():
+def test_threshold_json_shape(run):
     res = run("threshold", "--n-max", "4", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -19,7 +18,7 @@ def test_threshold_json_shape():
     assert doc[2]["g"] == doc[3]["g"] > 2.6
 
 
-def test_regret_robust_utility_json_shapes():
+def test_regret_robust_utility_json_shapes(run):
     r = json.loads(run("regret", "--n", "3", "--lam", "2", "--aggregator", "majority",
                        "--json").stdout)
     assert set(r) == {"n", "lam", "aggregator", "worst_regret", "argmax"}
@@ -42,21 +41,21 @@ def test_regret_robust_utility_json_shapes():
     (["utility", "--joint", "[[1.5, -0.5]]", "--lam", "1", "--n", "3"], "negative"),
     (["utility", "--joint", "not json", "--lam", "1", "--n", "3"], "JSON"),
 ])
-def test_bad_input_is_one_line(args, needle):
+def test_bad_input_is_one_line(args, needle, run):
     res = run(*args)
     assert res.returncode != 0
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.stderr
 
 
-def test_plot(tmp_path):
+def test_plot(tmp_path, run):
     out = tmp_path / "g.png"
     assert run("threshold", "--n-max", "8", "--plot", str(out)).returncode == 0
     assert out.stat().st_size > 5000
 
 
 # -- groups -------------------------------------------------------------------------------------
-def test_group_robust_json_shape():
+def test_group_robust_json_shape(run):
     res = run("robust", "--group", "1:2", "--group", "1:8", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -69,7 +68,7 @@ def test_group_robust_json_shape():
     assert 0 <= doc["worst_regret"] - doc["lower_bound"] < 1e-4
 
 
-def test_group_regret_json_shape_and_infinite_lambda():
+def test_group_regret_json_shape_and_infinite_lambda(run):
     res = run("regret", "--group", "2:1", "--group", "1:inf", "--aggregator", "lam-weighted",
               "--json")
     assert res.returncode == 0, res.stderr
@@ -84,7 +83,7 @@ def test_group_regret_json_shape_and_infinite_lambda():
     assert mean == pytest.approx(arg["mu"])
 
 
-def test_group_tables_print():
+def test_group_tables_print(run):
     res = run("robust", "--group", "1:1", "--group", "1:2", "--group", "1:4")
     assert res.returncode == 0, res.stderr
     assert "Certificate" in res.stdout and "lam-weighted" in res.stdout
@@ -104,7 +103,7 @@ def test_group_tables_print():
     (["robust", "--group", "20:1", "--group", "20:2"], "too large"),
     (["threshold", "--n-max", "100000"], "limit is 10001"),
 ])
-def test_bad_group_input_is_one_line(args, needle):
+def test_bad_group_input_is_one_line(args, needle, run):
     res = run(*args)
     assert res.returncode in (1, 2)
     lines = res.stderr.strip().splitlines()
