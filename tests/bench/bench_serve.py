@@ -40,7 +40,7 @@ from pathlib import Path
 
 from _servers import server_process
 
-KEY = "sk-bench-not-a-real-key-000"
+KEY = "sk-bench-0123456789abcdef0123456789abcdef"  # every endpoint's key (the proxy's master key)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,8 +58,9 @@ def prompt(tag: str, i: int) -> str:
 def start(cmd: list[str], env: dict[str, str] | None = None,
           ready: Callable[[str], str | None] | None = None, timeout: float = 120.0
           ) -> tuple[subprocess.Popen[str], str]:
-    """A child process and its base URL (its first stdout line, or what `ready` reads)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    """A child process and its base URL (its first stdout line, or what `ready` reads); its
+    stderr (serve's log, a line per request: still written, as in use) goes to /dev/null."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, **(env or {})})
     assert proc.stdout is not None
     t0 = time.monotonic()
@@ -93,11 +94,13 @@ def litellm_proxy(upstream: str, python: str) -> tuple[subprocess.Popen[str], st
     cfg = Path(tempfile.mkdtemp()) / "litellm.yaml"
     cfg.write_text(f"model_list:\n  - model_name: bench\n    litellm_params:\n"
                    f"      model: openai/sim\n      api_base: {upstream}\n      api_key: {KEY}\n"
+                   f"general_settings:\n  master_key: {KEY}\n"
                    "litellm_settings:\n  drop_params: false\n")
     proc = subprocess.Popen([exe, "--config", str(cfg), "--host", "127.0.0.1", "--port",
                              str(port), "--num_workers", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "LITELLM_LOG": "ERROR"})
+                            env={**os.environ, "LITELLM_LOG": "ERROR",
+                                 "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     import urllib.request
 
     url = f"http://127.0.0.1:{port}"

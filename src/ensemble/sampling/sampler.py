@@ -600,9 +600,9 @@ class Sampler:
     async def _request(self, req: SampleRequest, key: str, batch: list[int]
                        ) -> tuple[Completion, list[Sample]]:
         """One request for the samples `batch` of `req`, and those samples, stored. With a
-        store, a request already sent survives its caller's cancellation (`ensemble serve`'s
-        client went away): its reply is still received and stored, so a repeat does not pay
-        for it again; requests not yet sent are not sent (`run` stops new requests then)."""
+        store, a request already sent survives its caller's cancellation (a client gone): its
+        reply is stored, so a repeat does not pay for it again; requests not yet sent are not
+        sent (`run` stops new requests then)."""
         ctx = self.run_state
 
         async def fetch() -> tuple[Completion, list[Sample]]:
@@ -625,7 +625,8 @@ class Sampler:
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            task.add_done_callback(_retrieve)  # finishes on its own; its outcome is stored
+            # it finishes on its own, its samples stored; its outcome retrieved here
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
             raise
 
     def _learn_n(self, asked: int, got: int) -> None:
@@ -654,11 +655,6 @@ class Sampler:
         """One line on what the run is doing, in the user's terms."""
         lim = self._limiter.status() if self._limiter is not None else None
         return self._online.status_line(lim, idle, where=self.api_base or self.model)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Retrieve the outcome of a request whose caller went away (nobody else will)."""
-    _ = task.cancelled() or task.exception()
 
 
 def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: bool,
