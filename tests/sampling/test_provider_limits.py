@@ -157,11 +157,14 @@ def test_refused_prompts_cost_their_questions_not_the_run(tmp_path, cli):
 
 
 def test_hanging_server_ends_in_one_line_naming_the_timeout(tmp_path, cli):
+    # "waiting" lines every 0.5 s instead of 10 (ENSEMBLE_STATUS_EVERY) and 2 attempts instead
+    # of 6: the same end, in seconds instead of 20
     hang = FaultPlan(rate=1.0, kinds=("timeout",), hang=600)
+    env = {**os.environ, "ENSEMBLE_STATUS_EVERY": "0.5"}
     with SimulatedServer(faults=hang) as srv:
         t0 = time.monotonic()
         r = cli(*boxball(srv.base_url, tmp_path / "hang", "--samples", "1", "--limit", "8",
-                         "--timeout", "2"), timeout=120)
+                         "--timeout", "2", "--max-attempts", "2"), env=env)
         wall = time.monotonic() - t0
     assert r.returncode == 1 and wall < 60
     lines = r.stderr.strip().splitlines()
@@ -169,6 +172,13 @@ def test_hanging_server_ends_in_one_line_naming_the_timeout(tmp_path, cli):
     errors = error_lines(r.stderr)
     assert waiting and "timeout 2 s" in waiting[0]  # said it was waiting before the end
     assert len(errors) == 1 and "within 2 s (--timeout)" in errors[0], r.stderr
+
+
+def test_a_bad_status_interval_is_one_line(tmp_path, cli):
+    env = {**os.environ, "ENSEMBLE_STATUS_EVERY": "soon"}
+    r = cli(*boxball("http://127.0.0.1:9/v1", tmp_path / "s", "--limit", "1"), env=env)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "ENSEMBLE_STATUS_EVERY must be a number of seconds > 0" in r.stderr
 
 
 def test_two_runs_on_one_folder_pay_once(tmp_path):

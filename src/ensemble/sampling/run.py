@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import EnsembleError, RunStopped
+from ..errors import EnsembleError, InputError, RunStopped
 from ..providers.base import Choice
 from .parsing import extract_answer
 from .results import SampleFailure
 from .store import SampleStore
 from .types import JobStats, Parser, Sample, SampleRequest
 
-__all__ = ["BUSY_POLL", "LEASE_TTL", "RunContext", "contiguous", "default_parser",
-           "request_meta"]
+__all__ = ["BUSY_POLL", "LEASE_TTL", "STATUS_EVERY_ENV", "RunContext", "contiguous",
+           "default_parser", "request_meta", "status_interval"]
 
 LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
 BUSY_POLL = 0.5  # seconds between checks for samples another process is drawing
@@ -249,3 +251,24 @@ class RunContext:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+STATUS_EVERY_ENV = "ENSEMBLE_STATUS_EVERY"  # seconds between "waiting: ..." lines (default 10)
+
+
+def status_interval(value: float | None) -> float:
+    """Seconds between "waiting: ..." lines: `value`, else ENSEMBLE_STATUS_EVERY, else 10."""
+    where = "status_every"
+    if value is None:
+        text = os.environ.get(STATUS_EVERY_ENV, "").strip()
+        if not text:
+            return 10.0
+        where = STATUS_EVERY_ENV
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{STATUS_EVERY_ENV} must be a number of seconds > 0, got "
+                             f"{text!r}") from None
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise InputError(f"{where} must be > 0 seconds, got {value!r}")
+    return float(value)

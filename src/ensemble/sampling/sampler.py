@@ -69,7 +69,7 @@ from .results import (
     failure_of,
     raise_for_failures,
 )
-from .run import BUSY_POLL, LEASE_TTL, RunContext, contiguous, request_meta
+from .run import BUSY_POLL, LEASE_TTL, RunContext, contiguous, request_meta, status_interval
 from .store import SampleStore, new_holder
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
 from .units import RowView, Unit, UnitQueue
@@ -95,7 +95,7 @@ class Sampler:
     refresh:   re-draw samples even if stored (and overwrite them).
     max_cost:  stop new requests once spent plus in flight would pass this many USD.
     on_status: called with a one-line status ("waiting: ...") whenever no sample arrived for
-               `status_every` seconds; default: the "ensemble.sampling" logger.
+               `status_every` s (None: $ENSEMBLE_STATUS_EVERY or 10); default: a logger.
     progress:  a rich progress bar on stderr when it is a terminal.
     mode:      "online" (requests as above) or "batch" (the provider's Batch API: half the
                price, within 24 h; needs a store; `batch`: its `BatchOptions`).
@@ -107,7 +107,7 @@ class Sampler:
                  use_n: bool | str = "auto", max_n: int = 16, refresh: bool = False,
                  progress: bool = False, extra_headers: dict[str, str] | None = None,
                  max_cost: float | None = None,
-                 on_status: Callable[[str], None] | None = None, status_every: float = 10.0,
+                 on_status: Callable[[str], None] | None = None, status_every: float | None = None,
                  mode: str = "online", batch: BatchOptions | None = None,
                  **provider_options: Unpack[ProviderKwargs]) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -118,8 +118,7 @@ class Sampler:
             raise InputError(f"max_n must be an integer >= 1, got {max_n!r}")
         if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
             raise InputError(f"max_cost must be a number of USD > 0, got {max_cost!r}")
-        if not status_every > 0:
-            raise InputError(f"status_every must be > 0 seconds, got {status_every!r}")
+        status_every = status_interval(status_every)
         self.mode, self.batch = _check_mode(mode, batch, store=store, refresh=refresh,
                                             max_cost=max_cost)
         self.model = model
@@ -694,3 +693,4 @@ def _price(provider: Provider, model: str, per_1k: tuple[float, float] | None, p
     if completion_max is None:
         return None, f"{src}; completion tokens unbounded (no --max-tokens)"
     return prompt * pin + completion_max * pout, src
+
