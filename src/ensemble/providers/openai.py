@@ -170,6 +170,7 @@ class OpenAIProvider:
             size = self.options.limits.max_concurrency
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx client reads
                 headers={"Authorization": f"Bearer {self._key or 'sk-no-key-required'}",
                          "Content-Type": "application/json"})
             self._session_loop = loop
