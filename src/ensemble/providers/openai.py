@@ -214,10 +214,13 @@ class OpenAIProvider:
         headers = {**(headers or {}), INDEX_HEADER: str(first_index)}
         t0 = time.perf_counter()
         try:
-            # aiohttp enforces `timeout` on the request; the outer bound catches a
-            # connection that never sends a byte past it
-            post = self._post if self.options.endpoint.transport is None else self._post_sdk
-            raw = await asyncio.wait_for(post(body, headers, timeout), timeout * 1.5 + 1.0)
+            if self.options.endpoint.transport is None:
+                # aiohttp's total timeout bounds the whole request, connecting included
+                raw = await self._post(body, headers, timeout)
+            else:  # the SDK's client: the outer bound catches a connection that never
+                # sends a byte past `timeout`
+                raw = await asyncio.wait_for(self._post_sdk(body, headers, timeout),
+                                             timeout * 1.5 + 1.0)
         except asyncio.TimeoutError:
             raise ProviderTimeoutError(
                 f"no reply from {self.base_url} within {timeout:g} s (--timeout)",
