@@ -306,9 +306,17 @@ def test_the_p_value_columns_say_which_test_they_show(tmp_path):
     assert "(deviance test)" in gloss["deviance p"]
 
 
-def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
+def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path, run_cli):
     from ensemble.evals.calibrate import recommend
+    from ensemble.evals.schemas import EvalSummary
+    from ensemble.testing import SimulatedServer
 
+    # a real eval's summary.json (the typed document recommend reads), its rows then planted
+    with SimulatedServer(lam1=3.0, seed=1) as srv:
+        r = run_cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+                    srv.base_url, "--t", "0.5", "1", "--n", "1", "3", "5", "--samples", "5",
+                    "--limit", "2", "--out", tmp_path, "--json")
+    assert r.returncode == 0, r.stderr
     rows = [
         {
             "t": t,
@@ -317,6 +325,8 @@ def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
             "accuracy": a,
             "sem": 0.01,
             "ci": [a - 0.02, a + 0.02],
+            "sem_questions": 0.01,
+            "ci_questions": [a - 0.02, a + 0.02],
             "items": 500,
         }
         for t, n, a in [
@@ -328,7 +338,10 @@ def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path):
             (1.0, 5, 0.80),
         ]
     ]
-    (tmp_path / "summary.json").write_text(json.dumps({"results": rows}))
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    doc["results"] = rows
+    EvalSummary.model_validate(doc)
+    (tmp_path / "summary.json").write_text(json.dumps(doc))
     fits = _fits()
     rec = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.70)
     tg = rec["target"]  # n = 3 reaches 0.70: at t = 1 only with confidence (0.71 - 0.02 < 0.70)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread", "run_sync", "serve_until_signal"]
+__all__ = ["LoopThread", "outlive_caller", "run_sync", "serve_until_signal"]
 
 T = TypeVar("T")
 
@@ -140,6 +140,29 @@ class LoopThread:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+async def outlive_caller(coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` as a task that outlives its caller: when the caller is cancelled, the
+    task goes on alone (a request already sent, whose reply is to be stored); an error it
+    ends with then is no one's to report (nor does `asyncio.run`'s shutdown report it)."""
+    gone = False
+
+    async def alone() -> T | None:
+        try:
+            return await coro
+        except Exception:
+            if gone:
+                return None
+            raise
+
+    task = asyncio.ensure_future(alone())
+    try:
+        got = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        gone = True
+        raise
+    return got  # type: ignore[return-value]  # None only once the caller is gone
 
 
 def serve_until_signal(serve: Coroutine[Any, Any, None]) -> None:

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._sync import outlive_caller
 from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
 from ..providers.base import Completion, Provider
 from ..providers.limiter import EndpointLimiter, limiter_for
@@ -620,13 +621,7 @@ class Sampler:
 
         if self.store is None:
             return await fetch()
-        task = asyncio.ensure_future(fetch())
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            # it finishes on its own, its samples stored; its outcome retrieved here
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
-            raise
+        return await outlive_caller(fetch())
 
     def _learn_n(self, asked: int, got: int) -> None:
         """What one n > 1 reply says about the provider's support for n."""
