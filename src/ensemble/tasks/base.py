@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "seeded_subset", "task_names"]
+           "read_questions", "seeded_subset", "task_names"]
 
 T = TypeVar("T")
 
@@ -173,6 +173,35 @@ def _discover_builtin() -> None:
 
 _REGISTRY: Registry[Callable[..., Task]] = Registry("task", "ensemble.tasks",
                                                     discover=_discover_builtin)
+
+
+def read_questions(records: Iterable[tuple[int, Any]], make: Callable[[int, Any], Question], *,
+                   path: str, id_field: str | None, skip_invalid: bool,
+                   skipped: list[tuple[int, str]], empty: str) -> list[Question]:
+    """A data file's questions, one per record `(row, record or DataError)`: `make` reads a
+    record, ids are unique, and a bad record is a DataError naming its row (or, with
+    `skip_invalid`, goes to `skipped` with its reason); no question at all is `empty`."""
+    from ..errors import DataError
+
+    out: list[Question] = []
+    seen: dict[str, int] = {}
+    for row, rec in records:
+        try:
+            if isinstance(rec, DataError):
+                raise rec
+            q = make(row, rec)
+            if q.id in seen:
+                raise DataError(f"duplicate id {q.id!r} (first at row {seen[q.id]})",
+                                path=path, row=row, field=id_field)
+            seen[q.id] = row
+            out.append(q)
+        except DataError as exc:
+            if not skip_invalid:
+                raise
+            skipped.append((row, str(exc)))
+    if not out:
+        raise DataError(empty, path=path)
+    return out
 
 
 def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:

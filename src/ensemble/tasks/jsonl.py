@@ -34,7 +34,7 @@ from ensemble.answers import resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, TaskLayout, register_task, seeded_subset
+from .base import Question, TaskLayout, read_questions, register_task, seeded_subset
 
 __all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
@@ -147,28 +147,12 @@ class JsonlTask:
         """The questions (all, or the seeded subset of `limit`), in file order."""
         if self._qs is not None:
             return self._qs
-        out: list[Question] = []
-        seen: dict[str, int] = {}
-        for row, rec in self._rows():
-            try:
-                if isinstance(rec, DataError):
-                    raise rec
-                q = self._question(row, rec)
-                if q.id in seen:
-                    raise DataError(f"duplicate id {q.id!r} (first at row {seen[q.id]})",
-                                    path=str(self.path), row=row, field="id")
-                seen[q.id] = row
-                out.append(q)
-            except DataError as exc:
-                if not self.skip_invalid:
-                    raise
-                self.skipped.append((row, str(exc)))
-        if not out:
-            raise DataError("no questions in the file", path=str(self.path))
+        out = read_questions(self._rows(), self._question, path=str(self.path), id_field="id",
+                             skip_invalid=self.skip_invalid, skipped=self.skipped,
+                             empty="no questions in the file")
         self._total = len(out)
-        out = seeded_subset(out, self.limit, self.seed)
-        self._qs = out
-        return out
+        self._qs = seeded_subset(out, self.limit, self.seed)
+        return self._qs
 
     def _question(self, row: int, rec: Any) -> Question:
         where: dict[str, Any] = {"path": str(self.path), "row": row}

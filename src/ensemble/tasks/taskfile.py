@@ -38,7 +38,7 @@ from pydantic import (
 from ensemble.answers import Choice, resolve_answer
 from ensemble.errors import DataError, InputError
 
-from .base import Question, TaskBase, TaskLayout, register_task, seeded_subset
+from .base import Question, TaskBase, TaskLayout, read_questions, register_task, seeded_subset
 
 __all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file"]
 
@@ -194,24 +194,10 @@ class TaskFile(TaskBase):
         """One question per record (all, or the seeded subset of `limit`), in file order."""
         if self._qs is not None:
             return self._qs
-        out: list[Question] = []
-        seen: dict[str, int] = {}
-        for row, rec in _records(self.data_path):
-            try:
-                if isinstance(rec, DataError):
-                    raise rec
-                q = self._question(row, rec)
-                if q.id in seen:
-                    raise DataError(f"duplicate id {q.id!r} (first at row {seen[q.id]})",
-                                    path=str(self.data_path), row=row, field=self.spec.id)
-                seen[q.id] = row
-                out.append(q)
-            except DataError as exc:
-                if not self.skip_invalid:
-                    raise
-                self.skipped.append((row, str(exc)))
-        if not out:
-            raise DataError("no records in the file", path=str(self.data_path))
+        out = read_questions(_records(self.data_path), self._question,
+                             path=str(self.data_path), id_field=self.spec.id,
+                             skip_invalid=self.skip_invalid, skipped=self.skipped,
+                             empty="no records in the file")
         self._total = len(out)
         self._qs = seeded_subset(out, self.limit, self.seed)
         return self._qs
