@@ -28,3 +28,33 @@ def test_numpy_and_nan():
     raw = to_jsonable({"a": np.array([1.0, np.nan]), "b": np.float64(2.0), "c": (1, 2)})
     assert raw == {"a": [1.0, None], "a_inf": [None, "nan"], "b": 2.0, "c": [1, 2]}
     assert math.isnan(from_jsonable(raw)["a"][1])
+
+
+def test_write_atomic_replaces_whole_and_leaves_no_temporary(tmp_path):
+    import threading
+
+    from ensemble.jsonio import write_atomic
+
+    target = tmp_path / "spec.json"
+    write_atomic(target, "old\n")
+    texts = [f"writer {i}\n" * 2000 for i in range(8)]
+    threads = [threading.Thread(target=write_atomic, args=(target, t)) for t in texts]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert target.read_text() in texts  # one writer's text, whole: none shared a temporary
+    assert [p.name for p in tmp_path.iterdir()] == ["spec.json"]
+
+
+def test_write_atomic_that_fails_keeps_the_old_file(tmp_path):
+    import pytest
+
+    from ensemble.jsonio import write_atomic
+
+    target = tmp_path / "profile.json"
+    write_atomic(target, "kept\n")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(target, "\ud800 a lone surrogate cannot be encoded")
+    assert target.read_text() == "kept\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.json"]

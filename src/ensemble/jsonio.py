@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 from typing import Any
 
-__all__ = ["dumps", "emit_json", "from_jsonable", "loads", "to_jsonable"]
+__all__ = ["dumps", "emit_json", "from_jsonable", "loads", "to_jsonable", "write_atomic"]
 
 _MARK = {math.inf: "+", -math.inf: "-"}
 
@@ -118,3 +119,20 @@ def emit_json(obj: Any) -> None:
     """Print exactly one JSON document on stdout (the `--json` contract)."""
     sys.stdout.write(dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def write_atomic(path: os.PathLike[str] | str, text: str) -> None:
+    """Write a text file whole or not at all: into a temporary file of its own beside it (a
+    unique name, so two processes writing one file never share it), then renamed over it."""
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -158,14 +158,12 @@ class CalibrationProfile(BaseModel):
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the profile as JSON (±∞ as null plus a `_inf` marker); returns the path."""
-        from .jsonio import dumps
+        from .jsonio import dumps, write_atomic
 
         p = Path(path)
         if p.is_dir():
             p = p / PROFILE_FILE
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(dumps(self.model_dump(mode="python"), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
+        write_atomic(p, dumps(self.model_dump(mode="python"), indent=2) + "\n")
         return p
 
     @classmethod

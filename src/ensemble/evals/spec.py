@@ -496,10 +496,8 @@ def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
 
 def write_spec(out: Path, spec: RunSpec) -> None:
     """RUN/spec.json: the spec the run ran (only the fields set)."""
-    from ensemble.jsonio import dumps
+    from ensemble.jsonio import dumps, write_atomic
 
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (SPEC_FILE + ".tmp")
-    tmp.write_text(dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, out / SPEC_FILE)
+    write_atomic(out / SPEC_FILE,
+                 dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ensemble.errors import InputError
+from ensemble.jsonio import write_atomic
 from ensemble.report import inline_html
 
 from .records import run_slug
@@ -143,9 +144,7 @@ def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str
     path = view_path(recs, out)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, page)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}; choose another --out"
                          ) from None
