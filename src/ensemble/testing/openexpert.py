@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number"]
+__all__ = ["FORMS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number",
+           "wrong_value"]
 
 _OPEN_Q = re.compile(r"### Question:\s*(.*?)\s*(?:\n\s*\n|###|$)", re.DOTALL)
 
@@ -151,7 +152,7 @@ class StructuredPlan:
                 want = _default(prop)
             right = rng.random() < self.accuracy
             if not right:
-                out[name] = _wrong(prop, want, rng)
+                out[name] = wrong_value(prop, want, rng)
             else:
                 out[name] = want if "enum" in prop else _respell(want, rng)
         return out
@@ -188,7 +189,9 @@ def _respell(value: Any, rng: np.random.Generator) -> Any:
     return value
 
 
-def _wrong(prop: Mapping[str, Any], value: Any, rng: np.random.Generator) -> Any:
+def wrong_value(prop: Mapping[str, Any], value: Any, rng: np.random.Generator) -> Any:
+    """A wrong value of a field's kind: another enum member, the other boolean, the number
+    one off, else "not" the value."""
     if "enum" in prop:
         others = [v for v in prop["enum"] if v != value]
         return others[int(rng.integers(len(others)))] if others else value

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .openexpert import wrong_value
+
 __all__ = ["FormatPlan", "ToolPlan", "bad_tool_history", "dspy_fields", "tool_call_of"]
 
 WORDS = ("paris", "london", "berlin", "madrid", "rome", "vienna", "oslo", "lisbon")
@@ -81,14 +83,9 @@ def _noisy(prop: Mapping[str, Any], value: Any, right: bool, rng: np.random.Gene
         props = prop.get("properties") or {}
         return {k: _noisy(props.get(k, {}), v, right, rng) for k, v in value.items()}
     if not right:
-        if "enum" in prop:
-            others = [v for v in prop["enum"] if v != value]
-            return others[int(rng.integers(len(others)))] if others else value
-        if isinstance(value, bool):
-            return not value
-        if isinstance(value, (int, float)):
-            return value + (1 if rng.random() < 0.5 else -1)
-        if isinstance(value, str):
+        if "enum" in prop or isinstance(value, (bool, int, float)):
+            return wrong_value(prop, value, rng)
+        if isinstance(value, str):  # another word, not "not paris": a plausible wrong value
             others = [w for w in WORDS if w != value.lower()]
             return others[int(rng.integers(len(others)))]
         return value
