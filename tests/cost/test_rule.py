@@ -140,3 +140,129 @@ def test_a_decision_rests_on_at_least_one_vote():
     assert rule.next_member([0, 0], [0, 0]) == 0
     assert rule.next_member([1, 0], [0, 0]) is None
     assert sum(rule.summary.mean_samples) == pytest.approx(1.0)
+
+
+# -- credit: what a decision earns ------------------------------------------------------------
+def _psi(p, lam):
+    return 1 / (1 + np.exp(2 * lam * (1 - 2 * np.asarray(p))))
+
+
+P_QR = np.array([0.98, 0.8, 0.6, 0.52])  # questions' P(answer 1 is right): easy to a coin flip
+W_QR = np.array([0.55, 0.2, 0.15, 0.1])
+QR_NODES = np.stack([_psi(P_QR, LAMS[0]), _psi(P_QR, LAMS[1])], axis=1)
+
+
+def _simulate_credit(rule: CostRule, p: np.ndarray, q: np.ndarray, w: np.ndarray, n: int,
+                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rule's policy on n questions drawn from nodes (q, w) with planted P(answer 1 is
+    right) p (labels flipped at random), vote by vote: (credit per question, dollars)."""
+    g = np.random.default_rng(seed)
+    k = g.choice(len(w), p=w / w.sum(), size=n)
+    flip = g.random(n) < 0.5
+    qq = np.where(flip[:, None], 1 - q[k], q[k])
+    pp = np.where(flip, 1 - p[k], p[k])
+    act, win = rule.policy()
+    G = len(rule.max_n)
+    a = np.zeros((n, G), dtype=int)
+    b = np.zeros((n, G), dtype=int)
+    cost = np.zeros(n)
+    stride = rule.states.stride
+    active = np.ones(n, dtype=bool)
+    while active.any():
+        m = a + b
+        s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
+        who = np.where(active, act[s], -1)
+        active &= who >= 0
+        for member in range(G):
+            sel = who == member
+            vote1 = g.random(sel.sum()) < qq[sel, member]
+            a[sel, member] += vote1
+            b[sel, member] += ~vote1
+            cost[sel] += rule.prices[member]
+    m = a + b
+    s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
+    credit = np.where(win[s] > 0.5, pp, np.where(win[s] < 0.5, 1 - pp, 0.5))
+    return credit, cost
+
+
+def test_qr_credit_expects_what_a_quantal_response_simulation_earns():
+    prior = JointPrior.of(QR_NODES, W_QR)
+    rule = CostRule(prior=prior, prices=PRICES, max_n=[8, 3], lams=LAMS, value_usd=12.0,
+                    credit="qr")
+    # the nodes' P(right) read back through ψ_λ is the planted p
+    assert np.sort(prior.truth(LAMS)) == pytest.approx(np.sort(np.r_[P_QR, 1 - P_QR]), abs=1e-6)
+    credit, cost = _simulate_credit(rule, P_QR, QR_NODES, W_QR, 40_000, seed=5)
+    se_credit, se_cost = (x.std() / np.sqrt(x.size) + 1e-9 for x in (credit, cost))
+    assert abs(credit.mean() - rule.summary.accuracy) < 4 * se_credit
+    assert abs(cost.mean() - rule.summary.mean_cost_usd) < 4 * se_cost
+    # its reference, the strongest member's one vote, scored alike
+    assert rule.summary.reference_accuracy == pytest.approx(
+        W_QR @ (P_QR * QR_NODES[:, 1] + (1 - P_QR) * (1 - QR_NODES[:, 1])))
+    assert rule.summary.credit == "qr"
+
+
+def test_qr_credit_does_not_buy_votes_to_resolve_a_coin_flip():
+    # questions are easy (p = 0.98) or a near coin flip (p = 0.52) that the expensive member
+    # still calls one way (q = 0.62): agreeing with it is worth buying, being right is not
+    p = np.array([0.98, 0.52])
+    nodes = np.stack([_psi(p, LAMS[0]), _psi(p, LAMS[1])], axis=1)
+    prior = JointPrior.of(nodes, [0.5, 0.5])
+    kw = dict(prior=prior, prices=PRICES, max_n=[2, 3], lams=LAMS, value_usd=8.0)
+    ref, qr = CostRule(**kw), CostRule(**kw, credit="qr")
+    assert ref.next_member([1, 0], [1, 0]) == 1      # cheap split: ask the dear one
+    assert qr.next_member([1, 0], [1, 0]) is None    # cheap split: p is near 1/2, stop
+    assert qr.summary.mean_cost_usd < ref.summary.mean_cost_usd
+    # scored as a task scored by P(right) pays (exactly, on the planted p), the qr rule earns
+    # more per dollar
+    truth = JointPrior.of(nodes, [0.5, 0.5], p)
+    e_ref, e_qr = ref.evaluate(truth), qr.evaluate(truth)
+    assert e_qr.accuracy == pytest.approx(qr.summary.accuracy)
+    assert (e_qr.accuracy - e_qr.mean_cost_usd / 8.0) > (e_ref.accuracy
+                                                         - e_ref.mean_cost_usd / 8.0) + 1e-4
+
+
+def test_planted_credit_and_evaluate_on_a_planted_truth():
+    p = np.array([1.0, 0.0, 0.7])  # the trap node's answer 1 (the cheap favourite) is wrong
+    planted = JointPrior.of(NODES, WEIGHTS, p)
+    mirror = JointPrior.of(1 - NODES, WEIGHTS, 1 - p)
+    assert planted == mirror  # symmetric: the node 1 − q carries 1 − p
+    rule = CostRule(prior=planted, prices=PRICES, max_n=[8, 3], lams=LAMS, value_usd=12.0,
+                    credit="planted")
+    ev = rule.evaluate(planted)  # the rule on its own prior: what it expects of itself
+    assert ev.accuracy == pytest.approx(rule.summary.accuracy)
+    assert ev.mean_cost_usd == pytest.approx(rule.summary.mean_cost_usd)
+    assert ev.reference_accuracy == pytest.approx(rule.summary.reference_accuracy)
+    # a rule fitted on the reference prior, scored exactly on the planted truth: a simulation
+    other = CostRule(prior=PLANTED, prices=PRICES, max_n=[8, 3], lams=LAMS, value_usd=4.0)
+    ev = other.evaluate(planted)
+    credit, cost = _simulate_credit(other, p, NODES, WEIGHTS, 40_000, seed=9)
+    assert abs(credit.mean() - ev.accuracy) < 4 * credit.std() / np.sqrt(credit.size) + 1e-9
+    assert abs(cost.mean() - ev.mean_cost_usd) < 4 * cost.std() / np.sqrt(cost.size) + 1e-9
+    assert ev.accuracy <= rule.summary.accuracy + 1e-12 or \
+        ev.mean_cost_usd > rule.summary.mean_cost_usd  # the planted rule is the optimum
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(credit="x"), "credit"),
+    (dict(credit="qr", lams=None), "lams"),
+    (dict(credit="planted"), "carries p"),
+])
+def test_bad_credit(kwargs, match):
+    base = dict(prices=PRICES, max_n=[3, 3], lams=LAMS, value_usd=1.0)
+    with pytest.raises(InputError, match=match):
+        CostRule(prior=PLANTED, **{**base, **kwargs})
+    with pytest.raises(InputError, match="planted p"):
+        JointPrior.of(NODES, WEIGHTS, [0.5, 2.0, 0.1])
+
+
+def test_cost_spec_carries_the_credit():
+    from ensemble.cost.spec import CostSpec
+
+    prior = JointPrior.of(QR_NODES, W_QR)
+    rule = CostSpec(value_usd=12.0, credit="qr", prior=prior).build(
+        a=None, b=None, prices=PRICES, max_n=[8, 3], lams=LAMS)
+    assert rule.credit == "qr" and rule.summary.credit == "qr"
+    assert CostSpec(prior=prior).build(a=None, b=None, prices=PRICES, max_n=[8, 3],
+                                       lams=LAMS).credit == "reference"
+    with pytest.raises(InputError, match="credit"):
+        CostSpec(credit="planted")

@@ -35,17 +35,25 @@ __all__ = ["JointPrior", "fit_joint_prior", "joint_grid"]
 class JointPrior:
     """A discrete prior over q = (q_1..q_G): nodes `q` (K x G) with weights `w` (K), symmetric
     under q ↔ 1 − q. Build it with `JointPrior.of(q, w)` (symmetrises, clips to
-    [1e-9, 1 − 1e-9], merges equal nodes, normalises)."""
+    [1e-9, 1 − 1e-9], merges equal nodes, normalises). A planted prior may carry `p`: at each
+    node, P(answer 1 is right) (the node 1 − q gets 1 − p; merged nodes the weighted mean), for
+    a rule scored by it (`CostRule(credit="planted")`)."""
 
     q: tuple[tuple[float, ...], ...]
     w: tuple[float, ...]
+    p: tuple[float, ...] | None = None
 
     @classmethod
-    def of(cls, q: ArrayLike, w: ArrayLike | None = None) -> JointPrior:
+    def of(cls, q: ArrayLike, w: ArrayLike | None = None, p: ArrayLike | None = None
+           ) -> JointPrior:
         qa = np.atleast_2d(np.asarray(q, dtype=float))
         wa = np.ones(qa.shape[0]) if w is None else np.asarray(w, dtype=float).ravel()
         if qa.size == 0 or qa.shape[0] != wa.shape[0]:
             raise InputError("a joint prior needs one weight per node (nodes: K x G)")
+        pa = None if p is None else np.asarray(p, dtype=float).ravel()
+        if pa is not None and (pa.shape != wa.shape or np.isnan(pa).any() or (pa < 0).any()
+                               or (pa > 1).any()):
+            raise InputError("a planted p gives each node P(answer 1 is right), in [0, 1]")
         if np.isnan(qa).any() or (qa < 0).any() or (qa > 1).any():
             raise InputError("joint prior nodes q must lie in [0, 1]")
         if np.isnan(wa).any() or (wa < 0).any() or wa.sum() <= 0:
@@ -56,8 +64,12 @@ class JointPrior:
         uq, inv = np.unique(np.round(qs, 12), axis=0, return_inverse=True)
         wm = np.bincount(inv.ravel(), weights=ws)
         keep = wm > 0
+        pm = None
+        if pa is not None:
+            num = np.bincount(inv.ravel(), weights=ws * np.concatenate([pa, 1 - pa]))
+            pm = tuple(map(float, num[keep] / wm[keep]))
         return cls(tuple(tuple(map(float, r)) for r in uq[keep]),
-                   tuple(map(float, wm[keep] / wm[keep].sum())))
+                   tuple(map(float, wm[keep] / wm[keep].sum())), pm)
 
     @property
     def members(self) -> int:
@@ -77,10 +89,25 @@ class JointPrior:
         score = np.sign(2 * q - 1) @ lw
         return np.where(score > 1e-12, 1.0, np.where(score < -1e-12, 0.0, 0.5))
 
-    def accuracy_alone(self, g: int, weights: ArrayLike) -> float:
-        """P(one vote of member g is the reference answer) under the prior."""
+    def truth(self, lams: ArrayLike) -> NDArray[np.float64]:
+        """P(answer 1 is right) per node under quantal response: a member of rationality λ_g
+        votes 1 with probability q_g = ψ_λg(p), p = P(answer 1 is right), so logit(q_g) =
+        2λ_g(2p − 1); p is the least-squares fit of that line to every member's logit,
+        2p − 1 = Σ_g λ_g logit(q_g) / (2 Σ_g λ_g²) (the strongest member weighs most), clipped
+        to [0, 1]. Symmetric: the node 1 − q gets 1 − p."""
+        q, _ = self.nodes()
+        lw = np.asarray(lams, dtype=float).ravel()
+        if lw.shape != (q.shape[1],) or (lw < 0).any() or not (lw > 0).any():
+            raise InputError(f"give one λ >= 0 per member, {q.shape[1]} of them, not all 0")
+        y = (np.log(q) - np.log1p(-q)) @ lw / (2 * float(lw @ lw))
+        return np.asarray(np.clip(0.5 + y / 2, 0.0, 1.0), dtype=float)
+
+    def accuracy_alone(self, g: int, weights: ArrayLike, credit: ArrayLike | None = None
+                       ) -> float:
+        """P(one vote of member g is the reference answer) under the prior; with `credit`
+        (per node, the credit of answer 1, e.g. `truth`), the expected credit of that vote."""
         q, w = self.nodes()
-        ref = self.reference(weights)
+        ref = self.reference(weights) if credit is None else np.asarray(credit, dtype=float)
         return float(w @ (ref * q[:, g] + (1 - ref) * (1 - q[:, g])))
 
 

@@ -23,6 +23,16 @@ answers and invalid ones use up a member's budget and vote for neither, as in th
 top-two reduction). The decision is the answer more likely to be the reference, i.e. the
 members' votes weighed through the prior, which knows each member's λ from the votes.
 
+What a decision earns (`credit`): "reference" (the default, above) scores agreement with the
+reference answer, a question whose reference is a coin flip (every member split) as much as a
+clear one; "qr" scores the decision by P(it is right) under quantal response, the node's
+p = P(answer 1 is right) read back from every member's q_g = ψ_λg(p) (`JointPrior.truth`):
+then w = E[p | s], T(s) = max(w, 1 − w) is the expected credit of deciding now, which is what
+a task scored by P(ω = decision) (box-and-ball) pays, and a question near p = 1/2 is worth
+little to resolve, however split its votes ("qr" needs each member's λ). "planted": the
+prior's own P(answer 1 is right) per node (`JointPrior.p`), for a prior built from a
+simulator's planted truth, where the rule is the Bayes-optimal bound of any vote-based policy.
+
 The state space is Π_g (n_g + 1)(n_g + 2)/2; the posteriors of every state over the prior's K
 nodes are computed once per (prior, max_n) (cached), the induction once per price vector and
 value. `CostRule(..., target_loss=x)` solves for the value: the smallest one whose policy loses
@@ -49,13 +59,15 @@ __all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
 MAX_WORK = 4e8
 _EPS = 1e-12
 REFERENCES = ("strongest", "fixed")
+CREDITS = ("reference", "qr", "planted")
 
 
 @dataclass(frozen=True)
 class CostSummary:
     """What the cost rule expects of itself under its prior, for binary questions without
     invalid answers: mean votes per member, mean dollars per question, accuracy (agreement with
-    the reference answer), the reference's accuracy and the loss against it."""
+    the reference answer; with credit "qr", the expected P(decision is right)), the
+    reference's accuracy (scored alike) and the loss against it."""
 
     mean_samples: tuple[float, ...]
     mean_cost_usd: float
@@ -63,6 +75,7 @@ class CostSummary:
     reference_accuracy: float
     loss: float
     value_usd: float
+    credit: str = "reference"
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,9 @@ class CostRule:
     prior: a `JointPrior` over the G members; prices: USD per vote of each member; max_n: each
     member's most votes; lams: each member's λ (ψ_λ units), which weigh the members' unlimited
     votes into the reference answer (default: their prices, the dearest member the strongest).
+    credit: what a decision earns, "reference" (agreement with the reference answer) or "qr"
+    (P(it is right) under quantal response, read through the members' λ: give `lams`) or
+    "planted" (the prior's own P(answer 1 is right) per node, `JointPrior.p`).
     Give `value_usd` (dollars one right decision is worth) or `target_loss` (the largest
     expected accuracy loss under the prior against `reference`: "strongest" or "fixed").
     """
@@ -183,7 +199,8 @@ class CostRule:
 
     def __init__(self, *, prior: JointPrior, prices: Sequence[float], max_n: Sequence[int],
                  lams: Sequence[float] | None = None, value_usd: float | None = None,
-                 target_loss: float | None = None, reference: str = "strongest") -> None:
+                 target_loss: float | None = None, reference: str = "strongest",
+                 credit: str = "reference") -> None:
         if not isinstance(prior, JointPrior):
             raise InputError("the cost rule needs a JointPrior (fit_joint_prior on pilot counts)")
         G = prior.members
@@ -201,6 +218,13 @@ class CostRule:
         if reference not in REFERENCES:
             raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got "
                              f"{reference!r}")
+        if credit not in CREDITS:
+            raise InputError(f"credit must be one of {', '.join(CREDITS)}, got {credit!r}")
+        if credit == "qr" and lams is None:
+            raise InputError('credit "qr" reads P(right) through each member\'s λ: give lams')
+        if credit == "planted" and prior.p is None:
+            raise InputError('credit "planted" needs a prior that carries p (JointPrior.of(q, '
+                             'w, p))')
         if (value_usd is None) == (target_loss is None):
             raise InputError("give the cost rule value_usd (dollars a right decision is worth) "
                              "or target_loss (accuracy it may lose), one of them")
@@ -209,7 +233,10 @@ class CostRule:
         self.max_n = ns
         self.lams = tuple(map(float, lw))
         self.reference = reference
-        self._ref = prior.reference(lw)
+        self.credit = credit
+        # per node: P(answer 1 is the reference answer), or P(answer 1 is right) under QR
+        self._ref = (prior.reference(lw) if credit == "reference" else prior.truth(lw)
+                     if credit == "qr" else np.asarray(prior.p, dtype=float))
         self._st = _states(prior, ns, tuple(map(float, self._ref)))
         if target_loss is not None:
             tl = float(target_loss)
@@ -246,16 +273,19 @@ class CostRule:
         return g if cont[g] > self._T[s] + _EPS else None
 
     def win(self, a: Sequence[int], b: Sequence[int]) -> float:
-        """P(answer 1 is the reference answer | counts)."""
+        """P(answer 1 is the reference answer | counts); with credit "qr", P(answer 1 is
+        right | counts) under quantal response (its expected credit)."""
         return float(self._st.win[self.index(a, b)])
 
     def decide(self, a: Sequence[int], b: Sequence[int]) -> int:
-        """1 or 2: the answer more likely to be the reference (1 on an exact tie)."""
+        """1 or 2: the answer more likely to be the reference, or with credit "qr" to be
+        right (1 on an exact tie)."""
         return 1 if self.win(a, b) >= 0.5 else 2
 
     def policy(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """(action per flat state: −1 stop, else the member asked; P(answer 1 is the
-        reference) per state), with every member's budget available: for vectorised replay."""
+        reference, or with credit "qr" or "planted" P(answer 1 is right), per state), with
+        every member's budget available: for vectorised replay."""
         best = self._cont.max(axis=1)
         act = np.where(best > self._T + _EPS, self._cont.argmax(axis=1), -1)
         return act, self._st.win.copy()
@@ -285,9 +315,49 @@ class CostRule:
                 np.add.at(mass, st.down[s, g], mass[s] * (1 - p))
         return acc, draws
 
+    def evaluate(self, prior: JointPrior) -> CostSummary:
+        """What this rule's policy (fitted on its own prior) earns and spends on questions drawn
+        from another prior, e.g. a simulator's planted truth, exactly (no sampling): each
+        decision scored by that prior's p (`JointPrior.p`) when it carries one, else by its
+        reference answer under the rule's λ; `reference_accuracy` is the strongest member's
+        one vote scored alike. For binary questions without invalid answers, as `summary`."""
+        if not isinstance(prior, JointPrior) or prior.members != len(self.max_n):
+            raise InputError(f"evaluate the rule on a JointPrior over its {len(self.max_n)} "
+                             "members")
+        q, w = prior.nodes()
+        truth = prior.reference(self.lams) if prior.p is None else np.asarray(prior.p)
+        st = self._st
+        S, G = st.A.shape
+        act, win = self.policy()
+        # the credit of stopping in each state, per node: p deciding 1, 1 − p deciding 2
+        pick = np.where(win > 0.5, 1.0, np.where(win < 0.5, 0.0, 0.5))
+        mass = np.zeros((S, q.shape[0]))
+        mass[0] = 1.0
+        acc = np.zeros(q.shape[0])
+        draws = np.zeros((G, q.shape[0]))
+        for lv in range(int(st.level.max()) + 1):
+            sel = np.nonzero(st.level == lv)[0]
+            stop = sel[act[sel] < 0]
+            acc += (mass[stop] * (pick[stop, None] * truth[None, :]
+                                  + (1 - pick[stop, None]) * (1 - truth[None, :]))).sum(axis=0)
+            for g in range(G):
+                s = sel[act[sel] == g]
+                draws[g] += mass[s].sum(axis=0)
+                np.add.at(mass, st.up[s, g], mass[s] * q[None, :, g])
+                np.add.at(mass, st.down[s, g], mass[s] * (1 - q[None, :, g]))
+        strongest = int(np.argmax(self.lams))
+        ref = float(w @ (truth * q[:, strongest] + (1 - truth) * (1 - q[:, strongest])))
+        n = draws @ w
+        accuracy = float(acc @ w)
+        return CostSummary(mean_samples=tuple(map(float, n)),
+                           mean_cost_usd=float(n @ np.asarray(self.prices)),
+                           accuracy=accuracy, reference_accuracy=ref, loss=ref - accuracy,
+                           value_usd=self.value_usd, credit=self.credit)
+
     def _reference_accuracy(self) -> float:
         if self.reference == "strongest":
-            return self.prior.accuracy_alone(int(np.argmax(self.lams)), self.lams)
+            return self.prior.accuracy_alone(int(np.argmax(self.lams)), self.lams,
+                                             None if self.credit == "reference" else self._ref)
         st = self._st  # every member's full budget: ask anyone with budget left
         act = np.where((st.up < 0).all(axis=1), -1, np.argmax(st.up >= 0, axis=1))
         return self._forward(act)[0]
@@ -299,7 +369,8 @@ class CostRule:
         return CostSummary(mean_samples=tuple(map(float, draws)),
                            mean_cost_usd=float(draws @ np.asarray(self.prices)),
                            accuracy=acc, reference_accuracy=ref, loss=ref - acc,
-                           value_usd=getattr(self, "value_usd", float("nan")))
+                           value_usd=getattr(self, "value_usd", float("nan")),
+                           credit=self.credit)
 
     def _value_for_loss(self, target: float) -> float:
         """The smallest value (largest price in accuracy units) whose policy loses at most
@@ -328,4 +399,4 @@ class CostRule:
 
     def __repr__(self) -> str:
         return (f"CostRule(max_n={list(self.max_n)}, prices={list(self.prices)}, "
-                f"value_usd={self.value_usd:.4g})")
+                f"value_usd={self.value_usd:.4g}, credit={self.credit!r})")

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from ..errors import InputError
 from ..stopping.registry import register_stop_rule
 from .joint import JointPrior, fit_joint_prior
-from .rule import REFERENCES, CostRule
+from .rule import CREDITS, REFERENCES, CostRule
 
 __all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec"]
 
@@ -30,7 +30,9 @@ class CostSpec:
     value_usd: dollars one right decision is worth; or target_loss: the largest expected
     accuracy loss under the prior against `reference` ("strongest": the strongest member's one
     vote; "fixed": every member's full budget), the value solved for. Neither: target_loss
-    0.005 against the strongest member alone.
+    0.005 against the strongest member alone. credit: what a decision earns, "reference"
+    (agreement with the reference answer) or "qr" (P(it is right) under quantal response,
+    read through the members' λ; for tasks scored by P(right), such as box-and-ball).
     pilot: votes per member on each pilot question (default 2 each); pilot_questions: how many
     questions get that full pilot before the prior is fitted (counts of later questions refit
     it). prior: a `JointPrior` to use instead (no pilot). prices: USD per vote of each member
@@ -41,6 +43,7 @@ class CostSpec:
     value_usd: float | None = None
     target_loss: float | None = None
     reference: str = "strongest"
+    credit: str = "reference"
     pilot: tuple[int, ...] | None = None
     pilot_questions: int = DEFAULT_PILOT_QUESTIONS
     prior: JointPrior | None = None
@@ -52,7 +55,7 @@ class CostSpec:
     name: ClassVar[str] = stop
     about: ClassVar[str] = ("whom of an ensemble's members to ask next, or stop, by dollars "
                             "per right decision")
-    params: ClassVar[tuple[str, ...]] = ("value_usd", "target_loss", "reference", "pilot",
+    params: ClassVar[tuple[str, ...]] = ("value_usd", "target_loss", "reference", "credit", "pilot",
                                          "pilot_questions", "prior", "prices")
     needs_prior: ClassVar[bool] = True
     over_members: ClassVar[bool] = True
@@ -74,6 +77,9 @@ class CostSpec:
         if self.reference not in REFERENCES:
             raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got "
                              f"{self.reference!r}")
+        if self.credit not in CREDITS[:2]:
+            raise InputError(f"credit must be one of {', '.join(CREDITS[:2])}, got "
+                             f"{self.credit!r}")
         if self.pilot is not None and (not self.pilot or min(self.pilot) < 0):
             raise InputError(f"pilot gives each member its votes (>= 0), got {self.pilot!r}")
         if self.pilot_questions < 1:
@@ -99,4 +105,5 @@ class CostSpec:
         if value is None and loss is None:
             loss = 0.005
         return CostRule(prior=prior, prices=self.prices or prices, max_n=max_n, lams=lams,
-                        value_usd=value, target_loss=loss, reference=self.reference)
+                        value_usd=value, target_loss=loss, reference=self.reference,
+                        credit=self.credit)

@@ -92,6 +92,7 @@ class CostConfig(BaseModel):
     value_usd: float | None = Field(default=None, gt=0)
     target_loss: float | None = Field(default=None, gt=0, lt=1)
     reference: Literal["strongest", "fixed"] = "strongest"
+    credit: Literal["reference", "qr"] = "reference"
     pilot_questions: int = Field(default=30, ge=1)
 
 
