@@ -19,11 +19,13 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from ._sync import LoopThread, run_sync
 from .aggregators import Vote, aggregator_info, get_aggregator
 from .answers import AnswerKind, ToolCalls, resolve_answer
+from .credit import as_rng
 from .decision import AnswerT, Decision, confidence, tally
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .answers import Choice, Math, Number, Text, ToolCall
+    from .cost.rule import CostRule
     from .cost.spec import CostSpec
     from .stopping import StopSpec
 
@@ -266,6 +269,8 @@ class Ensemble(Generic[AnswerT]):
         from .spending import CostMemory
 
         self.cost_memory = CostMemory()  # the cost rule's data across calls (stop="cost")
+        # the cost rule breaks its ties as the aggregator would (its own seeded stream)
+        self._tie = (tie, invalid, as_rng(seed))
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = {rename.get(k, k): v for k, v in kwargs.items()}
@@ -420,7 +425,10 @@ class Ensemble(Generic[AnswerT]):
             messages = ({"role": "system", "content": self.system},) + messages
         return messages
 
-    def _decide(self, rows: Sequence[Sequence[Sample]]) -> Decision[AnswerT]:
+    def _decide(self, rows: Sequence[Sequence[Sample]], rule: CostRule | None = None
+                ) -> Decision[AnswerT]:
+        """The Decision over each member's samples: the aggregator's, or with the cost rule
+        (`rule`, stop="cost") the rule's own, the aggregator's reported alongside."""
         weighted = "weights" in self.aggregator_info.needs
         choices = None if self.answer_kind.is_open else self.choices
         weights = ([confidence(s) for row in rows for s in row] if weighted else None)
@@ -428,9 +436,25 @@ class Ensemble(Generic[AnswerT]):
         def aggregate(keys: list[str | None], groups: list[int] | None) -> Vote:
             return self.aggregator(keys, choices=choices, weights=weights, groups=groups)
 
-        return tally(rows, kind=self.answer_kind, aggregate=aggregate,
-                     lams=tuple(m.lam for m in self.members),
-                     stop=self.stop_spec.stop if self.stop_spec is not None else None)
+        stop = self.stop_spec.stop if self.stop_spec is not None else None
+        lams = tuple(m.lam for m in self.members)
+        d = tally(rows, kind=self.answer_kind, aggregate=aggregate, lams=lams, stop=stop)
+        if rule is None:
+            return d
+        from .decision import CostRuleOutcome
+        from .spending import CostVote
+
+        tie, invalid, rng = self._tie
+        by_rule = CostVote(rule, tie=tie, invalid=invalid, rng=rng,
+                           open=self.answer_kind.is_open)
+        out = tally(rows, kind=self.answer_kind, lams=lams, stop=stop,
+                    aggregate=lambda keys, groups: by_rule(keys, groups=groups))
+        choice, vote = by_rule.choices[0]  # the whole answer's (parts follow)
+        win = None if vote.decision is None else choice.win.get(vote.decision)
+        return replace(out, cost_rule=CostRuleOutcome(
+            win=win, drawn=tuple(len(row) for row in rows), leaders=choice.leaders,
+            tied=choice.tied, value_usd=rule.value_usd, aggregator=d.aggregator,
+            aggregator_decision=d.decision))
 
     async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]]
                              ) -> Any:
@@ -496,13 +520,15 @@ class Ensemble(Generic[AnswerT]):
         from .cost.spec import CostSpec
 
         spec = self.stop_spec
+        rule: CostRule | None = None
         if isinstance(spec, CostSpec):
             from .spending import draw_by_cost
 
-            results = await draw_by_cost(
+            by_cost = await draw_by_cost(
                 self.members, self._params, messages, spec, parser=self.parser,
                 memory=self.cost_memory, store=self._get_store(),
                 provider_for=self._provider_for)
+            results, rule = by_cost.results, by_cost.rule
         elif spec is not None and len(self.members) > 1:
             from .pooling import sample_pooled
 
@@ -528,7 +554,7 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                out.append(self._decide(rows))
+                out.append(self._decide(rows, rule))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:

@@ -19,11 +19,48 @@ if sys.version_info >= (3, 13):
 else:  # pragma: no cover - a TypeVar's default (PEP 696) is new in 3.13
     from typing_extensions import TypeVar
 
-__all__ = ["AnswerT", "Decision", "confidence", "plain", "tally"]
+__all__ = ["AnswerT", "CostRuleOutcome", "Decision", "confidence", "plain", "tally"]
 
 # the type of a decided answer: str for choices (the default), float for answer="number", the
 # model for a pydantic answer (Ensemble's overloads pick it from `answer=`)
 AnswerT = TypeVar("AnswerT", default=str)
+
+
+@dataclass(frozen=True)
+class CostRuleOutcome(Generic[AnswerT]):
+    """What the cost rule concluded on one prompt (`Decision.cost_rule`, with `stop="cost"`;
+    docs/adaptive.md). The Decision's answer is the rule's: `ensemble.cost.choice`.
+
+    win:          the rule's posterior probability that `Decision.decision` is the reference
+                  answer given every vote drawn, the members weighed by their λ through the
+                  fitted joint prior (against its strongest rival when more than two answers
+                  tie in the ranks; 1/2 on a tie); None without a decision.
+    drawn:        the votes drawn from each member (invalid replies included), in the order
+                  of `Ensemble.members`.
+    leaders:      the two answers of the rule's state (ranked by λ-weighted votes; None:
+                  fewer answers were seen).
+    tied:         the answers the rule could not tell apart (the decision is then the
+                  Ensemble's tie-break among them and `Decision.tie` is True); () otherwise.
+    value_usd:    dollars a right decision is worth to the rule (given, or solved for from
+                  its target_loss).
+    aggregator:   the Ensemble's aggregator, and `aggregator_decision` what it would decide
+                  over the same votes: reported alongside, never the answer.
+    """
+
+    win: float | None
+    drawn: tuple[int, ...]
+    leaders: tuple[str | None, str | None]
+    tied: tuple[str, ...]
+    value_usd: float
+    aggregator: str
+    aggregator_decision: AnswerT | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As plain JSON values (the aggregator's decision as `Decision.to_dict` writes one)."""
+        return {"win": self.win, "drawn": list(self.drawn), "leaders": list(self.leaders),
+                "tied": list(self.tied), "value_usd": self.value_usd,
+                "aggregator": self.aggregator,
+                "aggregator_decision": plain(self.aggregator_decision)}
 
 
 @dataclass(frozen=True, repr=False)
@@ -52,12 +89,16 @@ class Decision(Generic[AnswerT]):
     samples:      every sample drawn (text, parsed answer, tokens, cost, latency), member by
                   member in the order of `Ensemble.members`.
     n_invalid:    replies whose answer could not be parsed.  tie: the top was tied.
-    aggregator:   the rule that decided; credit: answer -> its share of the decision.
+    aggregator:   the rule that decided ("cost" with stop="cost"); credit: answer -> its
+                  share of the decision.
     cost_usd:     the samples' cost (None: unknown price).
     member_votes: answer -> valid votes, per member (one entry for a one-model Ensemble).
     lams:         the λ each member voted with (ψ_λ units, at its temperature; None: unknown).
     stop:         the stopping rule when samples were drawn adaptively (`stop=`), else None;
                   `n_samples` is then what it used (at most the Ensemble's max_n).
+    cost_rule:    with stop="cost", what the cost rule concluded (`CostRuleOutcome`: its
+                  posterior `win`, the votes `drawn` per member, the aggregator's decision
+                  beside it); None otherwise.
     """
 
     decision: AnswerT | None
@@ -78,6 +119,7 @@ class Decision(Generic[AnswerT]):
     fields: dict[str, Vote] = field(default_factory=dict)
     answer: str = "choice"
     why: str | None = None
+    cost_rule: CostRuleOutcome[AnswerT] | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -112,6 +154,8 @@ class Decision(Generic[AnswerT]):
         if self.stop:
             parts.append(f"{self.n_samples} sample{'s' if self.n_samples != 1 else ''}, "
                          f"stop={self.stop}")
+        if self.cost_rule is not None and self.cost_rule.win is not None:
+            parts.append(f"P(reference) {self.cost_rule.win:.3g}")
         return f"{self.decision} ({'; '.join(parts)})"
 
     def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()
@@ -120,6 +164,8 @@ class Decision(Generic[AnswerT]):
             extra += f", member_votes={list(self.member_votes)!r}"
         if self.stop:
             extra += f", stop={self.stop!r}"
+        if self.cost_rule is not None:
+            extra += f", win={self.cost_rule.win!r}, drawn={list(self.cost_rule.drawn)!r}"
         return (f"Decision(decision={self.decision!r}, votes={self.votes!r}, "
                 f"n={len(self.samples)}, invalid={self.n_invalid}, tie={self.tie}, "
                 f"aggregator={self.aggregator!r}{extra}, cost_usd={self.cost_usd!r})")
@@ -134,6 +180,7 @@ class Decision(Generic[AnswerT]):
             "member_votes": [dict(v) for v in self.member_votes], "lams": list(self.lams),
             "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
             "why": self.why,
+            "cost_rule": None if self.cost_rule is None else self.cost_rule.to_dict(),
             "spellings": {k: dict(v) for k, v in self.spellings.items()},
             "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
                               "margin": f.margin, "n_invalid": f.n_invalid}

@@ -1,4 +1,5 @@
-"""Drawing by the cost rule: whom to ask next, one vote at a time (`Ensemble(stop="cost")`).
+"""Drawing and deciding by the cost rule: whom to ask next, one vote at a time, and the answer
+(`Ensemble(stop="cost")`).
 
 Per prompt, member g's i-th vote is its stored sample i (as in a fixed run), so deciding again
 over a store costs nothing. The first questions (until `CostSpec.pilot_questions` have been
@@ -8,17 +9,24 @@ decisions alike: the likelihood does not depend on whom the rule chose to ask), 
 price per vote is the mean cost of its samples drawn so far (its token usage times its price),
 and then each prompt is asked by the rule, one vote at a time, until it stops or every member's
 budget (its n) is spent.
+
+The Decision is the rule's own (`CostVote`, through `ensemble.cost.choice.cost_choice`): the
+answer more likely to be the reference given every vote drawn, the members weighed through the
+prior by which that same rule chose whom to ask (`draw_by_cost` returns it with the samples, so
+a concurrent call that refits the rule cannot change what this one decides by).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .aggregators import RuleBase, Vote
+from .cost.choice import CostChoice, cost_choice
 from .cost.rule import CostRule, member_counts
 from .cost.spec import CostSpec
 from .errors import InputError
@@ -29,7 +37,7 @@ from .sampling.sampler import Sampler
 from .sampling.store import SampleStore
 from .sampling.types import Sample, SampleRequest
 
-__all__ = ["CostMemory", "draw_by_cost"]
+__all__ = ["CostDraw", "CostMemory", "CostVote", "draw_by_cost"]
 
 
 @dataclass
@@ -58,12 +66,51 @@ class CostMemory:
                                                                       strict=True))
 
 
+@dataclass(frozen=True)
+class CostDraw:
+    """What `draw_by_cost` drew (one `SampleResult` per member) and the rule that chose it,
+    which is the rule that decides over it (`CostVote`)."""
+
+    results: list[SampleResult]
+    rule: CostRule
+
+
+class CostVote(RuleBase):
+    """The cost rule's decision as a `Vote` (rule "cost"): `cost_choice` over each member's
+    votes (`groups`: the member of each vote; None for a one-member ensemble). Its ties (the
+    answers the rule cannot tell apart) are broken by the Ensemble's tie rule ("random": a
+    seeded coin among them; "fractional": each gets 1/k of the credit), invalid replies follow
+    its invalid policy ("fail" raises; otherwise they vote for no answer, as in the rule's
+    state). One object per decision: `choices` keeps each call's `CostChoice` (the first is
+    the whole answer's; an answer voted part by part adds one per part)."""
+
+    name = "cost"
+
+    def __init__(self, rule: CostRule, *, tie: str = "random", invalid: str = "ignore",
+                 rng: Any = None, open: bool = False) -> None:
+        super().__init__(tie=tie, invalid=invalid, rng=rng, open=open)
+        self.rule = rule
+        self.choices: list[tuple[CostChoice, Vote]] = []
+
+    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
+                  weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
+        valid, n, n_inv = self.prepare(answers)
+        G = len(self.rule.max_n)
+        per: list[list[str | None]] = [[] for _ in range(G)]
+        for i, x in enumerate(answers):
+            per[groups[i] if groups is not None else 0].append(x)
+        choice = cost_choice(self.rule, per)
+        vote = self.finish(Counter(valid), list(choice.candidates), n, len(valid), n_inv)
+        self.choices.append((choice, vote))
+        return vote
+
+
 async def draw_by_cost(members: Sequence[Member], params: Sequence[Any],
                        messages: Sequence[Any], spec: CostSpec, *, parser: Callable[[str], Any],
                        memory: CostMemory, store: SampleStore | None,
-                       provider_for: Callable[[Member], Provider]) -> list[SampleResult]:
-    """Draw every prompt's votes under the cost rule; one `SampleResult` per member. Without
-    a store, an in-memory one keeps the call's samples (vote i is sample i)."""
+                       provider_for: Callable[[Member], Provider]) -> CostDraw:
+    """Draw every prompt's votes under the cost rule: one `SampleResult` per member, and the
+    rule. Without a store, an in-memory one keeps the call's samples (vote i is sample i)."""
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             store = stack.enter_context(contextlib.closing(SampleStore(":memory:")))
@@ -76,7 +123,7 @@ async def draw_by_cost(members: Sequence[Member], params: Sequence[Any],
 
 async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Sequence[int],
                 lams: Sequence[float | None], messages: Sequence[Any], spec: CostSpec,
-                parser: Callable[[str], Any], memory: CostMemory) -> list[SampleResult]:
+                parser: Callable[[str], Any], memory: CostMemory) -> CostDraw:
     G, P = len(samplers), len(messages)
     if not memory.spent:
         memory.spent, memory.votes = [0.0] * G, [0] * G
@@ -100,9 +147,12 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
             memory.spent[g] += float(sum(c or 0.0 for c in costs))
             memory.votes[g] += len(new)
 
-    def counts(p: int) -> tuple[list[int], list[int]]:
+    def counts(p: int, lw: Sequence[float] | None = None) -> tuple[list[int], list[int]]:
+        """The rule's state: each member's votes for the two leaders, ranked by `lw` (the
+        rule's λ, which are its prices when some λ is unknown; pilots before the rule
+        exists: λ, or equal weights)."""
         a, b, _ = member_counts([[s.answer for s in rows[p][g]] for g in range(G)],
-                                weights or [1.0] * G)
+                                lw or weights or [1.0] * G)
         return a, b
 
     pilot = spec.pilot_for(budgets)
@@ -137,7 +187,7 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
 
     async def finish(p: int) -> None:
         while p not in failed:
-            a, b = counts(p)
+            a, b = counts(p, rule.lams)
             avail = [len(rows[p][g]) < budgets[g] for g in range(G)]
             g = rule.next_member(a, b, avail)
             if g is None:
@@ -147,8 +197,8 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
     await asyncio.gather(*(finish(p) for p in range(P)))
     for p in range(P):  # every decision's counts: the next call's prior is fitted on them
         if p not in failed:
-            a, b = counts(p)
+            a, b = counts(p, rule.lams)
             memory.counts.append((tuple(a), tuple(b)))
-    return [SampleResult(rows=[list(rows[p][g]) for p in range(P)], failures=failures[g])
-            for g in range(G)]
+    return CostDraw([SampleResult(rows=[list(rows[p][g]) for p in range(P)],
+                                  failures=failures[g]) for g in range(G)], rule)
 

@@ -7,12 +7,14 @@
                     value_usd=0.01)        # or target_loss=0.005
     rule.next_member(a_q, b_q)             # the member to ask next, or None: decide
     rule.decide(a_q, b_q)                  # 1 or 2; rule.summary: what it expects under π
+    cost_choice(rule, answers)             # the answer it decides over each member's votes
 
 See docs/adaptive.md ("Whom to ask next: the cost rule").
 """
 
+from .choice import CostChoice, cost_choice
 from .joint import JointPrior, fit_joint_prior, joint_grid
 from .rule import CostRule, CostSummary, member_counts
 
-__all__ = ["CostRule", "CostSummary", "JointPrior", "fit_joint_prior", "joint_grid",
-           "member_counts"]
+__all__ = ["CostChoice", "CostRule", "CostSummary", "JointPrior", "cost_choice",
+           "fit_joint_prior", "joint_grid", "member_counts"]

@@ -4,7 +4,8 @@
 samples, one vote at a time, exactly as `Ensemble(stop="cost")` asks (member g's i-th vote is
 its i-th sample along the order); `cost_rows` is the eval's adaptive row of a mixed run
 (`ensemble eval --spec` with `"adaptive": ["cost"]`), beside the fixed ensemble of every
-member's n under the λ-weighted vote, on the same orders.
+member's n under the λ-weighted vote, on the same orders. Each decision is the rule's own
+(`ensemble.cost.choice.cost_choice`), as the Ensemble's Decision with `stop="cost"` is.
 
 The joint prior is fitted (no labels) from every stored sample of every question, i.e. from the
 run's whole draw rather than from a pilot the rule would have paid for first: the row says what
@@ -21,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ensemble.cost import CostRule, fit_joint_prior, member_counts
+from ensemble.cost.choice import cost_choice
 from ensemble.cost.spec import CostSpec
 from ensemble.errors import InputError
 
@@ -32,7 +34,7 @@ __all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_
 
 @dataclass(frozen=True)
 class CostReplay:
-    """Per question and order: the decided option (−1: none; −2: a tie of the two leaders),
+    """Per question and order: the decided option (−1: none; −2: a tie, `cost_choice`'s),
     the votes drawn from each member (Q, R, G) and the dollars spent (NaN: a price unknown)."""
 
     decision: NDArray[np.int64]
@@ -66,8 +68,7 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
             seq = [_labels(codes[g][q, orders[g][q, r]]) for g in range(G)]
             n = [0] * G
             while True:
-                a, b, (one, two) = member_counts([seq[g][:n[g]] for g in range(G)],
-                                                 rule.lams)
+                a, b, _ = member_counts([seq[g][:n[g]] for g in range(G)], rule.lams)
                 ask = rule.next_member(a, b, [n[h] < rule.max_n[h] for h in range(G)])
                 if ask is None:
                     break
@@ -77,17 +78,18 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
                 used = orders[h][q, r, :n[h]]
                 spent[q, r] += (n[h] * rule.prices[h] if costs is None
                                 else float(costs[h][q, used].sum()))
-            if one is not None:
-                win = rule.win(a, b)
-                pick = one if (win > 0.5 or two is None) else (two if win < 0.5 else None)
-                decision[q, r] = -2 if pick is None else int(pick)
+            choice = cost_choice(rule, [seq[g][:n[g]] for g in range(G)])
+            if choice.decision is not None:
+                decision[q, r] = int(choice.decision)
+            elif choice.tied:
+                decision[q, r] = -2
     return CostReplay(decision, drawn, spent)
 
 
 def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
            orders: Sequence[NDArray[np.int64]], rule: CostRule,
            values: NDArray[np.float64]) -> NDArray[np.float64]:
-    """(Q, R) credit of each decision; a tie of the two leaders is worth their mean."""
+    """(Q, R) credit of each decision; a tie is worth the mean of the tied answers."""
     Q, R = rp.decision.shape
     out = np.zeros((Q, R))
     for q in range(Q):
@@ -98,8 +100,8 @@ def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
             elif d == -2:
                 n = rp.drawn[q, r]
                 seq = [_labels(codes[g][q, orders[g][q, r, :n[g]]]) for g in range(len(codes))]
-                _, _, (one, two) = member_counts(seq, rule.lams)
-                out[q, r] = (values[q, int(one)] + values[q, int(two)]) / 2  # type: ignore
+                tied = cost_choice(rule, seq).tied
+                out[q, r] = float(np.mean([values[q, int(x)] for x in tied]))
     return out
 
 

@@ -307,6 +307,8 @@ def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] 
         doc["why"] = d.why
     if ignored:
         doc["ignored"] = list(ignored)
+    if d.cost_rule is not None:  # stop: cost: the rule decided; its posterior, its draws
+        doc["cost_rule"] = d.cost_rule.to_dict()
     if len(members) > 1:
         doc["member_votes"] = [{"model": m.model, "temperature": m.temperature, "votes": v}
                                for m, v in zip(members, d.member_votes, strict=False)]
