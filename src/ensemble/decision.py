@@ -32,9 +32,10 @@ class CostRuleOutcome(Generic[AnswerT]):
     docs/adaptive.md). The Decision's answer is the rule's: `ensemble.cost.choice`.
 
     win:          the rule's posterior probability that `Decision.decision` is the reference
-                  answer given every vote drawn, the members weighed by their λ through the
-                  fitted joint prior (against its strongest rival when more than two answers
-                  tie in the ranks; 1/2 on a tie); None without a decision.
+                  answer (with `CostSpec(credit="qr")`: that it is right, under quantal
+                  response) given every vote drawn, the members weighed by their λ through
+                  the fitted joint prior (against its strongest rival when more than two
+                  answers tie in the ranks; 1/2 on a tie); None without a decision.
     drawn:        the votes drawn from each member (invalid replies included), in the order
                   of `Ensemble.members`.
     leaders:      the two answers of the rule's state (ranked by λ-weighted votes; None:
@@ -155,7 +156,7 @@ class Decision(Generic[AnswerT]):
             parts.append(f"{self.n_samples} sample{'s' if self.n_samples != 1 else ''}, "
                          f"stop={self.stop}")
         if self.cost_rule is not None and self.cost_rule.win is not None:
-            parts.append(f"P(reference) {self.cost_rule.win:.3g}")
+            parts.append(f"the cost rule's win {self.cost_rule.win:.3g}")
         return f"{self.decision} ({'; '.join(parts)})"
 
     def __repr__(self) -> str:  # short: the samples are in .samples, the whole in to_dict()
