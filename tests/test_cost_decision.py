@@ -132,6 +132,22 @@ def test_the_rule_decides_between_its_two_leaders(rule):
     assert c.decision == "C" and c.leaders == ("C", None)
 
 
+def test_a_lone_answer_the_prior_doubts_gives_way_to_the_other_of_two_options():
+    # most questions are traps: the cheap member agrees on an answer the dear one rejects
+    prior = JointPrior.of([[0.9, 0.05], [0.9, 0.95]], [0.8, 0.2])
+    rule = CostRule(prior=prior, prices=[1e-6, 1e-4], max_n=[3, 1], lams=[1.5, 6.0],
+                    value_usd=1.0)
+    votes = [["L", "L", "L"], []]
+    w = rule.win([3, 0], [0, 0])
+    assert w < 0.5
+    c = cost_choice(rule, votes, options=["L", "R"])
+    assert c.decision == "R" and c.win["R"] == pytest.approx(1 - w)
+    # with more options the other answer has no name: the one seen is decided, doubted
+    c = cost_choice(rule, votes, options=["L", "R", "S"])
+    assert c.decision == "L" and c.win == {"L": w}
+    assert cost_choice(rule, votes).decision == "L"
+
+
 def test_answers_tied_in_the_ranks_are_compared_by_the_rule_whatever_their_order(rule):
     # C ranks below the leaders: never decided, whatever its position
     for order in set(itertools.permutations(["A", "A", "A", "B", "B", "C"])):

@@ -448,8 +448,9 @@ class Ensemble(Generic[AnswerT]):
         by_rule = CostVote(rule, tie=tie, invalid=invalid, rng=rng,
                            open=self.answer_kind.is_open)
         out = tally(rows, kind=self.answer_kind, lams=lams, stop=stop,
-                    aggregate=lambda keys, groups: by_rule(keys, groups=groups))
-        choice, vote = by_rule.choices[0]  # the whole answer's (parts follow)
+                    aggregate=lambda keys, groups: by_rule(keys, choices=choices,
+                                                           groups=groups))
+        choice, vote = by_rule.made[0]  # the whole answer's (parts follow)
         win = None if vote.decision is None else choice.win.get(vote.decision)
         return replace(out, cost_rule=CostRuleOutcome(
             win=win, drawn=tuple(len(row) for row in rows), leaders=choice.leaders,

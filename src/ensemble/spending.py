@@ -81,7 +81,7 @@ class CostVote(RuleBase):
     answers the rule cannot tell apart) are broken by the Ensemble's tie rule ("random": a
     seeded coin among them; "fractional": each gets 1/k of the credit), invalid replies follow
     its invalid policy ("fail" raises; otherwise they vote for no answer, as in the rule's
-    state). One object per decision: `choices` keeps each call's `CostChoice` (the first is
+    state). One object per decision: `made` keeps each call's `CostChoice` (the first is
     the whole answer's; an answer voted part by part adds one per part)."""
 
     name = "cost"
@@ -90,7 +90,7 @@ class CostVote(RuleBase):
                  rng: Any = None, open: bool = False) -> None:
         super().__init__(tie=tie, invalid=invalid, rng=rng, open=open)
         self.rule = rule
-        self.choices: list[tuple[CostChoice, Vote]] = []
+        self.made: list[tuple[CostChoice, Vote]] = []
 
     def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
@@ -99,9 +99,9 @@ class CostVote(RuleBase):
         per: list[list[str | None]] = [[] for _ in range(G)]
         for i, x in enumerate(answers):
             per[groups[i] if groups is not None else 0].append(x)
-        choice = cost_choice(self.rule, per)
+        choice = cost_choice(self.rule, per, options=choices)
         vote = self.finish(Counter(valid), list(choice.candidates), n, len(valid), n_inv)
-        self.choices.append((choice, vote))
+        self.made.append((choice, vote))
         return vote
 
 

@@ -13,9 +13,10 @@ probability that leader 1 is the reference answer, and
 - w > 1/2 decides leader 1, w < 1/2 leader 2 (whatever the raw or λ-weighted counts say: the
   prior knows how far a member's agreeing votes are independent evidence);
 - w = 1/2 (within 1e-9: a state symmetric in the two) is a tie between them;
-- one answer seen (no second leader): it is the decision, w its posterior, which may lie below
-  1/2 (the prior expects a reference answer that no vote has named yet, which cannot be
-  decided);
+- one answer seen (no second leader): w below 1/2 says the prior expects the reference to be
+  another answer, which no vote named. With two fixed options (`options`, the Ensemble's two
+  choices) that answer is known: the other option is decided, with posterior 1 − w. Otherwise
+  the one answer seen is the decision, w its posterior (which may then lie below 1/2);
 - no valid vote: no decision.
 
 When the leaders are not all there is, i.e. answers beyond the first two have the second
@@ -63,14 +64,23 @@ class CostChoice:
         return (self.decision,) if self.decision is not None else self.tied
 
 
-def cost_choice(rule: CostRule, answers: Sequence[Sequence[str | None]]) -> CostChoice:
+def cost_choice(rule: CostRule, answers: Sequence[Sequence[str | None]], *,
+                options: Sequence[str] | None = None) -> CostChoice:
     """The rule's decision over `answers[g]`, member g's parsed answers in the order drawn
-    (None: invalid), as the module docstring defines it."""
+    (None: invalid), as the module docstring defines it; `options`: the answers allowed, when
+    they are fixed (only two of them matter: the other option of a lone answer)."""
     a, b, (one, two) = member_counts(answers, rule.lams)
     if one is None:
         return CostChoice(None, (), {}, (None, None))
     if two is None:
-        return CostChoice(one, (), {one: rule.win(a, b)}, (one, None))
+        w = rule.win(a, b)
+        other = [x for x in options or () if x != one]
+        if len(other) == 1 and len(options or ()) == 2:
+            wins = {one: w, other[0]: 1 - w}
+            if abs(w - 0.5) <= TIE_TOLERANCE:
+                return CostChoice(None, (one, other[0]), wins, (one, None))
+            return CostChoice(one if w > 0.5 else other[0], (), wins, (one, None))
+        return CostChoice(one, (), {one: w}, (one, None))
     G = len(answers)
     per: dict[str, list[int]] = {}
     for g, row in enumerate(answers):

@@ -48,9 +48,11 @@ def _labels(row: Any) -> list[str | None]:
 
 def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
                 orders: Sequence[NDArray[np.int64]],
-                costs: Sequence[NDArray[np.float64]] | None = None) -> CostReplay:
+                costs: Sequence[NDArray[np.float64]] | None = None, *,
+                options: int | None = None) -> CostReplay:
     """Replay `rule` on each member's (Q, K_g) answer codes (−1 invalid) along (Q, R, K_g)
-    orders; `costs` (Q, K_g) per stored sample (default: the rule's prices)."""
+    orders; `costs` (Q, K_g) per stored sample (default: the rule's prices); `options`: how
+    many answers there are (codes 0..options − 1), when fixed."""
     G = len(codes)
     if len(orders) != G or G != len(rule.max_n):
         raise InputError(f"give codes and orders for each of the rule's {len(rule.max_n)} "
@@ -60,6 +62,7 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
         if codes[g].shape[1] < rule.max_n[g]:
             raise InputError(f"member {g} may draw {rule.max_n[g]} votes but only "
                              f"{codes[g].shape[1]} are stored")
+    labels = None if options is None else [str(i) for i in range(options)]
     decision = np.full((Q, R), -1, dtype=np.int64)
     drawn = np.zeros((Q, R, G), dtype=np.int64)
     spent = np.zeros((Q, R))
@@ -78,7 +81,7 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
                 used = orders[h][q, r, :n[h]]
                 spent[q, r] += (n[h] * rule.prices[h] if costs is None
                                 else float(costs[h][q, used].sum()))
-            choice = cost_choice(rule, [seq[g][:n[g]] for g in range(G)])
+            choice = cost_choice(rule, [seq[g][:n[g]] for g in range(G)], options=labels)
             if choice.decision is not None:
                 decision[q, r] = int(choice.decision)
             elif choice.tied:
@@ -91,6 +94,7 @@ def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
            values: NDArray[np.float64]) -> NDArray[np.float64]:
     """(Q, R) credit of each decision; a tie is worth the mean of the tied answers."""
     Q, R = rp.decision.shape
+    labels = [str(i) for i in range(values.shape[1])]
     out = np.zeros((Q, R))
     for q in range(Q):
         for r in range(R):
@@ -100,7 +104,7 @@ def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
             elif d == -2:
                 n = rp.drawn[q, r]
                 seq = [_labels(codes[g][q, orders[g][q, r, :n[g]]]) for g in range(len(codes))]
-                tied = cost_choice(rule, seq).tied
+                tied = cost_choice(rule, seq, options=labels).tied
                 out[q, r] = float(np.mean([values[q, int(x)] for x in tied]))
     return out
 
@@ -132,7 +136,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
                                             lams=weights_l)
     ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
             for g in range(G)]
-    rp = replay_cost(rule, codes, ords, costs)
+    rp = replay_cost(rule, codes, ords, costs, options=values.shape[1])
     acc_q = replay_credit(rp, codes, ords, rule, values).mean(axis=1)
     # the fixed ensemble on the same orders: every member's n, votes weighed by 2λ (or price)
     n_opt = values.shape[1]
