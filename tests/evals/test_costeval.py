@@ -11,7 +11,7 @@ from ensemble.testing import SimulatedServer
 from ensemble.testing.expert import MCModel, SimulatedExpert
 
 
-def _spec(path, urls, models, value=None):
+def _spec(path, urls, models, value=None, credit=None):
     members = [{"model": models[0], "n": 5, "samples": 5, "temperature": 1.0, "lam": 1.5,
                 "price_per_1k": [0.0, 0.00015], "label": "cheap"},
                {"model": models[1], "n": 2, "samples": 2, "temperature": 1.0, "lam": 6.0,
@@ -23,6 +23,8 @@ def _spec(path, urls, models, value=None):
            "aggregators": ["majority"]}
     if value is not None:
         doc["value_usd"] = value
+    if credit is not None:
+        doc["cost_credit"] = credit
     path.write_text(json.dumps(doc))
     return str(path)
 
@@ -62,3 +64,10 @@ def test_cost_rule_row_of_a_mixed_run_and_its_replay(tmp_path, capsys):
                   [f"replay/{run}#cheap", f"replay/{run}#dear"], value=0.0002)
     replayed = _run(capsys, "--spec", spec2, "--out", str(tmp_path / "replayed"))
     assert replayed["adaptive"] == first["adaptive"]
+    assert row["credit"] == "reference"
+    # scored by P(ω = decision), box-and-ball's own credit: the rule reads it through the λ
+    spec3 = _spec(tmp_path / "qr.json", [None, None],
+                  [f"replay/{run}#cheap", f"replay/{run}#dear"], value=0.0002, credit="qr")
+    (qr,) = _run(capsys, "--spec", spec3, "--out", str(tmp_path / "qr"))["adaptive"]
+    assert qr["credit"] == "qr" and qr["stop"] == "cost"
+    assert 0 < qr["mean_samples"] <= 7 and 0 <= qr["accuracy"] <= 1

@@ -119,10 +119,10 @@ def test_a_served_ensemble_decides_by_the_cost_rule():
                      "price_per_1k": [0.0, 0.00015]},
                     {"model": "openai/dear", "n": 2, "temperature": 1.0, "lam": 6.0,
                      "price_per_1k": [0.0, 0.0025]}],
-        "stop": "cost", "cost": {"value_usd": 0.01, "pilot_questions": 20},
+        "stop": "cost", "cost": {"value_usd": 0.01, "pilot_questions": 20, "credit": "qr"},
         "choices": ["yes", "no"]}}})
     ens = ServedEnsembles(cfg).get("frugal")
-    assert ens.stop_spec == CostSpec(value_usd=0.01, pilot_questions=20)
+    assert ens.stop_spec == CostSpec(value_usd=0.01, pilot_questions=20, credit="qr")
     plain = ServedEnsembles(parse_config({"models": {"f": {
         "members": [{"model": "openai/a", "n": 2}, {"model": "openai/b", "n": 1}],
         "stop": "cost"}}})).get("f")
@@ -130,3 +130,6 @@ def test_a_served_ensemble_decides_by_the_cost_rule():
     with pytest.raises(InputError, match="cost.value_usd"):
         parse_config({"models": {"f": {"model": "openai/a", "stop": "cost",
                                        "cost": {"value_usd": -1}}}})
+    with pytest.raises(InputError, match="cost.credit"):
+        parse_config({"models": {"f": {"model": "openai/a", "stop": "cost",
+                                       "cost": {"credit": "planted"}}}})

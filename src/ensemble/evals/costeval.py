@@ -166,6 +166,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
              "mean_samples_by_member": [float(x) for x in rp.drawn.mean(axis=(0, 1))],
              "accuracy": acc.value, "sem": acc.sem, "ci": list(acc.ci),
              "saving": 1 - samples.value / total, "value_usd": rule.value_usd,
+             "credit": rule.credit,
              "vs_fixed": {"n": total, "accuracy": fixed.value, "difference": diff.value,
                           "difference_ci": list(diff.ci)},
              "fixed": [{"n": total, "accuracy": fixed.value, "sem": fixed.sem,
@@ -205,6 +206,7 @@ def mixed_cost_rows(spec: Any, task: Any, drawn: Any, members: Sequence[Any],
                 if smp is not None and smp.cost_usd is not None and smp.index < k:
                     c[qi, smp.index] = smp.cost_usd
         costs.append(c)
+    cost = CostSpec(value_usd=spec.value_usd, credit=spec.cost_credit or "reference")
     return cost_rows(codes, costs, values, weights, budgets=[m.n for m in members],
-                     lams=[m.lam for m in members], spec=CostSpec(value_usd=spec.value_usd),
-                     reps=bootstrap_of(spec), seed=seed_of(spec))
+                     lams=[m.lam for m in members], spec=cost, reps=bootstrap_of(spec),
+                     seed=seed_of(spec))

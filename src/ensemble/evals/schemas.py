@@ -127,6 +127,7 @@ class AdaptiveRow(_Model):
     fixed: list[FixedRow]
     mean_samples_by_member: list[float] | None = None  # the cost rule: votes of each member
     value_usd: float | None = None  # the cost rule: dollars a right decision is worth
+    credit: str | None = None  # the cost rule: what a decision earns ("reference" or "qr")
     scored: str
 
 

@@ -103,6 +103,10 @@ class RunSpec(BaseModel):
     value_usd: float | None = Field(None, gt=0, description="the cost rule's dollars per right "
                                     "decision (default: it loses at most 0.005 accuracy "
                                     "against the strongest member alone)")
+    cost_credit: Literal["reference", "qr"] | None = Field(
+        None, description="what the cost rule's decision earns: agreement with the strongest "
+                          "member's unlimited vote (reference, the default) or P(it is right) "
+                          "under quantal response through the members' λ (qr)")
     fail_on_error: float | None = Field(None, ge=0, description="failure policy: the share "
                                                                 "(< 1) or count of questions "
                                                                 "that may fail")
