@@ -269,3 +269,33 @@ def test_open_answers_are_coded_per_question_and_score_as_the_task_wide_coding()
         assert a.mean_samples.value == pytest.approx(b.mean_samples.value, abs=1e-12)
         assert {n: e.value for n, e in a.fixed.items()} == pytest.approx(
             {n: e.value for n, e in b.fixed.items()}, abs=1e-12)
+
+
+def test_the_fixed_n_cells_of_open_answers_are_coded_per_question():
+    """The eval's fixed-n cells (`scoring.item_cells`) code open answers per question too: the
+    delete-one variants are (options + 1)² per question, so task-wide codes (here 180 options)
+    grew as questions³ (a 500 x 40 open recording took 21 GB). The estimates and their
+    jackknife deviations equal the task-wide coding's (plurality reads counts: codes are
+    labels)."""
+    from ensemble.evals.analysis import vote_values
+    from ensemble.evals.scoring import item_cells
+    from ensemble.tasks import TaskLayout
+
+    qs, ans = _open_run(30)
+    (cells,) = item_cells(TaskLayout(), qs, ans, [1, 5])
+    assert all(v.jack.shape == (30, 7) for v in cells.values())  # 6 options + invalid
+    every = sorted({c for q in qs for c in q.choices})
+    at = {c: i for i, c in enumerate(every)}
+    wide = np.vectorize(lambda a: -1 if a is None else at[a], otypes=[np.int64])(ans[0])
+    ref = vote_values(wide, np.array([at[q.correct] for q in qs]), [1, 5],
+                      n_options=len(every))
+    assert set(cells) == set(ref)
+    for cell, v in cells.items():
+        np.testing.assert_allclose(v.values, ref[cell].values, atol=1e-12)
+        # the jackknife: per question, the same (weight, deviation) of each answer deleted
+        for q in range(len(qs)):
+            w, j = v.weight[q], v.jack[q]
+            mine = sorted(zip(w[w > 0], j[w > 0], strict=True))
+            w_ref, j_ref = ref[cell].weight[q], ref[cell].jack[q]
+            theirs = sorted(zip(w_ref[w_ref > 0], j_ref[w_ref > 0], strict=True))
+            np.testing.assert_allclose(mine, theirs, atol=1e-12)

@@ -120,8 +120,13 @@ def item_cells(layout: TaskLayout, questions: list[Any], answers: np.ndarray, ns
         scen, joint, loc = box_layout(questions)
         return [box_values(box_answer_counts(answers[ti], loc, len(scen)), joint, ns)
                 for ti in range(answers.shape[0])]
-    choices, idx, correct = option_codes(questions)
-    return [vote_values(answer_codes(answers[ti], idx), correct, ns, n_options=len(choices))
+    from .adaptive import question_codes
+
+    # coded per question (its own options): the estimators' cost grows with one question's
+    # options, not the task's; task-wide codes of open answers (hundreds of distinct ones) made
+    # the delete-one variants (options² × questions) take 21 GB at 500 questions x 40 samples
+    codes, correct, n_options = question_codes(questions, answers)
+    return [vote_values(codes[ti], np.asarray(correct), ns, n_options=n_options)
             for ti in range(answers.shape[0])]
 
 
