@@ -2,17 +2,20 @@
 (`run_sync`, what a one-shot command does), keep a loop on a background thread (`LoopThread`:
 what each `Ensemble`'s sync calls run on, so its connections outlive a call, and what the
 voting endpoint and the simulated server run on in tests and notebooks), and serve until SIGINT
-or SIGTERM (`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do)."""
+or SIGTERM (`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do), and
+hold an object bound to the loop it was made in, closed in that loop (`PerLoop`: the openai
+provider's aiohttp session)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopThread", "outlive_caller", "run_sync", "serve_until_signal"]
+__all__ = ["LoopThread", "PerLoop", "outlive_caller", "run_sync", "serve_until_signal"]
 
 T = TypeVar("T")
 
@@ -122,18 +125,27 @@ class LoopThread:
             thread.join(timeout)
             self._thread = self.loop = None
 
-    def stop_soon(self) -> None:
-        """Ask the loop to end (its tasks cancelled, then closed) without waiting: what a
-        finaliser may do from any thread, the loop's own included."""
-        loop = self.loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:  # closed in between
-                pass
+    def stop_soon(self, *, timeout: float = 5.0) -> None:
+        """Ask the loop to end (its tasks cancelled, what it holds closed, then the loop)
+        without running anything in it: what a finaliser may do from any thread. From another
+        thread than the loop's own, wait for it to have ended (at most `timeout` seconds): at
+        interpreter exit a daemon thread still closing would be frozen with its connections
+        open."""
+        loop, thread = self.loop, self._thread
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(loop.stop)
+        except RuntimeError:  # closed in between
+            return
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     @staticmethod
     def _close(loop: asyncio.AbstractEventLoop) -> None:
+        # what was scheduled together with the stop (a finaliser closing a PerLoop's object
+        # as its owner is collected) takes its first step before the rest is cancelled
+        loop.run_until_complete(asyncio.sleep(0))
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for t in pending:
             t.cancel()
@@ -182,3 +194,73 @@ def serve_until_signal(serve: Coroutine[Any, Any, None]) -> None:
             pass
 
     asyncio.run(main())
+
+
+class PerLoop(Generic[T]):
+    """An object per event loop, made by `make()` on first use in a loop and closed by
+    `close(obj)` in that loop, for objects bound to the loop they were made in (an aiohttp
+    session). Loops used at once (an `Ensemble`'s sync-call thread and a caller's own loop)
+    each keep theirs. Whichever way a loop or the owner ends, its object is closed:
+
+    - `aclose()`: the running loop's now, the others' scheduled in their loops;
+    - its loop shutting down: a guard (an async generator started in that loop) closes it
+      when the loop shuts down its async generators, as `asyncio.run`, `asyncio.Runner`
+      (pytest-asyncio) and `LoopThread` do before closing a loop;
+    - the `PerLoop` collected while the loop runs on (its owner dropped): a finaliser
+      schedules the close in the loop. A finaliser of its own, not the guard's: collected
+      with its owner as cyclic garbage, the object's own finalisers (aiohttp's warnings)
+      would run in the same pass, before the guard could close it.
+    """
+
+    def __init__(self, make: Callable[[], T], close: Callable[[T], Awaitable[object]]) -> None:
+        self._make, self._close = make, close
+        # loop -> (object, its guard); the finaliser holds this dict, never the PerLoop
+        self._made: dict[asyncio.AbstractEventLoop, tuple[T, Any]] = {}
+        self._finalizer = weakref.finalize(self, _close_elsewhere, self._made)
+        self._finalizer.atexit = False  # at exit the loops have shut down (or never will)
+
+    async def get(self) -> T:
+        """The object of the running loop, made on first use in it."""
+        loop = asyncio.get_running_loop()
+        made = self._made.get(loop)
+        if made is None:
+            for gone in [lp for lp in list(self._made) if lp.is_closed()]:  # closed as they
+                self._made.pop(gone, None)  # shut down
+            obj = self._make()
+            guard = _closing(obj, self._close)
+            await guard.__anext__()  # inside the try: closed however the loop ends
+            made = self._made[loop] = (obj, guard)
+        return made[0]
+
+    async def aclose(self) -> None:
+        """Close the objects now (idempotent): the running loop's awaited, the others
+        scheduled in their own loops."""
+        here = self._made.pop(asyncio.get_running_loop(), None)
+        _close_elsewhere(self._made)
+        if here is not None:
+            await here[1].aclose()
+
+
+async def _closing(obj: T, close: Callable[[T], Awaitable[object]]) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await close(obj)
+
+
+def _close_elsewhere(made: dict[asyncio.AbstractEventLoop, tuple[Any, Any]]) -> None:
+    """Close `PerLoop` guards in their loops, from any thread (a closed loop closed its own
+    as it shut down)."""
+    items = list(made.items())
+    made.clear()
+    for loop, (_, guard) in items:
+        if loop.is_closed():
+            continue
+        try:
+            loop.call_soon_threadsafe(_start_close, loop, guard)
+        except RuntimeError:  # closed in between
+            pass
+
+
+def _start_close(loop: asyncio.AbstractEventLoop, guard: Any) -> None:
+    loop.create_task(guard.aclose())  # made here, in the loop: never left un-awaited

@@ -9,10 +9,13 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
 
 - Chat completions are POSTed with aiohttp's client: each provider owns one `ClientSession`,
   made on first use with a connector of `max_concurrency` connections (a pool smaller than the
-  limiter silently caps concurrency), and closed by `aclose()`. Its connections live as long
-  as the provider: an `Ensemble` keeps its providers and runs its sync calls on one event
-  loop, so they outlive a call. A session is bound to the event loop it was made in; used from
-  another loop (a loop per `asyncio.run`), the provider makes a new one. The body goes as JSON
+  limiter silently caps concurrency). Its connections live as long as the provider: an
+  `Ensemble` keeps its providers and runs its sync calls on one event loop, so they outlive a
+  call. A session is bound to the event loop it was made in: each loop that uses the provider
+  (a loop per `asyncio.run`, an `Ensemble`'s sync-call thread) has its own, closed in that
+  loop (`ensemble._sync.PerLoop`) by `aclose()`, when the loop shuts down, or when the
+  provider is collected while the loop runs on: none is left for aiohttp to warn about
+  ("Unclosed client session", "Unclosed connector"). The body goes as JSON
   and the reply is read as JSON here: parameters pass through as given (`response_format`,
   `extra_body`, logprobs), and a reply that is not a chat completion is named for what it is.
   Why not the SDK's own `post`: its HTTP stack (httpx, URL parsing per request) spent about
@@ -37,12 +40,14 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._sync import PerLoop
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
 from .endpoints import normalise_api_base
@@ -94,8 +99,11 @@ class OpenAIProvider:
         self.identity = normalise_api_base(self.api_base) if self.api_base else None
         self._client: Any = None  # the SDK's client: the Files and Batch API
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._session: Any = None  # an aiohttp session: chat completions
-        self._session_loop: asyncio.AbstractEventLoop | None = None
+        # aiohttp's sessions; made by a function that holds no reference to the provider, so
+        # that a provider dropped while its loop runs on is collected (and its session closed)
+        self._sessions: PerLoop[Any] = PerLoop(
+            functools.partial(_new_session, self.options.limits.max_concurrency, self._key),
+            _close_session)
         price = self.options.cost.price_per_1k
         self._price: tuple[float, float] | None = (
             None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
@@ -144,12 +152,10 @@ class OpenAIProvider:
         """Close the client and its connections (a client of another, finished event loop is
         dropped: its connections ended with that loop)."""
         client, loop = self._client, self._client_loop
-        session, sloop = self._session, self._session_loop
-        self._client = self._client_loop = self._session = self._session_loop = None
+        self._client = self._client_loop = None
         if client is not None and loop is asyncio.get_running_loop():
             await client.close()
-        if session is not None and sloop is asyncio.get_running_loop():
-            await session.close()
+        await self._sessions.aclose()
 
     def client(self) -> Any:
         """This provider's `AsyncOpenAI` client on the running event loop."""
@@ -161,20 +167,9 @@ class OpenAIProvider:
             self._client_loop = loop
         return self._client
 
-    def session(self) -> Any:
+    async def session(self) -> Any:
         """This provider's aiohttp session on the running event loop (chat completions)."""
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session_loop is not loop:
-            size = self.options.limits.max_concurrency
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
-                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx client reads
-                headers={"Authorization": f"Bearer {self._key or 'sk-no-key-required'}",
-                         "Content-Type": "application/json"})
-            self._session_loop = loop
-        return self._session
+        return await self._sessions.get()
 
     async def _post(self, body: dict[str, Any], headers: dict[str, str], timeout: float
                     ) -> bytes:
@@ -183,7 +178,8 @@ class OpenAIProvider:
         them as it reads the SDK's APIStatusError)."""
         import aiohttp
 
-        async with self.session().post(
+        session = await self.session()
+        async with session.post(
                 f"{self.base_url.rstrip('/')}/chat/completions", data=json.dumps(body),
                 headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             raw = await resp.read()
@@ -286,6 +282,20 @@ class OpenAIProvider:
                 or not isinstance(completion_tokens, int):
             return None
         return prompt_tokens * self._price[0] + completion_tokens * self._price[1]
+
+
+def _new_session(size: int, key: str | None) -> Any:
+    import aiohttp
+
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
+        trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx client reads
+        headers={"Authorization": f"Bearer {key or 'sk-no-key-required'}",
+                 "Content-Type": "application/json"})
+
+
+async def _close_session(session: Any) -> None:
+    await session.close()
 
 
 def _response_format(value: Any) -> Any:
