@@ -111,7 +111,8 @@ def add_provider_args(p: argparse.ArgumentParser, *, model_required: bool = True
                    help="stop after this many requests in a row fail for good (default 10)")
     g.add_argument("--price-per-1k-tokens", type=price_pair, metavar="IN,OUT",
                    help="USD per 1,000 prompt and completion tokens, for a model litellm has "
-                        "no price for (self-hosted, the simulator)")
+                        "no price for (self-hosted, the simulator); prices --batch lines too, "
+                        "as given (no discount: give the Batch API's rates for a batch run)")
 
 
 def price_pair(text: str) -> tuple[float, float]:

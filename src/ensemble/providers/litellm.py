@@ -23,7 +23,7 @@ from ..errors import (
 from .base import INDEX_HEADER, Capabilities, Choice, Completion, provider_of
 from .endpoints import normalise_api_base
 from .litellm_lib import LOCAL_PLACEHOLDER_KEY, litellm, pool_capacity
-from .options import ProviderOptions
+from .options import ProviderOptions, per_1k_cost
 from .toolcalls import reply_text
 from .translate import env_key_name, translate_error
 
@@ -102,12 +102,12 @@ class LiteLLMProvider:
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
-        """USD at `price_per_1k` if given, else litellm's price table (its batch rates with
-        `batch`; None where it has none: litellm's own fallback, half the online price, is a
-        guess, not a price)."""
-        given = self.options.cost.price_per_1k
-        if given is not None and not batch:
-            return (prompt_tokens * given[0] + completion_tokens * given[1]) / 1000.0
+        """USD at `price_per_1k` if given (batch lines too: `CostPolicy.cost`), else
+        litellm's price table (its batch rates with `batch`; None where it has none:
+        litellm's own fallback, half the online price, is a guess, not a price)."""
+        given = self.options.cost.cost(prompt_tokens, completion_tokens)
+        if given is not None:
+            return given
         return litellm_price(self.target, prompt_tokens, completion_tokens, batch=batch)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
@@ -279,7 +279,7 @@ def litellm_completion(resp: Any, *, model: str, target: str, api_base: str | No
     completion_tokens = getattr(usage, "completion_tokens", None)
     cost: float | None
     if price is not None:  # the user's price per 1k tokens
-        cost = ((prompt_tokens or 0) * price[0] + (completion_tokens or 0) * price[1]) / 1000.0
+        cost = per_1k_cost(price, prompt_tokens or 0, completion_tokens or 0)
     elif not _has_price(ll, target):
         cost = None  # unknown, not zero
     else:

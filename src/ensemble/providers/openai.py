@@ -29,9 +29,9 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
   headers and body; connection errors and timeouts as aiohttp raises them) and, in batch mode,
   the SDK's typed exceptions, turned into `ensemble.errors` types by the same
   `translate_error` table the litellm path uses.
-- Cost from usage: `price_per_1k` when given, else litellm's price table read as a file
-  (`ensemble.providers.prices`), never by importing litellm; batch lines at the table's
-  Batch API rates.
+- Cost from usage: `price_per_1k` when given (online replies and batch lines alike), else
+  litellm's price table read as a file (`ensemble.providers.prices`), never by importing
+  litellm; batch lines at the table's Batch API rates.
 - Batch mode goes through the SDK's own Files and Batch API on this client
   (`ensemble.providers.openai_batch`, `capabilities.batch_api`): litellm is not imported
   (it would hold ~130 MB of a paper-sized batch run's memory).
@@ -104,10 +104,8 @@ class OpenAIProvider:
         self._sessions: PerLoop[Any] = PerLoop(
             functools.partial(_new_session, self.options.limits.max_concurrency, self._key),
             _close_session)
-        price = self.options.cost.price_per_1k
-        self._price: tuple[float, float] | None = (
-            None if price is None else (price[0] / 1000.0, price[1] / 1000.0))
-        self._price_known = price is not None
+        self._price: tuple[float, float] | None = None  # the price table's, read on first use
+        self._price_known = False
         # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
         # max_tokens); other servers may know only max_tokens
         self._max_tokens_name = ("max_completion_tokens" if self.base_url == OPENAI_API_BASE
@@ -126,9 +124,10 @@ class OpenAIProvider:
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
-        """USD at `price_per_1k` if given, else litellm's price table read as a file; batch
-        lines at the table's Batch API rates (None where it has none)."""
-        if batch:
+        """USD at `price_per_1k` if given (batch lines too: `CostPolicy.cost`), else
+        litellm's price table read as a file; batch lines at the table's Batch API rates
+        (None where it has none)."""
+        if batch and self.options.cost.price_per_1k is None:
             rates = token_price(self.target, batch=True)
             return None if rates is None else (prompt_tokens * rates[0]
                                                + completion_tokens * rates[1])
@@ -275,11 +274,15 @@ class OpenAIProvider:
                           cost_usd=self._cost(pt, ct), latency_s=latency)
 
     def _cost(self, prompt_tokens: Any, completion_tokens: Any) -> float | None:
+        if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
+            return None
+        given = self.options.cost.cost(prompt_tokens, completion_tokens)
+        if given is not None:
+            return given
         if not self._price_known:
             self._price = token_price(self.model)
             self._price_known = True
-        if self._price is None or not isinstance(prompt_tokens, int) \
-                or not isinstance(completion_tokens, int):
+        if self._price is None:
             return None
         return prompt_tokens * self._price[0] + completion_tokens * self._price[1]
 

@@ -43,7 +43,7 @@ else:  # pragma: no cover
     from typing_extensions import Unpack
 
 __all__ = ["CostPolicy", "Endpoint", "FailurePolicy", "Limits", "ProviderKwargs",
-           "ProviderOptions", "Retry", "check_keywords", "validate_api_base"]
+           "ProviderOptions", "Retry", "check_keywords", "per_1k_cost", "validate_api_base"]
 
 
 class ProviderKwargs(TypedDict, total=False):
@@ -146,13 +146,30 @@ class FailurePolicy:
         _positive_int("max_failures", self.max_failures)
 
 
+def per_1k_cost(price_per_1k: tuple[float, float], prompt_tokens: int,
+                completion_tokens: int) -> float:
+    """USD for these tokens at (prompt, completion) USD per 1,000 tokens."""
+    return (prompt_tokens * price_per_1k[0] + completion_tokens * price_per_1k[1]) / 1000.0
+
+
 @dataclass(frozen=True)
 class CostPolicy:
     """What samples cost. price_per_1k: (prompt, completion) USD per 1,000 tokens, for a model
     whose price litellm does not know (a self-hosted or simulated one); None: litellm's price
-    table."""
+    table.
+
+    A given price is applied as given to online replies and Batch API lines alike (`cost`):
+    no batch discount is applied to it (nor guessed anywhere: a model's batch rates come from
+    the price table or stay unknown). For a batch run at the Batch API's rates, typically half
+    the online ones, give those rates."""
 
     price_per_1k: tuple[float, float] | None = None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD for these tokens at `price_per_1k`, online or batch; None: no price given."""
+        if self.price_per_1k is None:
+            return None
+        return per_1k_cost(self.price_per_1k, prompt_tokens, completion_tokens)
 
     def __post_init__(self) -> None:
         if self.price_per_1k is None:

@@ -206,8 +206,7 @@ class ReplayProvider:
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
-        p = self.options.cost.price_per_1k
-        return None if p is None else (prompt_tokens * p[0] + completion_tokens * p[1]) / 1000
+        return self.options.cost.cost(prompt_tokens, completion_tokens)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
         return None

@@ -33,7 +33,8 @@ Batches API (`acreate_file`, `acreate_batch`, `aretrieve_batch`, `afile_content`
   `poll_max`), and says every `status_every` seconds (10 s) what the batches are doing: status,
   request counts, the finish estimated from the provider's counts, the provider's deadline.
   `detach=True` submits and returns at once (`BatchesSubmitted`, naming the batches).
-- **Cost.** litellm's batch prices (`input_cost_per_token_batches`,
+- **Cost.** A given `price_per_1k` prices a line as it prices an online reply (as given: no
+  discount applied to it); else litellm's batch prices (`input_cost_per_token_batches`,
   `output_cost_per_token_batches` in its price map) where it has them; unknown (None)
   otherwise: litellm's own fallback, half the online price, is a guess, not a price.
 """
