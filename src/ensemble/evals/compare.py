@@ -74,6 +74,7 @@ class RunData:
     layout: TaskLayout | None = None
     lam1: float | None = None
     answer: str | None = None  # the open answer kind the run read (number, math, text)
+    title: str = ""  # the task as people name it (`RunFolder.title`: a task file's name)
 
     @property
     def mixed(self) -> bool:
@@ -111,7 +112,7 @@ def run_data(run: RunFolder) -> RunData:
             row[s.sample] = s.answer if s.valid else None
     return RunData(p, run.task, run.model, temps, ns, k, doc.population.total, run.questions,
                    answers, members, tuple(doc.aggregators), f"{doc.created} {doc.run_dir}",
-                   run.layout, doc.lam1, doc.data.answer)
+                   run.layout, doc.lam1, doc.data.answer, run.title)
 
 
 def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
@@ -153,9 +154,9 @@ def _check(a: RunData, b: RunData, reps: int) -> None:
                                                 and a.model == b.model):
         raise InputError(f"{a.path} and {b.path} are the same run: compare two different "
                          "runs (a run against itself has no independent difference)")
-    if a.task != b.task:
-        raise InputError(f"the runs are of different tasks ({a.task} in {a.path}, {b.task} in "
-                         f"{b.path}): compare two runs of one task")
+    if (a.task, a.title) != (b.task, b.title):
+        raise InputError(f"the runs are of different tasks ({a.title or a.task} in {a.path}, "
+                         f"{b.title or b.task} in {b.path}): compare two runs of one task")
     if a.answer != b.answer:
         def kind(r: RunData) -> str:
             return f"--answer {r.answer}" if r.answer else "the task's own answers"
@@ -285,7 +286,7 @@ def compare_runs(run_a: RunFolder | RunData, run_b: RunFolder | RunData, *, reps
     results = [row(va, vb, head) for va, vb, head in cells.values()]
     unit = layout.unit
     return {
-        "task": a.task, "a": {"run": str(a.path), "model": a.model},
+        "task": a.title or a.task, "a": {"run": str(a.path), "model": a.model},
         "b": {"run": str(b.path), "model": b.model},
         "metric": "accuracy (a, b, diff = b − a)" + ("; utility_* in ±1 units" if box else ""),
         "shared": {"items": items, "unit": unit, "of_a": _count(a, layout),

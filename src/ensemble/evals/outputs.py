@@ -132,7 +132,7 @@ def accuracy_figure(summary: dict[str, Any], *, chance: float | None) -> Any:
     ax.set_xlabel("number of votes n (samples per vote)")
     ax.set_ylabel("expected utility (±1 units)" if box else "accuracy")
     rule = "" if summary.get("ensemble") else f" {layout.vote_rule} vote,"
-    title = f"{summary['task']}:{rule} {summary['model']}"
+    title = f"{summary.get('title') or summary['task']}:{rule} {summary['model']}"
     ax.set_title("\n".join(textwrap.wrap(title, 60)), fontsize=10)
     ax.set_xticks(sorted({r["n"] for _, rows in series for r in rows}))
     ax.legend(fontsize=8, title="bars: 95% interval", title_fontsize=8)

@@ -38,7 +38,7 @@ from .records import (
 from .schemas import CalibrationSummary, EvalSummary
 
 __all__ = ["CALIBRATION_FILE", "SUMMARY_FILE", "RunFolder", "claim_run_dir", "eval_summary",
-           "read_run", "read_summary"]
+           "read_run", "read_summary", "title_of"]
 
 SUMMARY_FILE = "summary.json"
 CALIBRATION_FILE = "calibration.json"
@@ -72,6 +72,11 @@ class RunFolder:
         return self.doc.task if isinstance(self.doc, EvalSummary) else self.doc.meta.task
 
     @property
+    def title(self) -> str:
+        """The task as people name it (see `title_of`)."""
+        return title_of(self.doc)
+
+    @property
     def model(self) -> str:
         return self.doc.model
 
@@ -95,6 +100,18 @@ class RunFolder:
     def mixed(self) -> bool:
         """A mixed ensemble's run: its cells are members, not temperatures."""
         return isinstance(self.doc, EvalSummary) and self.doc.ensemble is not None
+
+
+def title_of(doc: EvalSummary | CalibrationSummary) -> str:
+    """The task of a run as people name it: the summary's `title`; a run written before
+    summaries had one: its task file's stem, or its task."""
+    if isinstance(doc, EvalSummary):
+        if doc.title:
+            return doc.title
+        if doc.data.task_file:
+            return Path(doc.data.task_file).stem
+        return doc.task
+    return doc.meta.task
 
 
 def _kind(path: Path) -> str | None:
@@ -183,11 +200,12 @@ MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
 
 
 def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
-                  identity: dict[str, Any] | None = None) -> None:
+                  identity: dict[str, Any] | None = None, title: str | None = None) -> None:
     """Refuse (one line, before any request) to write a run into a folder holding another:
     another kind (a calibration in an eval's folder, or back), task or model, or (`identity`:
     `spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
-    source of samples. The same run again resumes there."""
+    source of samples. The same run again resumes there. `title`: the task as the messages
+    name it (a task file's name; default `task`)."""
     _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
@@ -195,9 +213,11 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
     doc = read_summary(out, there)
     had_task = doc.task if isinstance(doc, EvalSummary) else doc.meta.task
     had = (there, had_task, doc.model)
+    title = title or task
     if had != (kind, task, model):
-        raise InputError(f"--out {out} holds another run ({_COMMAND[had[0]]} of {had[1]} with "
-                         f"{had[2]}); writing {_COMMAND[kind]} of {task} with {model} there "
+        raise InputError(f"--out {out} holds another run ({_COMMAND[had[0]]} of "
+                         f"{title_of(doc)} with {had[2]}); writing {_COMMAND[kind]} of {title} "
+                         f"with {model} there "
                          "would mix or overwrite its files: give another --out")
     if identity is None:
         return
@@ -207,7 +227,7 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
     diff = _first_difference(was, identity)
     if diff is not None:
         field, a, b = diff
-        raise InputError(f"--out {out} holds another run ({_COMMAND[kind]} of {task} with "
+        raise InputError(f"--out {out} holds another run ({_COMMAND[kind]} of {title} with "
                          f"{model}: its {field} is {a}, this run's {b}); writing it there would "
                          "overwrite that run's summary and records: give another --out"
                          + (f", or repeat that run with `ensemble eval --spec {out}`"

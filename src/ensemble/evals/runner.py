@@ -26,7 +26,7 @@ import numpy as np
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch_options import BatchOptions
-from ensemble.tasks import Task, layout_of
+from ensemble.tasks import Task, layout_of, task_title
 
 from .draw import DrawMember, Drawn, DrawPolicy, draw, estimate, requests_of
 from .questions import check_scorable, load_task, select_questions
@@ -113,18 +113,26 @@ def run_name(spec: RunSpec, members: tuple[RunMember, ...]) -> str:
 
 def run_dir(spec: RunSpec, options: RunOptions) -> Path:
     """--out, or `runs/TASK[-DATA]-MODEL[@ENDPOINT]` (stable: rerunning the command resumes
-    there; a mixed ensemble's without --out: `runs/TASK[-DATA]-model`)."""
-    from .records import default_run_dir
+    there; a mixed ensemble's without --out: `runs/TASK[-DATA]-model`). A task file's:
+    `runs/TITLE-MODEL[@ENDPOINT]` (its `name` or stem), or the folder such a run had before
+    (`runs/taskfile-STEM-...`) when that one exists: it resumes there."""
+    from ensemble.tasks.taskfile import TASK_FILE, task_file_title
 
+    from .records import default_run_dir, run_slug
+
+    if options.out:
+        return Path(options.out)
     name = task_name(spec)
     data = spec.data if layout_of(name).takes_data else None
     first = spec.members[0]
-    if options.out:
-        return Path(options.out)
-    if spec.ensemble:
-        return default_run_dir(name, "", data=data, api_base=options.provider.endpoint.api_base)
-    return default_run_dir(name, first.model, data=data,
-                           api_base=first.api_base or options.provider.endpoint.api_base)
+    model = "" if spec.ensemble else first.model
+    api_base = (options.provider.endpoint.api_base if spec.ensemble
+                else first.api_base or options.provider.endpoint.api_base)
+    if name == TASK_FILE and data is not None:
+        folder = default_run_dir(run_slug(task_file_title(data)), model, api_base=api_base)
+        before = default_run_dir(name, model, data=data, api_base=api_base)
+        return before if before.is_dir() and not folder.exists() else folder
+    return default_run_dir(name, model, data=data, api_base=api_base)
 
 
 def policy_of(spec: RunSpec, options: RunOptions) -> DrawPolicy:
@@ -177,7 +185,7 @@ async def run_eval(spec: RunSpec, options: RunOptions | None = None) -> dict[str
     if spec.ensemble:
         recorded = recorded.model_copy(update={"aggregators": rules})
     claim_run_dir(out, kind="eval", task=task_name(spec), model=run_name(spec, members),
-                  identity=spec_identity(recorded))
+                  identity=spec_identity(recorded), title=task_title(task))
     write_spec(out, recorded)
     drawn = await draw(task, questions, draws, out=out, policy=policy_of(spec, options),
                        build=build, separate=spec.ensemble, whole=task.layout.group)
@@ -283,7 +291,7 @@ def summary_of(spec: RunSpec, task: Task, members: tuple[RunMember, ...],
             "aggregators": rules, "units": UNITS, "assumption": SHARED_SIGNAL}
     endpoints = set(drawn.endpoints)
     return {
-        "task": task_name(spec), "model": run_name(spec, members),
+        "task": task_name(spec), "model": run_name(spec, members), "title": task_title(task),
         "metric": scored["metric"], "estimator": scored["estimator"],
         "temperatures": scored["temperatures"], "ns": scored["ns"],
         "samples_per_question": scored["samples_per_question"],

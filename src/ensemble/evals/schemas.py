@@ -236,8 +236,11 @@ class EvalSummary(_Model):
     (k members scored alone at each n) and a mixed ensemble (`ensemble`: its members, voting
     together) have the same fields, built in one place (`evals.runner`)."""
 
-    task: str
+    task: str  # the registered task the spec names (a task file: "taskfile", its path in data)
     model: str
+    # the task's name for people: the task's, or a task file's `name` or stem (None: a run
+    # written before summaries had it; `RunFolder.title` derives it)
+    title: str | None = None
     metric: str
     estimator: str
     temperatures: list[float]

@@ -168,7 +168,7 @@ def _run_info(r: RunRecords, label: str) -> dict[str, Any]:
     members = [m.label for m in ens.members] if ens else []
     info: dict[str, Any] = {
         "label": label, "name": r.name, "kind": r.kind, "temps": temps,
-        "model": doc.model, "task": r.folder.task, "created": r.folder.created,
+        "model": doc.model, "task": r.folder.title, "created": r.folder.created,
         # the named members in the run's order, the ensemble first: the order of the rows
         "members": ["ensemble", *members] if members else [],
     }
@@ -335,7 +335,7 @@ def _eval_header(r: RunRecords) -> str:
                       _num(c.utility_difference if box else c.difference),
                       "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"])
     cost = d.cost_usd
-    facts = [("task", d.task), ("model", d.model),
+    facts = [("task", r.folder.title), ("model", d.model),
              ("date", d.created), ("ensemble", d.version),
              ("samples per question", d.samples_per_question), ("seed", d.seed),
              ("invalid replies", f"{100 * d.invalid_rate:.1f}%"),

@@ -9,7 +9,8 @@ from .base import (
     layout_of,
     register_task,
     task_names,
+    task_title,
 )
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "task_names"]
+           "task_names", "task_title"]

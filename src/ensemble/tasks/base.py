@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "read_questions", "seeded_subset", "task_names"]
+           "read_questions", "seeded_subset", "task_names", "task_title"]
 
 T = TypeVar("T")
 
@@ -156,6 +156,12 @@ class TaskBase:
 
     def data_notes(self) -> dict[str, Any]:
         return {}
+
+
+def task_title(task: Any) -> str:
+    """The task's name for people (tables, plots, the run folder): its `title` when it has
+    one (a task file: its `name`, or the file's stem), else its registered `name`."""
+    return getattr(task, "title", None) or task.name
 
 
 def _discover_builtin() -> None:

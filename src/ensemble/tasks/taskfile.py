@@ -3,6 +3,8 @@ kind, run as any built-in task (`ensemble eval path/to/task.yaml ...`), as
 lm-evaluation-harness's YAML tasks are. The `jsonl` task generalised: the records keep their own
 fields and the template says how a prompt is written from them.
 
+    name: mammals                  # optional: the task's name in tables and run folders
+                                   # (default: the file's stem)
     description: Is the animal a mammal? (yes/no)
     data: mammals.jsonl            # relative to this file: .jsonl, .json (a list) or .csv
     prompt: "Is a {animal} a mammal? Answer yes or no, in <answer></answer>."
@@ -40,9 +42,12 @@ from ensemble.errors import DataError, InputError
 
 from .base import Question, TaskBase, TaskLayout, read_questions, register_task, seeded_subset
 
-__all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file"]
+__all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file",
+           "task_file_title"]
 
-TASK_FILE = "taskfile"  # the registered name; the task file itself is the run's `data`
+# the registered name; the task file itself is the run's `data`. What identifies a run (its
+# spec: task and data), never shown: tables, plots and folders show the file's `title`
+TASK_FILE = "taskfile"
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -52,6 +57,9 @@ class TaskFileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field("", description="what the task asks, for its readers")
+    name: str | None = Field(None, min_length=1, max_length=80,
+                             description="the task's name in tables, plots and the run "
+                                         "folder's default name (default: the file's stem)")
     data: str = Field(min_length=1, description="the records: a .jsonl, .json (a list of "
                                                 "objects) or .csv file, relative to the task "
                                                 "file")
@@ -115,6 +123,12 @@ def is_task_file(name: str) -> bool:
     return name.lower().endswith(SUFFIXES) or "/" in name or "\\" in name
 
 
+def task_file_title(path: str | Path, spec: TaskFileSpec | None = None) -> str:
+    """A task file's name for people: its `name`, else the file's stem."""
+    spec = spec if spec is not None else load_task_file(path)
+    return spec.name.strip() if spec.name and spec.name.strip() else Path(path).stem
+
+
 def load_task_file(path: str | Path) -> TaskFileSpec:
     """Read and validate a task file; a bad one is one InputError line naming the key and
     the fix."""
@@ -175,6 +189,7 @@ class TaskFile(TaskBase):
             raise InputError(f"limit must be an integer >= 1, got {limit!r}")
         self.path = Path(data)
         self.spec = load_task_file(self.path)
+        self.title = task_file_title(self.path, self.spec)  # the registered name is generic
         self.data_path = self.path.parent / self.spec.data
         if not self.data_path.is_file():
             raise InputError(f"task file {self.path}: data file {self.data_path} not found "

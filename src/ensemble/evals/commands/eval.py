@@ -180,6 +180,11 @@ def _task_file(spec: Any) -> Any:
     return spec.model_copy(update={"task": TASK_FILE, "data": spec.task})
 
 
+def _title(summary: dict[str, Any]) -> str:
+    """The task as people name it (a task file's name, not the registered "taskfile")."""
+    return summary.get("title") or summary["task"]
+
+
 def _table(summary: dict[str, Any]) -> None:
     from ensemble.clitables import console
 
@@ -288,7 +293,7 @@ def _results_table(summary: dict[str, Any], width: int, marks: set[str]
         sections.append(r["aggregator"] == RANDOM_FOLLOW)
         last_t = r["t"]
     return fit_table(cols, rows, width=width, sections=sections,
-                     title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+                     title=f"{_title(summary)} · {summary['model']} · {_count_line(summary)}",
                      caption=summary["metric"])
 
 
@@ -413,7 +418,7 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
           r["aggregator"], f"{r[key]:.4f}", _sem(r[pre + "sem"]), _iv(r[pre + "ci"]),
           _iv(r[pre + "ci_questions"])] for r in summary["results"]],
         width=width, sections=[bool(ens_rows) and r is ens_rows[-1] for r in summary["results"]],
-        title=f"{summary['task']} · {summary['model']} · {_count_line(summary)}",
+        title=f"{_title(summary)} · {summary['model']} · {_count_line(summary)}",
         caption=summary["metric"])
     out: list[Any] = [members, res]
     gone += gone2
