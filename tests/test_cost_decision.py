@@ -114,9 +114,11 @@ def test_one_prompt_at_a_time_async_and_the_decorator_decide_by_the_rule(experts
 # -- the decision's definition over the rule's state (ensemble.cost.choice) ---------------------
 @pytest.fixture(scope="module")
 def rule():
-    # one member, a symmetric prior: a member whose votes split is split on the reference too
+    # one member, a symmetric prior: a member whose votes split is split on the reference too;
+    # answers beyond two (A, B, C, ...): not two fixed choices
     prior = JointPrior.of([[0.8], [0.55]], [0.5, 0.5])
-    return CostRule(prior=prior, prices=[1e-4], max_n=[6], lams=[1.0], value_usd=1.0)
+    return CostRule(prior=prior, prices=[1e-4], max_n=[6], lams=[1.0], value_usd=1.0,
+                    two_choices=False)
 
 
 def test_the_rule_decides_between_its_two_leaders(rule):
@@ -135,17 +137,24 @@ def test_the_rule_decides_between_its_two_leaders(rule):
 def test_a_lone_answer_the_prior_doubts_gives_way_to_the_other_of_two_options():
     # most questions are traps: the cheap member agrees on an answer the dear one rejects
     prior = JointPrior.of([[0.9, 0.05], [0.9, 0.95]], [0.8, 0.2])
-    rule = CostRule(prior=prior, prices=[1e-6, 1e-4], max_n=[3, 1], lams=[1.5, 6.0],
-                    value_usd=1.0)
+    kw = dict(prior=prior, prices=[1e-6, 1e-4], max_n=[3, 1], lams=[1.5, 6.0], value_usd=1.0)
+    rule = CostRule(**kw)  # two fixed choices
     votes = [["L", "L", "L"], []]
     w = rule.win([3, 0], [0, 0])
     assert w < 0.5
     c = cost_choice(rule, votes, options=["L", "R"])
     assert c.decision == "R" and c.win["R"] == pytest.approx(1 - w)
-    # with more options the other answer has no name: the one seen is decided, doubted
-    c = cost_choice(rule, votes, options=["L", "R", "S"])
-    assert c.decision == "L" and c.win == {"L": w}
-    assert cost_choice(rule, votes).decision == "L"
+    assert rule.decide([3, 0], [0, 0]) == 2  # as the rule's own induction valued stopping
+    with pytest.raises(InputError, match="two fixed choices"):
+        cost_choice(rule, votes)  # built for two choices: their names are needed
+    # with more options the other answer has no name: the rule knows it (two_choices=False),
+    # so the one seen is decided, doubted, as its induction valued it (w), whatever options
+    # are named
+    more = CostRule(**kw, two_choices=False)
+    for options in (["L", "R", "S"], None, ["L", "R"]):
+        c = cost_choice(more, votes, options=options)
+        assert c.decision == "L" and c.win == {"L": w}
+    assert more.decide([3, 0], [0, 0]) == 1
 
 
 def test_answers_tied_in_the_ranks_are_compared_by_the_rule_whatever_their_order(rule):

@@ -43,6 +43,7 @@ def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(servers, tmp_pa
         ds = ens.decide_many(PROMPTS)
         rule = ens.cost_memory.rule
     assert rule is not None and all(d.stop == "cost" for d in ds)
+    assert not rule.two_choices  # three choices: a lone answer's other has no name
     for d in ds:
         cheap, dear = (sum(v.values()) for v in d.member_votes)
         assert cheap <= 6 and dear <= 3 and d.decision in CHOICES
@@ -57,6 +58,21 @@ def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(servers, tmp_pa
     assert (s1.stats.requests - before[0], s2.stats.requests - before[1]) == asked
     assert [d.decision for d in again] == [d.decision for d in ds]
     assert sum(d.cost_usd for d in again) == pytest.approx(spent)
+
+
+def test_two_choices_build_a_rule_that_can_decide_the_other_one(servers, tmp_path):
+    s1, s2 = servers
+    prompts = [f"Question {i}: which colour? Answer with one of: red, green" for i in range(12)]
+    with Ensemble(members=[Member("openai/cheap", api_base=s1.base_url, n=4, temperature=1.0,
+                                  lam=1.5, price_per_1k=(0.0, 0.15e-3)),
+                           Member("openai/dear", api_base=s2.base_url, n=1, temperature=1.0,
+                                  lam=6.0, price_per_1k=(0.0, 2.5e-3))],
+                  choices=["red", "green"], store=tmp_path / "s.sqlite",
+                  stop=CostSpec(pilot_questions=10, value_usd=0.004)) as ens:
+        ds = ens.decide_many(prompts)
+        rule = ens.cost_memory.rule
+    assert rule is not None and rule.two_choices
+    assert all(d.decision in ("red", "green") for d in ds)
 
 
 def test_cost_rule_without_a_price_is_one_clear_error(servers, tmp_path):
@@ -86,3 +102,46 @@ def test_one_prompt_per_call_reuses_the_rule_until_the_data_grows(servers, tmp_p
         assert mem.rule is rule
         ens.decide(PROMPTS[26])  # 26 > 22: refitted
         assert mem.rule is not rule and mem.fitted_on == 26
+
+
+# -- open answers: the rule's state counts the answers the Decision counts ---------------------
+OPEN_PROMPTS = [f"### Question: How many apples are in basket {i}?\n" for i in range(24)]
+
+
+def test_open_answers_merged_by_a_tolerance_are_one_answer_while_drawing(tmp_path):
+    from ensemble.answers import Number
+    from ensemble.cost import member_counts
+    from ensemble.testing.openexpert import OpenAnswers
+
+    # the cheap member reads 3 (right most of the time, else 4.0 or 2.0), the dear one writes
+    # the same answer as 3.0001: within Number(rel_tol=1e-3) they are one answer
+    qs = [p.split(": ", 1)[1].strip() for p in OPEN_PROMPTS]
+    cheap = SimulatedExpert(lam1=1.5, seed=1, open_answers=OpenAnswers(
+        {q: 3.0 for q in qs}, accuracy=0.8))
+    dear = SimulatedExpert(lam1=6.0, seed=2, open_answers=OpenAnswers(
+        {q: 3.0001 for q in qs}, accuracy=1.0))
+    with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2, Ensemble(
+            members=[Member("openai/cheap", api_base=s1.base_url, n=4, temperature=1.0,
+                            lam=1.5, price_per_1k=(0.0, 0.15e-3)),
+                     Member("openai/dear", api_base=s2.base_url, n=2, temperature=1.0,
+                            lam=6.0, price_per_1k=(0.0, 2.5e-3))],
+            answer=Number(rel_tol=1e-3), store=tmp_path / "s.sqlite",
+            stop=CostSpec(value_usd=0.0005, pilot=(2, 1), pilot_questions=8)) as ens:
+        ds = ens.decide_many(OPEN_PROMPTS)
+        rule, counts = ens.cost_memory.rule, list(ens.cost_memory.counts)
+    assert rule is not None and not rule.two_choices  # open answers: not two fixed choices
+    assert len(counts) == len(ds)
+    spelled = 0
+    for d, (a, b) in zip(ds, counts, strict=True):
+        n_cheap = d.cost_rule.drawn[0]
+        raw = ({s.answer for s in d.samples[:n_cheap]}, {s.answer for s in d.samples[n_cheap:]})
+        spelled += "3" in raw[0] and "3.0001" in raw[1]
+        # the state the rule drew by is the Decision's, over the merged answers
+        merged = [[x for x, c in v.items() for _ in range(c)] for v in d.member_votes]
+        assert (list(a), list(b)) == tuple(member_counts(merged, rule.lams)[:2])
+    assert spelled >= 4  # pilots with two spellings of one answer
+    assert sum(abs(d.decision - 3.0) < 0.01 for d in ds) >= len(ds) - 2
+    # having learned from the pilots that the dear member agrees with the cheap majority, the
+    # rule asks it on few later questions
+    later = [sum(d.member_votes[1].values()) for d in ds[8:]]
+    assert sum(later) <= len(later) // 2

@@ -527,8 +527,8 @@ class Ensemble(Generic[AnswerT]):
 
             by_cost = await draw_by_cost(
                 self.members, self._params, messages, spec, parser=self.parser,
-                memory=self.cost_memory, store=self._get_store(),
-                provider_for=self._provider_for)
+                kind=self.answer_kind, choices=self.choices, memory=self.cost_memory,
+                store=self._get_store(), provider_for=self._provider_for)
             results, rule = by_cost.results, by_cost.rule
         elif spec is not None and len(self.members) > 1:
             from .pooling import sample_pooled

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic
 
 from .aggregators import Vote
-from .answers import AnswerKind, FieldVoter, ToolCall, merge_same, spellings
+from .answers import AnswerKind, FieldVoter, ToolCall, spellings, vote_keys
 from .sampling.types import Sample
 
 if sys.version_info >= (3, 13):
@@ -209,9 +209,7 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
     None for one member); open answer kinds merge equal answers first and the decision is the
     kind's typed value (a structured output is voted field by field)."""
     samples = [s for row in rows for s in row]
-    answers = [s.answer for s in samples]
-    if kind.is_open:
-        answers = merge_same(kind, answers)
+    answers = vote_keys(kind, [s.answer for s in samples])
     groups = [g for g, row in enumerate(rows) for _ in row] if len(rows) > 1 else None
 
     def vote(keys: list[str | None]) -> Vote:

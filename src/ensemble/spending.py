@@ -26,9 +26,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .aggregators import RuleBase, Vote
+from .answers import AnswerKind, member_keys
 from .cost.choice import CostChoice, cost_choice
 from .cost.rule import CostRule, member_counts
-from .cost.spec import CostSpec
+from .cost.spec import CostSpec, two_fixed_choices
 from .errors import InputError
 from .members import Member
 from .providers.base import Provider
@@ -107,10 +108,14 @@ class CostVote(RuleBase):
 
 async def draw_by_cost(members: Sequence[Member], params: Sequence[Any],
                        messages: Sequence[Any], spec: CostSpec, *, parser: Callable[[str], Any],
+                       kind: AnswerKind, choices: Sequence[str] | None,
                        memory: CostMemory, store: SampleStore | None,
                        provider_for: Callable[[Member], Provider]) -> CostDraw:
     """Draw every prompt's votes under the cost rule: one `SampleResult` per member, and the
-    rule. Without a store, an in-memory one keeps the call's samples (vote i is sample i)."""
+    rule. Without a store, an in-memory one keeps the call's samples (vote i is sample i).
+    `kind`, `choices`: the Ensemble's answer kind and choices: the rule's state counts the
+    answers as the Decision will (open answers merged, `member_keys`), and it knows whether
+    they are two fixed choices (`two_fixed_choices`)."""
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             store = stack.enter_context(contextlib.closing(SampleStore(":memory:")))
@@ -118,12 +123,14 @@ async def draw_by_cost(members: Sequence[Member], params: Sequence[Any],
             m.model, options=m.options, provider=provider_for(m), store=store))
             for m in members]
         return await _draw(samplers, params, [m.n for m in members],
-                           [m.lam for m in members], messages, spec, parser, memory)
+                           [m.lam for m in members], messages, spec, parser, kind,
+                           two_fixed_choices(choices, is_open=kind.is_open), memory)
 
 
 async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Sequence[int],
                 lams: Sequence[float | None], messages: Sequence[Any], spec: CostSpec,
-                parser: Callable[[str], Any], memory: CostMemory) -> CostDraw:
+                parser: Callable[[str], Any], kind: AnswerKind, two_choices: bool,
+                memory: CostMemory) -> CostDraw:
     G, P = len(samplers), len(messages)
     if not memory.spent:
         memory.spent, memory.votes = [0.0] * G, [0] * G
@@ -150,9 +157,9 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
     def counts(p: int, lw: Sequence[float] | None = None) -> tuple[list[int], list[int]]:
         """The rule's state: each member's votes for the two leaders, ranked by `lw` (the
         rule's λ, which are its prices when some λ is unknown; pilots before the rule
-        exists: λ, or equal weights)."""
-        a, b, _ = member_counts([[s.answer for s in rows[p][g]] for g in range(G)],
-                                lw or weights or [1.0] * G)
+        exists: λ, or equal weights), over the answers as the Decision counts them."""
+        keys = member_keys(kind, [[s.answer for s in rows[p][g]] for g in range(G)])
+        a, b, _ = member_counts(keys, lw or weights or [1.0] * G)
         return a, b
 
     pilot = spec.pilot_for(budgets)
@@ -182,7 +189,8 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
     if rule is None:
         rule = spec.build(a=[d[0] for d in data] if data else None,
                           b=[d[1] for d in data] if data else None,
-                          prices=prices, max_n=budgets, lams=weights)
+                          prices=prices, max_n=budgets, lams=weights,
+                          two_choices=two_choices)
         memory.rule, memory.fitted_on = rule, len(data)
 
     async def finish(p: int) -> None:

@@ -18,19 +18,23 @@ PRICES = [0.06, 1.0]  # per vote: the expensive member costs 16.7 cheap ones
 LAMS = [1.5, 6.0]
 
 
-def _questions(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """q per question (labels flipped at random: the prior is symmetric) and the reference."""
-    k = rng.choice(len(WEIGHTS), p=WEIGHTS, size=n)
-    q = NODES[k]
+def _questions(n: int, rng: np.random.Generator, nodes: np.ndarray = NODES,
+               weights: np.ndarray = WEIGHTS) -> tuple[np.ndarray, np.ndarray]:
+    """q per question (labels flipped at random: the prior is symmetric) and the reference
+    (1: answer 1), the expensive member's favourite (its λ outweighs the cheap one's)."""
+    k = rng.choice(len(weights), p=weights, size=n)
+    q = nodes[k]
     flip = rng.random(n) < 0.5
-    return np.where(flip[:, None], 1 - q, q), np.where(flip, 0, 1)  # 1: answer 1 is right
+    q = np.where(flip[:, None], 1 - q, q)
+    return q, (q[:, 1] > 0.5).astype(int)
 
 
-def _simulate(rule: CostRule, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _simulate(rule: CostRule, n: int, seed: int, nodes: np.ndarray = NODES,
+              weights: np.ndarray = WEIGHTS) -> tuple[np.ndarray, np.ndarray]:
     """Run the rule's policy on n questions drawn from the planted prior, vote by vote:
     (right per question, dollars per question)."""
     g = np.random.default_rng(seed)
-    q, ref = _questions(n, g)
+    q, ref = _questions(n, g, nodes, weights)
     act, win = rule.policy()
     G = len(rule.max_n)
     a = np.zeros((n, G), dtype=int)
@@ -51,15 +55,35 @@ def _simulate(rule: CostRule, n: int, seed: int) -> tuple[np.ndarray, np.ndarray
             cost[sel] += rule.prices[member]
     m = a + b
     s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
-    decide1 = win[s] >= 0.5
-    right = np.where(win[s] == 0.5, 0.5, (decide1 == (ref == 1)).astype(float))
+    d1 = _decided(rule.two_choices, a, b, win[s])
+    right = np.where(ref == 1, d1, 1 - d1)
     return right, cost
 
 
-@pytest.mark.parametrize("value", [3.0, 12.0, 40.0])
-def test_expected_accuracy_and_cost_match_simulation(value):
-    rule = CostRule(prior=PLANTED, prices=PRICES, max_n=[8, 3], lams=LAMS, value_usd=value)
-    right, cost = _simulate(rule, 40_000, seed=int(value))
+def _decided(two_choices: bool, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """P(deciding answer 1) at the final counts: the likelier answer (a coin on a tie); but
+    with more than two answers (not two fixed choices) the other of a lone answer has no name:
+    when only one answer has been seen, that one."""
+    d = np.where(w > 0.5, 1.0, np.where(w < 0.5, 0.0, 0.5))
+    if not two_choices:
+        seen1, seen2 = a.sum(axis=1) > 0, b.sum(axis=1) > 0
+        d = np.where(seen1 & ~seen2, 1.0, np.where(seen2 & ~seen1, 0.0, d))
+    return d
+
+
+# most questions are traps: the cheap member's votes agree on an answer the dear one rejects
+TRAP_NODES = np.array([[0.9, 0.97], [0.9, 0.05], [0.55, 0.75]])
+TRAP_WEIGHTS = np.array([0.35, 0.5, 0.15])
+
+
+@pytest.mark.parametrize("two_choices", [True, False])
+@pytest.mark.parametrize("value, traps", [(3.0, False), (12.0, False), (40.0, False),
+                                          (2.5, True)])
+def test_expected_accuracy_and_cost_match_simulation(value, traps, two_choices):
+    nodes, weights = (TRAP_NODES, TRAP_WEIGHTS) if traps else (NODES, WEIGHTS)
+    rule = CostRule(prior=JointPrior.of(nodes, weights), prices=PRICES, max_n=[8, 3],
+                    lams=LAMS, value_usd=value, two_choices=two_choices)
+    right, cost = _simulate(rule, 40_000, seed=int(value), nodes=nodes, weights=weights)
     se_acc = right.std() / np.sqrt(right.size)
     se_cost = cost.std() / np.sqrt(cost.size)
     assert abs(right.mean() - rule.summary.accuracy) < 4 * se_acc + 1e-9
@@ -103,6 +127,29 @@ def test_a_split_cheap_vote_calls_the_expensive_member():
     # the same prior with a cheap member as dear as the other: never worth asking first
     flat = CostRule(prior=PLANTED, prices=[1.0, 1.0], max_n=[8, 3], lams=LAMS, value_usd=12.0)
     assert flat.next_member([0, 0], [0, 0]) == 1
+
+
+def test_with_more_than_two_answers_it_does_not_stop_on_an_answer_it_believes_wrong():
+    kw = dict(prior=JointPrior.of(TRAP_NODES, TRAP_WEIGHTS), prices=PRICES, max_n=[8, 3],
+              lams=LAMS, value_usd=2.5)
+    two, more = CostRule(**kw), CostRule(**kw, two_choices=False)
+    for k in (1, 2, 3):  # the cheap member's k votes agree: the prior says "a trap", w < 1/2
+        assert two.win([k, 0], [0, 0]) < 0.5
+        # two fixed choices: the other one is decided, with posterior 1 − w > 1/2
+        assert two.next_member([k, 0], [0, 0]) is None and two.decide([k, 0], [0, 0]) == 2
+        # more answers: the other has no name; deciding the one seen is worth w: ask the dear
+        # member instead
+        assert more.next_member([k, 0], [0, 0]) == 1 and more.decide([k, 0], [0, 0]) == 1
+    # wherever it stops with budget left, it believes its decision (worth w or 1 − w >= 1/2)
+    act, win = more.policy()
+    picks, st = more.picks(), more.states
+    stops = np.nonzero((act < 0) & (st.up >= 0).any(axis=1))[0]
+    stops = stops[stops > 0]
+    assert stops.size and (picks[stops] * win[stops] + (1 - picks[stops])
+                           * (1 - win[stops]) >= 0.5 - 1e-12).all()
+    assert more.summary.accuracy > two.summary.accuracy + 0.3  # here it pays for the dear vote
+    # with both answers seen, both rules decide alike
+    assert more.decide([1, 1], [1, 0]) == two.decide([1, 1], [1, 0])
 
 
 def test_target_loss_is_met_under_the_prior():
@@ -181,8 +228,8 @@ def _simulate_credit(rule: CostRule, p: np.ndarray, q: np.ndarray, w: np.ndarray
             cost[sel] += rule.prices[member]
     m = a + b
     s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
-    credit = np.where(win[s] > 0.5, pp, np.where(win[s] < 0.5, 1 - pp, 0.5))
-    return credit, cost
+    d1 = _decided(rule.two_choices, a, b, win[s])
+    return d1 * pp + (1 - d1) * (1 - pp), cost
 
 
 def test_qr_credit_expects_what_a_quantal_response_simulation_earns():
@@ -242,6 +289,17 @@ def test_planted_credit_and_evaluate_on_a_planted_truth():
         ev.mean_cost_usd > rule.summary.mean_cost_usd  # the planted rule is the optimum
 
 
+@pytest.mark.parametrize("two_choices", [True, False])
+def test_evaluate_on_a_planted_truth_decides_as_the_rule_does(two_choices):
+    p = np.array([1.0, 0.0, 0.7])  # the trap node's answer 1 (the cheap favourite) is wrong
+    rule = CostRule(prior=JointPrior.of(TRAP_NODES, TRAP_WEIGHTS), prices=PRICES,
+                    max_n=[8, 3], lams=LAMS, value_usd=2.5, two_choices=two_choices)
+    ev = rule.evaluate(JointPrior.of(TRAP_NODES, TRAP_WEIGHTS, p))
+    credit, cost = _simulate_credit(rule, p, TRAP_NODES, TRAP_WEIGHTS, 40_000, seed=11)
+    assert abs(credit.mean() - ev.accuracy) < 4 * credit.std() / np.sqrt(credit.size) + 1e-9
+    assert abs(cost.mean() - ev.mean_cost_usd) < 4 * cost.std() / np.sqrt(cost.size) + 1e-9
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(credit="x"), "credit"),
     (dict(credit="qr", lams=None), "lams"),
@@ -260,9 +318,10 @@ def test_cost_spec_carries_the_credit():
 
     prior = JointPrior.of(QR_NODES, W_QR)
     rule = CostSpec(value_usd=12.0, credit="qr", prior=prior).build(
-        a=None, b=None, prices=PRICES, max_n=[8, 3], lams=LAMS)
-    assert rule.credit == "qr" and rule.summary.credit == "qr"
-    assert CostSpec(prior=prior).build(a=None, b=None, prices=PRICES, max_n=[8, 3],
-                                       lams=LAMS).credit == "reference"
+        a=None, b=None, prices=PRICES, max_n=[8, 3], lams=LAMS, two_choices=True)
+    assert rule.credit == "qr" and rule.summary.credit == "qr" and rule.two_choices
+    other = CostSpec(prior=prior).build(a=None, b=None, prices=PRICES, max_n=[8, 3], lams=LAMS,
+                                        two_choices=False)
+    assert other.credit == "reference" and not other.two_choices
     with pytest.raises(InputError, match="credit"):
         CostSpec(credit="planted")

@@ -25,7 +25,7 @@ from .jsonmode import JsonObject, object_in
 from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
 from .structured import Exact, Structured, is_model_class
-from .tally import merge_same, spellings
+from .tally import member_keys, merge_same, spellings, vote_keys
 from .toolcalls import Tool, ToolCall, ToolCalls, tools_of
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "dspy_sections",
     "clear_math_cache",
     "mbr_choice",
+    "member_keys",
     "merge_same",
     "normalise_text",
     "number_key",
@@ -56,6 +57,7 @@ __all__ = [
     "resolve_answer",
     "spellings",
     "tools_of",
+    "vote_keys",
 ]
 
 ANSWER_NAMES = ("choice", "number", "math", "text", "json", "format")

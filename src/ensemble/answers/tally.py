@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from .base import AnswerKind
 
-__all__ = ["merge_same", "spellings"]
+__all__ = ["member_keys", "merge_same", "spellings", "vote_keys"]
 
 
 def merge_same(kind: AnswerKind, keys: Sequence[str | None]) -> list[str | None]:
@@ -28,6 +28,25 @@ def merge_same(kind: AnswerKind, keys: Sequence[str | None]) -> list[str | None]
             reps.append(key)
             rep_of[key] = key
     return [None if k is None else rep_of[k] for k in keys]
+
+
+def vote_keys(kind: AnswerKind, keys: Sequence[str | None]) -> list[str | None]:
+    """The keys a vote counts over one prompt's pooled answers: open kinds merge the keys
+    that are the same answer (`merge_same`), fixed choices are kept as parsed."""
+    return merge_same(kind, keys) if kind.is_open else list(keys)
+
+
+def member_keys(kind: AnswerKind, rows: Sequence[Sequence[str | None]]
+                ) -> list[list[str | None]]:
+    """`vote_keys` over every member's answers pooled (rows[g]: member g's), split back per
+    member: what a decision over these rows counts, e.g. the cost rule's state while it is
+    still drawing, merged exactly as the Decision will be."""
+    flat = vote_keys(kind, [x for row in rows for x in row])
+    out, i = [], 0
+    for row in rows:
+        out.append(flat[i:i + len(row)])
+        i += len(row)
+    return out
 
 
 def spellings(merged: Sequence[str | None], raws: Sequence[str | None]

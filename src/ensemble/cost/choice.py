@@ -14,9 +14,11 @@ probability that leader 1 is the reference answer, and
   prior knows how far a member's agreeing votes are independent evidence);
 - w = 1/2 (within 1e-9: a state symmetric in the two) is a tie between them;
 - one answer seen (no second leader): w below 1/2 says the prior expects the reference to be
-  another answer, which no vote named. With two fixed options (`options`, the Ensemble's two
-  choices) that answer is known: the other option is decided, with posterior 1 − w. Otherwise
-  the one answer seen is the decision, w its posterior (which may then lie below 1/2);
+  another answer, which no vote named. With two fixed choices (a rule built with
+  `two_choices`; `options` names them) that answer is known: the other option is decided, with
+  posterior 1 − w. Otherwise the one answer seen is the decision, w its posterior (which may
+  lie below 1/2), as the rule's induction valued stopping there (`CostRule`'s terminal value w:
+  it stops on such a state only when more votes are worth less than they cost);
 - no valid vote: no decision.
 
 When the leaders are not all there is, i.e. answers beyond the first two have the second
@@ -34,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import InputError
 from .rule import CostRule, member_counts
 
 __all__ = ["TIE_TOLERANCE", "CostChoice", "cost_choice"]
@@ -68,14 +71,18 @@ def cost_choice(rule: CostRule, answers: Sequence[Sequence[str | None]], *,
                 options: Sequence[str] | None = None) -> CostChoice:
     """The rule's decision over `answers[g]`, member g's parsed answers in the order drawn
     (None: invalid), as the module docstring defines it; `options`: the answers allowed, when
-    they are fixed (only two of them matter: the other option of a lone answer)."""
+    they are fixed: with a rule built for two choices (`rule.two_choices`) they name the other
+    option of a lone answer (give the two)."""
     a, b, (one, two) = member_counts(answers, rule.lams)
     if one is None:
         return CostChoice(None, (), {}, (None, None))
     if two is None:
         w = rule.win(a, b)
+        if rule.two_choices and len(options or ()) != 2:
+            raise InputError("the cost rule was built for two fixed choices (two_choices): give "
+                             f"the two as options, got {options!r}")
         other = [x for x in options or () if x != one]
-        if len(other) == 1 and len(options or ()) == 2:
+        if rule.two_choices and len(other) == 1:
             wins = {one: w, other[0]: 1 - w}
             if abs(w - 0.5) <= TIE_TOLERANCE:
                 return CostChoice(None, (one, other[0]), wins, (one, None))

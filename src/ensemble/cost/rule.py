@@ -7,7 +7,13 @@ terminal value of deciding now is
 
     T(s) = max(w, 1 − w),  w = P(answer 1 is the reference answer | s),
 
-(the reference: the members' unlimited votes weighed by λ, `JointPrior.reference`), a vote of
+(the reference: the members' unlimited votes weighed by λ, `JointPrior.reference`), except in a
+state where only one of the two answers has been seen: deciding the other one needs its name,
+which only two fixed choices give (`two_choices`, the Ensemble's two choices). With more options,
+or open answers, the one seen is what can be decided, and T(s) = w (or 1 − w when only answer 2
+has been seen), which may lie below 1/2: the rule then buys votes rather than stop on an answer
+it believes wrong (a cheap member's unanimous votes on questions where the prior says it is
+often trapped). A vote of
 member g costs c_g = price_g / value_usd accuracy units (`value_usd`: what one right decision
 is worth, in dollars), and backward induction over the states gives
 
@@ -18,10 +24,11 @@ over every member with budget left. The rule stops where T wins (never before a 
 a decision rests on at least one) and otherwise asks the member
 whose term is largest: the expected gain in accuracy, net of its price, of a vote and of
 acting optimally after it. That is Bayes-optimal under π among all rules that choose whom to
-ask and when to stop from the votes seen (for binary questions without invalid answers; other
-answers and invalid ones use up a member's budget and vote for neither, as in the bayes rule's
-top-two reduction). The decision is the answer more likely to be the reference, i.e. the
-members' votes weighed through the prior, which knows each member's λ from the votes.
+ask and when to stop from the votes seen (for questions whose votes fall on their two leading
+answers, without invalid answers; other answers and invalid ones use up a member's budget and
+vote for neither, as in the bayes rule's top-two reduction). The decision is the answer more
+likely to be the reference, i.e. the members' votes weighed through the prior, which knows each
+member's λ from the votes.
 
 What a decision earns (`credit`): "reference" (the default, above) scores agreement with the
 reference answer, a question whose reference is a coin flip (every member split) as much as a
@@ -58,16 +65,17 @@ __all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
 #: Largest (states x prior nodes) the rule computes posteriors for (~1 s here).
 MAX_WORK = 4e8
 _EPS = 1e-12
+_TIE = 1e-9  # |w − 1/2| at or below which the two answers tie (cost.choice.TIE_TOLERANCE)
 REFERENCES = ("strongest", "fixed")
 CREDITS = ("reference", "qr", "planted")
 
 
 @dataclass(frozen=True)
 class CostSummary:
-    """What the cost rule expects of itself under its prior, for binary questions without
-    invalid answers: mean votes per member, mean dollars per question, accuracy (agreement with
-    the reference answer; with credit "qr", the expected P(decision is right)), the
-    reference's accuracy (scored alike) and the loss against it."""
+    """What the cost rule expects of itself under its prior, for questions whose votes fall on
+    their two leading answers, without invalid answers: mean votes per member, mean dollars per
+    question, accuracy (agreement with the reference answer; with credit "qr", the expected
+    P(decision is right)), the reference's accuracy (scored alike) and the loss against it."""
 
     mean_samples: tuple[float, ...]
     mean_cost_usd: float
@@ -140,12 +148,29 @@ def _states(prior: JointPrior, max_n: tuple[int, ...], ref: tuple[float, ...]) -
     return _States(A, B, up, down, m.sum(axis=1), stride, pred, win)
 
 
-def _induction(st: _States, costs: NDArray[np.float64]
+def _picks(st: _States, two_choices: bool) -> NDArray[np.float64]:
+    """Per state, the decision as P(deciding answer 1): 1, 0, or 1/2 on a tie (w = 1/2).
+    Without `two_choices`, a state where only one answer has been seen decides that one."""
+    win = st.win
+    pick = np.where(win > 0.5 + _TIE, 1.0, np.where(win < 0.5 - _TIE, 0.0, 0.5))
+    if not two_choices:
+        seen1, seen2 = st.A.sum(axis=1) > 0, st.B.sum(axis=1) > 0
+        pick = np.where(seen1 & ~seen2, 1.0, np.where(seen2 & ~seen1, 0.0, pick))
+    return np.asarray(pick, dtype=float)
+
+
+def _terminal(st: _States, pick: NDArray[np.float64]) -> NDArray[np.float64]:
+    """T(s): the expected credit of deciding now, as `pick` decides (max(w, 1 − w) where
+    both answers can be decided)."""
+    return np.asarray(pick * st.win + (1 - pick) * (1 - st.win), dtype=float)
+
+
+def _induction(st: _States, terminal: NDArray[np.float64], costs: NDArray[np.float64]
                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(T, cont): the terminal value of each state and the value of asking each member
-    (−inf without budget), by backward induction level by level. The empty state never
+    """(T, cont): the terminal value of each state (`terminal`) and the value of asking each
+    member (−inf without budget), by backward induction level by level. The empty state never
     stops (T = −inf there): a decision rests on at least one vote."""
-    T = np.maximum(st.win, 1 - st.win)
+    T = terminal.copy()
     T[0] = -np.inf
     S, G = st.A.shape
     V = T.copy()
@@ -193,6 +218,9 @@ class CostRule:
     "planted" (the prior's own P(answer 1 is right) per node, `JointPrior.p`).
     Give `value_usd` (dollars one right decision is worth) or `target_loss` (the largest
     expected accuracy loss under the prior against `reference`: "strongest" or "fixed").
+    two_choices: the answers are two fixed choices, so that a lone answer seen can give way to
+    the other (True); False for more options or open answers, where only answers seen can be
+    decided (the terminal value of a state with one answer seen is then its w).
     """
 
     name = "cost"
@@ -200,7 +228,7 @@ class CostRule:
     def __init__(self, *, prior: JointPrior, prices: Sequence[float], max_n: Sequence[int],
                  lams: Sequence[float] | None = None, value_usd: float | None = None,
                  target_loss: float | None = None, reference: str = "strongest",
-                 credit: str = "reference") -> None:
+                 credit: str = "reference", two_choices: bool = True) -> None:
         if not isinstance(prior, JointPrior):
             raise InputError("the cost rule needs a JointPrior (fit_joint_prior on pilot counts)")
         G = prior.members
@@ -238,6 +266,9 @@ class CostRule:
         self._ref = (prior.reference(lw) if credit == "reference" else prior.truth(lw)
                      if credit == "qr" else np.asarray(prior.p, dtype=float))
         self._st = _states(prior, ns, tuple(map(float, self._ref)))
+        self.two_choices = bool(two_choices)
+        self._pick = _picks(self._st, self.two_choices)
+        self._terminal = _terminal(self._st, self._pick)
         if target_loss is not None:
             tl = float(target_loss)
             if not 0 < tl < 1:
@@ -247,7 +278,7 @@ class CostRule:
         if not (math.isfinite(v) and v > 0):
             raise InputError(f"value_usd must be a finite number > 0, got {value_usd!r}")
         self.value_usd = v
-        self._T, self._cont = _induction(self._st, pr / v)
+        self._T, self._cont = _induction(self._st, self._terminal, pr / v)
         self.summary = self._summarise()
 
     # -- deciding ----------------------------------------------------------------------------
@@ -279,8 +310,14 @@ class CostRule:
 
     def decide(self, a: Sequence[int], b: Sequence[int]) -> int:
         """1 or 2: the answer more likely to be the reference, or with credit "qr" to be
-        right (1 on an exact tie)."""
-        return 1 if self.win(a, b) >= 0.5 else 2
+        right (1 on a tie); without `two_choices`, the one answer seen when only one has been
+        (whatever w: the other has no name)."""
+        return 2 if self._pick[self.index(a, b)] == 0.0 else 1
+
+    def picks(self) -> NDArray[np.float64]:
+        """Per flat state, the decision as P(deciding answer 1): 1, 0, or 1/2 on a tie (as
+        `decide`, for vectorised replay beside `policy`)."""
+        return self._pick.copy()
 
     def policy(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """(action per flat state: −1 stop, else the member asked; P(answer 1 is the
@@ -298,7 +335,7 @@ class CostRule:
     def _forward(self, act: NDArray[np.int64]) -> tuple[float, NDArray[np.float64]]:
         st = self._st
         S, G = st.A.shape
-        T = np.maximum(st.win, 1 - st.win)
+        T = self._terminal
         mass = np.zeros(S)
         mass[0] = 1.0
         acc = 0.0
@@ -320,7 +357,8 @@ class CostRule:
         from another prior, e.g. a simulator's planted truth, exactly (no sampling): each
         decision scored by that prior's p (`JointPrior.p`) when it carries one, else by its
         reference answer under the rule's λ; `reference_accuracy` is the strongest member's
-        one vote scored alike. For binary questions without invalid answers, as `summary`."""
+        one vote scored alike. For questions whose votes fall on their two leading answers, as
+        `summary`."""
         if not isinstance(prior, JointPrior) or prior.members != len(self.max_n):
             raise InputError(f"evaluate the rule on a JointPrior over its {len(self.max_n)} "
                              "members")
@@ -328,9 +366,9 @@ class CostRule:
         truth = prior.reference(self.lams) if prior.p is None else np.asarray(prior.p)
         st = self._st
         S, G = st.A.shape
-        act, win = self.policy()
+        act, _ = self.policy()
         # the credit of stopping in each state, per node: p deciding 1, 1 − p deciding 2
-        pick = np.where(win > 0.5, 1.0, np.where(win < 0.5, 0.0, 0.5))
+        pick = self._pick
         mass = np.zeros((S, q.shape[0]))
         mass[0] = 1.0
         acc = np.zeros(q.shape[0])
@@ -381,7 +419,8 @@ class CostRule:
         ref = self._reference_accuracy()
 
         def loss(log_c: float) -> float:
-            T, cont = _induction(self._st, np.asarray(self.prices) / (top / math.exp(log_c)))
+            T, cont = _induction(self._st, self._terminal,
+                                 np.asarray(self.prices) / (top / math.exp(log_c)))
             best = cont.max(axis=1)
             act = np.where(best > T + _EPS, cont.argmax(axis=1), -1)
             return ref - self._forward(act)[0]
@@ -399,4 +438,5 @@ class CostRule:
 
     def __repr__(self) -> str:
         return (f"CostRule(max_n={list(self.max_n)}, prices={list(self.prices)}, "
-                f"value_usd={self.value_usd:.4g}, credit={self.credit!r})")
+                f"value_usd={self.value_usd:.4g}, credit={self.credit!r}, "
+                f"two_choices={self.two_choices})")

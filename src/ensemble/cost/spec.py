@@ -15,7 +15,7 @@ from ..stopping.registry import register_stop_rule
 from .joint import JointPrior, fit_joint_prior
 from .rule import CREDITS, REFERENCES, CostRule
 
-__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec"]
+__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec", "two_fixed_choices"]
 
 #: Questions that get a full pilot (every member's `pilot` votes) before the joint prior is
 #: fitted; later questions are asked by the rule alone, and their counts refit the prior.
@@ -94,8 +94,11 @@ class CostSpec:
         return tuple(min(p, n) for p, n in zip(pil, max_n, strict=True))
 
     def build(self, *, a: ArrayLike | None, b: ArrayLike | None, prices: Sequence[float],
-              max_n: Sequence[int], lams: Sequence[float] | None) -> CostRule:
-        """The rule, its prior fitted from counts (a, b: questions x members) unless given."""
+              max_n: Sequence[int], lams: Sequence[float] | None,
+              two_choices: bool) -> CostRule:
+        """The rule, its prior fitted from counts (a, b: questions x members) unless given;
+        `two_choices`: the answers are two fixed choices (`two_fixed_choices`), which the
+        caller knows from its answer kind and choices."""
         prior = self.prior
         if prior is None:
             if a is None or b is None:
@@ -106,4 +109,11 @@ class CostSpec:
             loss = 0.005
         return CostRule(prior=prior, prices=self.prices or prices, max_n=max_n, lams=lams,
                         value_usd=value, target_loss=loss, reference=self.reference,
-                        credit=self.credit)
+                        credit=self.credit, two_choices=two_choices)
+
+
+def two_fixed_choices(choices: Sequence[str] | None, *, is_open: bool = False) -> bool:
+    """Whether answers are two fixed choices (the cost rule's `two_choices`): exactly two
+    `choices` and a closed answer kind; open answers, free text without choices, or more
+    options are not (an answer nobody named cannot be decided)."""
+    return not is_open and choices is not None and len(choices) == 2

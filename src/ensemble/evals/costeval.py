@@ -23,13 +23,14 @@ from numpy.typing import NDArray
 
 from ensemble.cost import CostRule, fit_joint_prior, member_counts
 from ensemble.cost.choice import cost_choice
-from ensemble.cost.spec import CostSpec
+from ensemble.cost.spec import CostSpec, two_fixed_choices
 from ensemble.errors import InputError
 
 from .intervals import estimate
 from .spec import bootstrap_of, seed_of
 
-__all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit"]
+__all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit",
+           "replay_scored"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,17 @@ def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
     return out
 
 
+def replay_scored(rule: CostRule, codes: Sequence[NDArray[np.int64]],
+                  orders: Sequence[NDArray[np.int64]], values: NDArray[np.float64],
+                  costs: Sequence[NDArray[np.float64]] | None = None
+                  ) -> tuple[CostReplay, NDArray[np.float64]]:
+    """`replay_cost` over the options of `values` (Q, O), each decision scored by them
+    (`replay_credit`): (the replay, (Q, R) credit). The eval's row (`cost_rows`) and the bench
+    (tests/bench/bench_cost.py) both replay the rule through this."""
+    rp = replay_cost(rule, codes, orders, costs, options=values.shape[1])
+    return rp, replay_credit(rp, codes, orders, rule, values)
+
+
 def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.float64]],
               values: NDArray[np.float64], weights: NDArray[np.float64], *,
               budgets: Sequence[int], lams: Sequence[float | None], spec: CostSpec,
@@ -116,7 +128,9 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     """The adaptive row of the cost rule on a mixed run's samples (see the module docstring).
 
     codes[g], costs[g]: (Q, K_g) answer codes and dollars of member g's stored samples; values
-    (Q, O) the credit of deciding each option; budgets: each member's most votes (its n)."""
+    (Q, O) the credit of deciding each option (O = 2: two fixed choices, the rule's
+    `two_choices`); budgets: each member's most votes (its n)."""
+    options = [str(i) for i in range(values.shape[1])]
     G = len(codes)
     g_rng = np.random.default_rng(seed)
     Q = codes[0].shape[0]
@@ -133,11 +147,12 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     prior = spec.prior or fit_joint_prior(np.array([c[0] for c in counts]),
                                           np.array([c[1] for c in counts]))
     rule = replace(spec, prior=prior).build(a=None, b=None, prices=price, max_n=budgets,
-                                            lams=weights_l)
+                                            lams=weights_l,
+                                            two_choices=two_fixed_choices(options))
     ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
             for g in range(G)]
-    rp = replay_cost(rule, codes, ords, costs, options=values.shape[1])
-    acc_q = replay_credit(rp, codes, ords, rule, values).mean(axis=1)
+    rp, credit = replay_scored(rule, codes, ords, values, costs)
+    acc_q = credit.mean(axis=1)
     # the fixed ensemble on the same orders: every member's n, votes weighed by 2λ (or price)
     n_opt = values.shape[1]
     votes = np.zeros((Q, orders, n_opt))
