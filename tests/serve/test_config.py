@@ -133,3 +133,36 @@ def test_a_served_ensemble_decides_by_the_cost_rule():
     with pytest.raises(InputError, match="cost.credit"):
         parse_config({"models": {"f": {"model": "openai/a", "stop": "cost",
                                        "cost": {"credit": "planted"}}}})
+
+
+def test_the_cost_config_expresses_every_field_of_the_cost_spec():
+    from dataclasses import fields
+
+    from ensemble.cost import JointPrior
+    from ensemble.cost.spec import CostSpec
+    from ensemble.serve.config import CostConfig
+
+    assert {f.name for f in fields(CostSpec)} == set(CostConfig.model_fields)
+    members = [{"model": "openai/cheap", "n": 6, "temperature": 1.0, "lam": 1.5},
+               {"model": "openai/dear", "n": 2, "temperature": 1.0, "lam": 6.0}]
+    prior = {"q": [[0.9, 0.97], [0.2, 0.93]], "w": [0.8, 0.2]}
+
+    def served(cost):
+        return parse_config({"models": {"f": {"members": members, "stop": "cost",
+                                               "choices": ["yes", "no"], "cost": cost}}})
+
+    cfg = served({"target_loss": 0.01, "reference": "fixed", "pilot": [4, 1],
+                  "pilot_questions": 12, "prices": [1.5e-5, 2.5e-4], "prior": prior})
+    assert ServedEnsembles(cfg).get("f").stop_spec == CostSpec(
+        target_loss=0.01, reference="fixed", pilot=(4, 1), pilot_questions=12,
+        prices=(1.5e-5, 2.5e-4), prior=JointPrior.of(prior["q"], prior["w"]))
+    for cost, match in (({"pilot": [2]}, r"cost.pilot gives 1 value.*one per member \(2\)"),
+                        ({"pilot": [2, -1]}, "cost.pilot.1"),
+                        ({"prices": [1e-5, 1e-4, 1e-3]}, "cost.prices gives 3"),
+                        ({"prices": [1e-5, -1]}, "cost.prices.1"),
+                        ({"value_usd": 0.01, "target_loss": 0.01}, "not both"),
+                        ({"prior": {"q": [[0.9], [0.2]], "w": [0.8, 0.2]}}, "cost.prior.q"),
+                        ({"prior": {"q": [[0.9, 1.5]], "w": [1.0]}}, "cost.prior.q"),
+                        ({"prior": {"q": [[0.9, 0.9]], "w": [1.0, 2.0]}}, "prior: .*one weight")):
+        with pytest.raises(InputError, match=match):
+            served(cost)

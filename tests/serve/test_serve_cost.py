@@ -22,7 +22,7 @@ def test_a_served_cost_ensemble_answers_with_the_rules_decision():
     with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2:
         cfg = parse_config({"port": 0, "models": {"mix": {
             "choices": ["red", "green", "blue"], "aggregator": "plurality", "stop": "cost",
-            "cost": {"value_usd": 0.05, "pilot_questions": len(PROMPTS)},
+            "cost": {"value_usd": 0.05, "pilot_questions": len(PROMPTS), "pilot": [3, 1]},
             "members": [
                 {"model": "openai/cheap", "api_base": s1.base_url, "n": 3, "temperature": 1.0,
                  "lam": 1.5, "price_per_1k": [0.0, 0.15e-3]},
@@ -40,6 +40,7 @@ def test_a_served_cost_ensemble_answers_with_the_rules_decision():
         assert rule["aggregator"] == "plurality" and rule["drawn"] == [
             sum(cheap_votes.values()), sum(dear_votes.values())]
         assert isinstance(rule["win"], float) and rule["win"] > 0.5
+        assert rule["drawn"] == [3, 1]  # every question a pilot of the configured votes
         # every pilot asked the dear member, whose vote the rule follows
         assert list(dear_votes) == [doc["decision"]]
         if cheap_votes.get(doc["decision"], 0) == 0 and sum(cheap_votes.values()) >= 2:

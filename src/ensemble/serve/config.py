@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
 from ..rules import DEFAULT_AGGREGATOR
@@ -83,17 +83,76 @@ class MemberConfig(EndpointConfig):
     calibration: str | None = None
 
 
-class CostConfig(BaseModel):
-    """The cost rule of a served ensemble (`stop: cost`; docs/adaptive.md): dollars a right
-    decision is worth, or the accuracy it may lose against a reference."""
+class CostPriorConfig(BaseModel):
+    """A joint prior given to the cost rule instead of fitting one from pilots: nodes `q` (one
+    row per node, one share per member) and their weights `w` (`ensemble.cost.JointPrior`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value_usd: float | None = Field(default=None, gt=0)
+    q: list[list[Annotated[float, Field(ge=0, le=1)]]] = Field(min_length=1)
+    w: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(min_length=1)
+
+
+class CostConfig(BaseModel):
+    """The cost rule of a served ensemble (`stop: cost`; docs/adaptive.md): dollars a right
+    decision is worth, or the accuracy it may lose against a reference; the fields of
+    `ensemble.cost.spec.CostSpec`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     target_loss: float | None = Field(default=None, gt=0, lt=1)
     reference: Literal["strongest", "fixed"] = "strongest"
     credit: Literal["reference", "qr"] = "reference"
+    pilot: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, min_length=1, description="votes per member on a pilot question, one "
+                                                "per member (default 2 each)")
     pilot_questions: int = Field(default=30, ge=1)
+    prices: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        default=None, min_length=1, description="USD per vote, one per member (default: each "
+                                                "member's token usage at its price_per_1k)")
+    prior: CostPriorConfig | None = Field(default=None, description="a joint prior instead "
+                                          "of pilots")
+
+    @model_validator(mode="after")
+    def _one_parameter(self) -> CostConfig:
+        if self.value_usd is not None and self.target_loss is not None:
+            raise ValueError("give value_usd or target_loss, not both")
+        return self
+
+    def check(self, name: str, members: int) -> None:
+        """Per-member fields give one entry per member; the prior is a valid JointPrior."""
+        for field_name in ("pilot", "prices"):
+            got = getattr(self, field_name)
+            if got is not None and len(got) != members:
+                raise InputError(f"served model {name!r}: cost.{field_name} gives {len(got)} "
+                                 f"value(s); give one per member ({members})")
+        if self.prior is not None:
+            if any(len(row) != members for row in self.prior.q):
+                raise InputError(f"served model {name!r}: cost.prior.q gives each node one "
+                                 f"share per member ({members})")
+            try:
+                self.joint_prior()  # its weights: one per node, a positive sum
+            except InputError as exc:
+                raise InputError(f"served model {name!r}: cost.prior: {exc}") from None
+
+    def joint_prior(self) -> Any:
+        from ..cost.joint import JointPrior
+
+        if self.prior is None:
+            return None
+        return JointPrior.of(self.prior.q, self.prior.w)
+
+    def spec(self) -> Any:
+        """The `CostSpec` this config asks for."""
+        from ..cost.spec import CostSpec
+
+        return CostSpec(value_usd=self.value_usd, target_loss=self.target_loss,
+                        reference=self.reference, credit=self.credit,
+                        pilot=None if self.pilot is None else tuple(self.pilot),
+                        pilot_questions=self.pilot_questions,
+                        prices=None if self.prices is None else tuple(self.prices),
+                        prior=self.joint_prior())
 
 
 class ServedModel(EndpointConfig):
@@ -139,6 +198,8 @@ class ServedModel(EndpointConfig):
                                  "member, not to the ensemble")
             if not self.members:
                 raise InputError(f"served model {name!r}: members: is empty")
+        if self.cost is not None:
+            self.cost.check(name, len(self.members) if self.members is not None else 1)
 
     @property
     def budget(self) -> int:

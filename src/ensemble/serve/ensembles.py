@@ -104,9 +104,7 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
     if served.max_tokens is not None:
         kw["max_tokens"] = served.max_tokens
     if stop is not None and served.cost is not None and is_over_members(stop):
-        from ..cost.spec import CostSpec
-
-        kw["stop"] = CostSpec(**served.cost.model_dump())
+        kw["stop"] = served.cost.spec()
     if served.members is not None:
         return Ensemble(members=_members(served), **kw)
     n = overrides.n or served.n or 5
