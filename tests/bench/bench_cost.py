@@ -32,6 +32,13 @@ samples on these questions, free of the replay's noise; the cost rule run with t
 prior (credit "planted") is the bound, Bayes-optimal among policies that see only the votes.
 Frontiers are read between neighbouring values (a mix of two policies).
 
+Every policy's accuracy and its dollars per question are means over the scored questions with
+the same weights: 1 each for multiple choice, P(scenario, colour) for box-and-ball (as the
+planted prior weighs its nodes, so replayed and exact costs are comparable). The cost rule is
+replayed as the eval replays it (`evals.costeval.replay_scored`: the task's options, so a rule
+over two fixed choices, box-and-ball's L and R, may decide the other of a lone answer; with five
+options it decides only answers seen, `CostRule(two_choices=...)`).
+
 Prints the table, the done-when check, replayed and exact (at the expensive member's n = 1
 accuracy, within 0.005, the cost rule spends at most 40% of what it spends; at every accuracy
 measured at most 1.1x the tuned cascade's cost) and writes docs/cost.png.
@@ -51,8 +58,9 @@ from pathlib import Path
 import numpy as np
 
 from ensemble.cost import CostRule, JointPrior, fit_joint_prior, member_counts
+from ensemble.cost.spec import two_fixed_choices
 from ensemble.evals.adaptive import adaptive_eval, boxball_inputs
-from ensemble.evals.costeval import replay_cost, replay_credit
+from ensemble.evals.costeval import replay_scored
 from ensemble.evals.questions import select_questions
 from ensemble.evals.spec import one_model
 from ensemble.stopping import StopSpec
@@ -189,6 +197,7 @@ def orders(Q: int, k: int, R: int, g: np.random.Generator) -> np.ndarray:
 
 
 def _mean(case, per_q: np.ndarray) -> tuple[float, float]:
+    """The weighted mean over questions (and its se): accuracy and dollars alike."""
     w = case["weights"] / case["weights"].sum()
     v = float(w @ per_q)
     se = float(np.sqrt(((per_q - v) ** 2 * w ** 2).sum()))
@@ -224,7 +233,7 @@ def bayes_member(case, g: int, cost: float, ords) -> tuple[float, float, float]:
                         values=case["values"], weights=case["weights"], orders=ords[g],
                         reps=2)[0]
     acc, se = _mean(case, res.question_accuracy)
-    return acc, se, res.mean_samples.value * case["prices"][g]
+    return acc, se, _mean(case, res.question_samples)[0] * case["prices"][g]
 
 
 def cascades(case, ords) -> list[tuple[int, float, float, float]]:
@@ -241,8 +250,8 @@ def cascades(case, ords) -> list[tuple[int, float, float, float]]:
         for j in range(1, k + 1):
             accept = top >= j
             acc = np.where(accept, cheap_credit, dear_credit).mean(axis=1)
-            cost = k * case["prices"][0] + (1 - accept.mean()) * case["prices"][1]
-            out.append((k, j / k, *_mean(case, acc)[:1], float(cost)))
+            cost = k * case["prices"][0] + (1 - accept.mean(axis=1)) * case["prices"][1]
+            out.append((k, j / k, _mean(case, acc)[0], _mean(case, cost)[0]))
     return out
 
 
@@ -267,13 +276,21 @@ def fit_prior(case):
     return fit_joint_prior(np.array(a), np.array(b))
 
 
+def make_rule(case, prior, value_usd: float, credit: str) -> CostRule:
+    """The cost rule over the case's members, at its prices, knowing its options."""
+    return CostRule(prior=prior, prices=case["prices"], max_n=K, lams=LAMS,
+                    value_usd=value_usd, credit=credit,
+                    two_choices=two_fixed_choices(case["labels"]))
+
+
 def cost_rule(case, rule: CostRule, ords) -> tuple[float, float, float, float]:
-    """Replay the rule along each order (`evals.costeval.replay_cost`, what `Ensemble(stop=
-    "cost")` asks): (accuracy, se, dollars per question, expensive votes per question)."""
-    rp = replay_cost(rule, case["codes"], ords)
-    acc, se = _mean(case, replay_credit(rp, case["codes"], ords, rule,
-                                        case["values"]).mean(axis=1))
-    return acc, se, float(rp.spent.mean()), float(rp.drawn[..., 1].mean())
+    """Replay the rule along each order as the eval does (`evals.costeval.replay_scored`,
+    what `Ensemble(stop="cost")` asks): (accuracy, se, dollars per question, expensive votes
+    per question)."""
+    rp, credit = replay_scored(rule, case["codes"], ords, case["values"])
+    acc, se = _mean(case, credit.mean(axis=1))
+    return (acc, se, _mean(case, rp.spent.mean(axis=1))[0],
+            _mean(case, rp.drawn[..., 1].mean(axis=1))[0])
 
 
 # -- exact, under the planted truth --------------------------------------------------------------
@@ -303,13 +320,12 @@ def exact_cascades(planted, prices) -> list[tuple[float, float]]:
     return out
 
 
-def exact_frontier(prior, credit, planted, prices) -> list[tuple[float, float, float]]:
+def exact_frontier(case, prior, credit, planted) -> list[tuple[float, float, float]]:
     """(value, cost, accuracy) of the cost rule (its prior, its credit) at each FINE value,
     evaluated exactly on the planted truth."""
     out = []
     for v in FINE:
-        rule = CostRule(prior=prior, prices=prices, max_n=K, lams=LAMS, value_usd=v * prices[1],
-                        credit=credit)
+        rule = make_rule(case, prior, v * case["prices"][1], credit)
         e = rule.evaluate(planted)
         out.append((v, e.mean_cost_usd, e.accuracy))
     return out
@@ -352,17 +368,15 @@ def bench(case, R: int, seed: int = 0) -> dict:
     planted = case["planted"]["prior"]
     rule_rows = []
     for v in VALUES:
-        rule = CostRule(prior=prior, prices=case["prices"], max_n=K, lams=LAMS,
-                        value_usd=v * pe, credit=CREDIT)
+        rule = make_rule(case, prior, v * pe, CREDIT)
         acc, se, cost, dear = cost_rule(case, rule, ords)
         rule_rows.append((v, acc, se, cost, dear, rule.summary, rule.evaluate(planted)))
     # exactly, under the planted truth (the limit of endless stored samples on these questions)
     prices = case["prices"]
-    dear1_exact = CostRule(prior=planted, prices=prices, max_n=K, lams=LAMS, value_usd=pe,
-                           credit="planted").summary.reference_accuracy
+    dear1_exact = make_rule(case, planted, pe, "planted").summary.reference_accuracy
     exact = {"dear1": dear1_exact,
-             "rule": exact_frontier(prior, CREDIT, planted, prices),
-             "bound": exact_frontier(planted, "planted", planted, prices),
+             "rule": exact_frontier(case, prior, CREDIT, planted),
+             "bound": exact_frontier(case, planted, "planted", planted),
              "cascade": exact_cascades(planted, prices)}
     traps = case["planted"]["rho_cheap"] < 0.5
     cheap = case["codes"][0]
