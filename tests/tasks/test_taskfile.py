@@ -22,8 +22,8 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def test_the_examples_are_two_and_registered():
-    assert [p.name for p in EXAMPLES] == ["mammals.yaml", "planets.yaml"]
+def test_the_examples_are_three_and_registered():
+    assert [p.name for p in EXAMPLES] == ["capitals.yaml", "mammals.yaml", "planets.yaml"]
     assert "taskfile" in task_names()
 
 
@@ -38,10 +38,13 @@ def test_example_runs_end_to_end_against_the_simulator(path, tmp_path, run_cli):
     # one question per record, its id and right answer the fields the file names
     assert [q.id for q in qs] == [r[doc["id"]] for r in records]
     assert [q.correct for q in qs] == [r[doc["target"]] for r in records]
-    assert all(q.choices == tuple(doc["choices"]) for q in qs)
+    # the file's choices, or each record's own (choices_field: capitals.yaml)
+    choices = [tuple(r[doc["choices_field"]]) if "choices_field" in doc else tuple(doc["choices"])
+               for r in records]
+    assert [q.choices for q in qs] == choices
     assert task.max_tokens == doc["max_tokens"]
-    first = {k: v for k, v in records[0].items()}
-    assert qs[0].prompt == doc["prompt"].format(choices=", ".join(doc["choices"]), **first)
+    first = {**records[0], "choices": ", ".join(choices[0])}
+    assert qs[0].prompt == doc["prompt"].format(**first)
 
     out = tmp_path / "run"
     with SimulatedServer(lam1=3.0, answer_key=answer_key_from_questions(qs), seed=2) as srv:
@@ -94,6 +97,7 @@ def _task_file(tmp_path, text, data=None):
 GOOD = ('data: q.jsonl\nprompt: "Is {x} even? Answer yes or no."\nanswer: choice\n'
         'choices: ["yes", "no"]\ntarget: y\n')
 ROWS = '{"x": 2, "y": "yes"}\n{"x": 3, "y": "no"}\n'
+OWN = GOOD.replace('choices: ["yes", "no"]\n', "choices_field: opts\n")  # each record's own
 
 
 @pytest.mark.parametrize("text,data,needle", [
@@ -109,8 +113,20 @@ ROWS = '{"x": 2, "y": "yes"}\n{"x": 3, "y": "no"}\n'
     ("- a\n- b\n", ROWS, "a task file is a mapping"),
     ("data: [unclosed\n", ROWS, "not valid YAML at line"),
     (GOOD.replace('["yes", "no"]', "[yes, no]"), ROWS, 'quote the choices (["yes", "no"])'),
+    (OWN, '{"x": 2, "y": "yes"}\n', "row 1, field 'opts': missing or empty (the record's choices"),
+    (OWN, '{"x": 2, "y": "yes", "opts": ["yes"]}\n',
+     "row 1, field 'opts': ['yes'] is not a list of at least two distinct"),
+    (OWN, '{"x": 2, "y": "yes", "opts": {"a": "yes"}}\n', "field 'opts': {'a': 'yes'} is not a"),
+    (OWN, '{"x": 2, "y": "maybe", "opts": ["yes", "no"]}\n',
+     "field 'y': 'maybe' is not one of the choices ['yes', 'no']"),
+    (OWN + 'choices: ["yes", "no"]\n', ROWS, "give choices (the same for every record) or "
+     "choices_field (each record's own), not both"),
+    (OWN.replace("answer: choice", "answer: number"), ROWS,
+     "choices_field is for answer: choice, not number (drop it)"),
 ], ids=["missing-data", "unknown-field", "unknown-kind", "unknown-key", "no-choices",
-        "attribute", "not-a-choice", "no-target", "not-a-mapping", "not-yaml", "yaml-bools"])
+        "attribute", "not-a-choice", "no-target", "not-a-mapping", "not-yaml", "yaml-bools",
+        "own-missing", "own-one", "own-not-a-list", "own-not-a-choice", "own-and-fixed",
+        "own-open"])
 def test_a_bad_task_file_is_one_line(tmp_path, run_cli, text, data, needle):
     path = _task_file(tmp_path, text, data)
     r = run_cli("eval", path, "--model", "openai/sim", "--api-base", "http://127.0.0.1:9/v1",
@@ -153,3 +169,22 @@ def test_skip_invalid_keeps_the_good_records(tmp_path):
         get_task("taskfile", data=path).questions()
     task = get_task("taskfile", data=path, skip_invalid=True)
     assert len(task.questions()) == 2 and [row for row, _ in task.skipped] == [3, 4]
+
+
+def test_each_records_own_choices_from_a_csv_cell(tmp_path):
+    # choices_field: a CSV cell holds 'A|B|C'; a reply is read against its record's choices
+    # only, and a record whose choices are bad is skipped with --skip-invalid (named by row)
+    (tmp_path / "q.csv").write_text("x,opts,y\n2,even|odd,even\n3,odd|even|prime,prime\n"
+                                    "4,even,even\n")
+    (tmp_path / "t.yaml").write_text(
+        "data: q.csv\nprompt: \"Is {x} even, odd or prime? Answer with one of: {choices}.\"\n"
+        "answer: choice\nchoices_field: opts\ntarget: y\n")
+    task = get_task("taskfile", data=tmp_path / "t.yaml", skip_invalid=True)
+    qs = task.questions()
+    assert [q.choices for q in qs] == [("even", "odd"), ("odd", "even", "prime")]
+    assert qs[1].prompt == "Is 3 even, odd or prime? Answer with one of: odd, even, prime."
+    assert [q.correct for q in qs] == ["even", "prime"]
+    assert task.parse_for(qs[1], "<answer>Prime</answer>") == "prime"
+    assert task.parse_for(qs[0], "<answer>prime</answer>") is None  # not one of its choices
+    [(row, why)] = task.skipped
+    assert row == 4 and "opts" in why and "at least two distinct" in why

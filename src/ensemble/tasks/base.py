@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "read_questions", "seeded_subset", "task_names", "task_title"]
+           "read_questions", "record_choices", "seeded_subset", "task_names", "task_title"]
 
 T = TypeVar("T")
 
@@ -156,6 +157,29 @@ class TaskBase:
 
     def data_notes(self) -> dict[str, Any]:
         return {}
+
+
+def record_choices(raw: Any) -> tuple[str, ...] | None:
+    """A record's own choices: a list (`["12", "15"]`), a JSON list written as text, or
+    `"A|B|C"` (what a CSV cell holds); None unless at least two, distinct (without case) and
+    non-empty. The `jsonl` task's `choices` and a task file's `choices_field` read them."""
+    if isinstance(raw, str):
+        s = raw.strip()
+        if s.startswith("["):
+            try:
+                raw = json.loads(s)
+            except json.JSONDecodeError:
+                return None
+        else:
+            raw = s.split("|")
+    if not isinstance(raw, list):
+        return None
+    if not all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in raw):
+        return None
+    out = tuple(str(c).strip() for c in raw)
+    if len(out) < 2 or not all(out) or len({c.casefold() for c in out}) != len(out):
+        return None
+    return out
 
 
 def task_title(task: Any) -> str:

@@ -34,7 +34,14 @@ from ensemble.answers import resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, TaskLayout, read_questions, register_task, seeded_subset
+from .base import (
+    Question,
+    TaskLayout,
+    read_questions,
+    record_choices,
+    register_task,
+    seeded_subset,
+)
 
 __all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
@@ -163,7 +170,7 @@ class JsonlTask:
             raise DataError("missing or empty (the question text)", field="question", **where)
         if rec.get("choices") in (None, "", []):
             return self._open_question(row, rec, q.strip())
-        choices = _choices(rec.get("choices"))
+        choices = record_choices(rec.get("choices"))
         if choices is None:
             raise DataError("needs at least two distinct non-empty choices, as a list or "
                             "'A|B|C'", field="choices", **where)
@@ -241,23 +248,3 @@ class JsonlTask:
         if not question.choices:
             return self.open_kind.parse(text) if text else None
         return extract_answer(text, question.choices)
-
-
-def _choices(raw: Any) -> tuple[str, ...] | None:
-    if isinstance(raw, str):
-        s = raw.strip()
-        if s.startswith("["):
-            try:
-                raw = json.loads(s)
-            except json.JSONDecodeError:
-                return None
-        else:
-            raw = s.split("|")
-    if not isinstance(raw, list):
-        return None
-    if not all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in raw):
-        return None
-    out = tuple(str(c).strip() for c in raw)
-    if len(out) < 2 or not all(out) or len({c.casefold() for c in out}) != len(out):
-        return None
-    return out

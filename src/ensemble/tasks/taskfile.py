@@ -10,6 +10,8 @@ fields and the template says how a prompt is written from them.
     prompt: "Is a {animal} a mammal? Answer yes or no, in <answer></answer>."
     answer: choice                 # choice | number | math | text
     choices: [yes, no]             # answer: choice only; {choices} in the prompt lists them
+    # or, when each record offers its own (as MathQA's do): the field holding them
+    # choices_field: options       # a list in each record ("A|B|C" in a CSV cell)
     target: label                  # the field holding the right answer
     id: name                       # optional: the field holding each record's id (else row-N)
     max_tokens: 256                # optional: the completion budget of a reply (default 1024)
@@ -39,8 +41,17 @@ from pydantic import (
 
 from ensemble.answers import Choice, resolve_answer
 from ensemble.errors import DataError, InputError
+from ensemble.sampling.parsing import extract_answer
 
-from .base import Question, TaskBase, TaskLayout, read_questions, register_task, seeded_subset
+from .base import (
+    Question,
+    TaskBase,
+    TaskLayout,
+    read_questions,
+    record_choices,
+    register_task,
+    seeded_subset,
+)
 
 __all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file",
            "task_file_title"]
@@ -71,6 +82,10 @@ class TaskFileSpec(BaseModel):
                     "expression or text")
     choices: list[str] | None = Field(None, min_length=2, description="answer: choice: the "
                                                                        "allowed answers")
+    choices_field: str | None = Field(None, min_length=1,
+                                      description="answer: choice, instead of choices: the "
+                                                  "record's field holding its own choices (a "
+                                                  "list, or 'A|B|C' in a CSV cell)")
     target: str = Field(min_length=1, description="the record's field holding the right answer")
     id: str | None = Field(None, description="the record's field holding its id (default "
                                              "row-N, N its row in the data file)")
@@ -90,13 +105,22 @@ class TaskFileSpec(BaseModel):
     @model_validator(mode="after")
     def _choices_for_choice(self) -> TaskFileSpec:
         if self.answer == "choice":
+            if self.choices and self.choices_field:
+                raise ValueError("give choices (the same for every record) or choices_field "
+                                 "(each record's own), not both")
+            if self.choices_field:
+                return self
             if not self.choices:
-                raise ValueError("answer: choice needs choices: [...] (at least two)")
+                raise ValueError("answer: choice needs choices: [...] (at least two), or "
+                                 "choices_field: FIELD naming each record's own")
             keys = [c.strip().casefold() for c in self.choices]
             if not all(keys) or len(set(keys)) != len(keys):
                 raise ValueError("choices must be distinct and non-empty")
         elif self.choices is not None:
             raise ValueError(f"choices are for answer: choice, not {self.answer} (drop them)")
+        elif self.choices_field is not None:
+            raise ValueError(f"choices_field is for answer: choice, not {self.answer} (drop "
+                             "it)")
         return self
 
     def fields(self) -> list[str]:
@@ -196,9 +220,11 @@ class TaskFile(TaskBase):
                              "(data: is read relative to the task file)")
         if self.spec.max_tokens is not None:
             self.max_tokens = self.spec.max_tokens
+        # the file's choices (none with choices_field: each question has its record's)
         self.choices = tuple(c.strip() for c in self.spec.choices or ())
-        # how replies are read: a choice among the file's choices, or its open kind
-        self.kind: Any = (Choice(self.choices) if self.spec.answer == "choice"
+        # how replies are read: a choice among the file's choices (each question's own:
+        # `parse_for`), or its open kind
+        self.kind: Any = (Choice(self.choices or None) if self.spec.answer == "choice"
                           else resolve_answer(self.spec.answer))
         self.answer_kind = self.kind
         self.limit, self.seed, self.skip_invalid = limit, seed, skip_invalid
@@ -221,7 +247,18 @@ class TaskFile(TaskBase):
         where: dict[str, Any] = {"path": str(self.data_path), "row": row}
         if not isinstance(rec, Mapping):
             raise DataError("expected an object (a record with named fields)", **where)
-        values = {"choices": ", ".join(self.choices), **rec} if self.choices else dict(rec)
+        choices = self.choices
+        if self.spec.choices_field:
+            field = self.spec.choices_field
+            if rec.get(field) in (None, "", []):
+                raise DataError("missing or empty (the record's choices, the task file's "
+                                "choices_field)", field=field, **where)
+            got = record_choices(rec[field])
+            if got is None:
+                raise DataError(f"{rec[field]!r} is not a list of at least two distinct, "
+                                "non-empty choices (a list, or 'A|B|C')", field=field, **where)
+            choices = got
+        values = {**rec, "choices": ", ".join(choices)} if choices else dict(rec)
         for name in self.spec.fields():
             if name not in values:
                 raise DataError(f"the prompt of {self.path} names {{{name}}}, a field this "
@@ -233,10 +270,10 @@ class TaskFile(TaskBase):
         if raw in (None, ""):
             raise DataError("missing or empty (the right answer, the task file's target)",
                             field=self.spec.target, **where)
-        if self.choices:
-            correct = {c.casefold(): c for c in self.choices}.get(str(raw).strip().casefold())
+        if choices:
+            correct = {c.casefold(): c for c in choices}.get(str(raw).strip().casefold())
             if correct is None:
-                raise DataError(f"{raw!r} is not one of the choices {list(self.choices)}",
+                raise DataError(f"{raw!r} is not one of the choices {list(choices)}",
                                 field=self.spec.target, **where)
         else:
             correct = self.kind.canonical(str(raw))
@@ -247,10 +284,10 @@ class TaskFile(TaskBase):
         if self.spec.id and qid in (None, ""):
             raise DataError("missing or empty (the record's id)", field=self.spec.id, **where)
         meta: dict[str, Any] = {"row": row}
-        if not self.choices:
+        if not choices:
             meta["answer"] = str(raw)  # the right answer as written (open answers' spelling)
         return Question(id=f"row-{row}" if qid is None else str(qid), prompt=prompt,
-                        choices=self.choices, correct=correct, meta=meta)
+                        choices=choices, correct=correct, meta=meta)
 
     def population(self) -> int:
         """The usable records of the data file, before `limit`."""
@@ -263,11 +300,16 @@ class TaskFile(TaskBase):
                 "description": self.spec.description}
 
     def parse(self, text: str) -> str | None:
-        """The answer in a completion: one of the choices, or the open kind's key."""
+        """The answer in a completion: one of the file's choices (with choices_field: the
+        `<answer>` as written; `parse_for` reads each question's own), or the open kind's
+        key."""
         return self.kind.parse(text) if text else None
 
     def parse_for(self, question: Question, text: str | None) -> str | None:
-        return self.parse(text) if text else None
+        """The answer in a completion: one of the question's choices, or the open kind's."""
+        if not text:
+            return None
+        return extract_answer(text, question.choices) if question.choices else self.parse(text)
 
 
 def _text(value: Any) -> str:
