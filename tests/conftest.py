@@ -15,6 +15,16 @@ SHARED = ROOT.parent / "shared"
 MATHQA_TEST = SHARED / "data" / "mathqa" / "test.json"
 SMOLLM2_GGUF = SHARED / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+# The xdist workers share the machine's cores as the embedded llama.cpp servers of one process
+# do (`ensemble.local.cores`): each worker's servers get its share (ENSEMBLE_LOCAL_THREADS,
+# read when ensemble.local is imported, so set before any test module imports it). Two
+# workers' 2-thread servers on 2 cores, or one beside the other worker's tests, wait on a
+# descheduled thread at every step: the real-model tests took 3-10 times longer than with one
+# thread each. An explicit ENSEMBLE_LOCAL_THREADS is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _WORKERS > 1:
+    os.environ.setdefault("ENSEMBLE_LOCAL_THREADS", str(max(1, (os.cpu_count() or 2) // _WORKERS)))
+
 
 @pytest.fixture(scope="session")
 def mathqa_path() -> Path:
