@@ -62,6 +62,23 @@ def test_the_table_summary_view_and_folder_name_the_task(run_cli, server, here):
     assert "taskfile" not in (here / "view.html").read_text()
 
 
+def test_the_dry_run_names_the_task_as_the_summary_does(run_cli, server, here):
+    served = server.stats.requests
+    r = _eval(run_cli, server, here, "tasks/mammals.yaml", "--dry-run", "--json")
+    doc = json.loads(r.stdout)
+    assert (doc["title"], doc["task"]) == ("mammals", "taskfile") and doc["dry_run"]
+    assert doc["samples_missing"] == 6 and server.stats.requests == served
+    mixed = here / "mixed.json"  # a mixed ensemble's dry run: one count per member
+    mixed.write_text(json.dumps({"task": "tasks/mammals.yaml", "limit": 3, "members": [
+        {"model": MODEL, "api_base": server.base_url, "n": n, "temperature": t}
+        for n, t in ((1, 0.5), (2, 1.0))]}))
+    r = run_cli("eval", "--ensemble", mixed, "--dry-run", "--json", cwd=here)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["title"], doc["task"], len(doc["members"])) == ("mammals", "taskfile", 2)
+    assert server.stats.requests == served
+
+
 def test_a_name_field_names_the_task(run_cli, server, here):
     text = (here / "tasks" / "mammals.yaml").read_text()
     (here / "tasks" / "critters.yaml").write_text("name: beasts\n" + text)

@@ -211,13 +211,14 @@ def _rules(spec: RunSpec, task: Task, questions: list[Any],
 
 def _dry_run(spec: RunSpec, task: Task, questions: list[Any], members: tuple[RunMember, ...],
              draws: list[DrawMember], out: Path, build: Any) -> dict[str, Any]:
-    """What drawing would request and cost: one model's one sampler, or each member's."""
+    """What drawing would request and cost: one model's one sampler, or each member's. `task`
+    and `title` as in summary.json (a task file: "taskfile", and its `name` or stem)."""
     if not spec.ensemble:
         (doc,) = estimate(task, questions, draws, out=out, build=build)
-        return {"task": task_name(spec), "questions": len(questions),
+        return {"task": task_name(spec), "title": task_title(task), "questions": len(questions),
                 "temperatures": spec.temperatures, **doc}
     docs = estimate(task, questions, draws, out=out, build=build, separate=True)
-    return {"task": task_name(spec), "questions": len(questions),
+    return {"task": task_name(spec), "title": task_title(task), "questions": len(questions),
             "members": [{"label": m.label, **d} for m, d in zip(members, docs, strict=True)]}
 
 
