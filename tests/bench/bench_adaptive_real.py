@@ -20,7 +20,10 @@ point, as a ratio bayes / beta with a paired bootstrap interval over questions (
 resampled together; the fitted priors are held fixed); the same exactly under the model
 (`expected_performance` under the hindsight prior: binary, no third answers, accuracy =
 agreement with the vote of unlimited samples); and, to separate the rule from the target,
-the ratios when accuracy is agreement with the vote of all K recorded samples.
+the ratios when accuracy is agreement with the vote of all K recorded samples; and a model
+control: the same comparison on a recording drawn from the model itself (q from the hindsight
+prior, i.i.d. binary samples, the same numbers of questions, samples and invalid answers), to
+tell what the model predicts for a recording of this size from what it misses.
 
 Recordings:
 - `--recording DIR` (default: tests/bench/data/smollm2-yesno): a folder holding `task.yaml`
@@ -156,7 +159,7 @@ def answer_codes(run: Path) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 # -- the comparison -----------------------------------------------------------------------------
-def sweep(codes, values, orders, hindsight):
+def sweep(codes, values, orders, hindsight, *, hindsight_too=True):
     """{rule: [(per-question accuracy, per-question samples, parameter), ...]} and fixed n."""
     K = codes.shape[1]
 
@@ -168,8 +171,9 @@ def sweep(codes, values, orders, hindsight):
     for c in COSTS:
         r = one(StopSpec("bayes", max_n=K, cost=c))
         out["bayes"].append((r.question_accuracy, r.question_samples, c))
-        r = one(StopSpec("bayes", max_n=K, cost=c, prior=hindsight))
-        out["hindsight"].append((r.question_accuracy, r.question_samples, c))
+        if hindsight_too:
+            r = one(StopSpec("bayes", max_n=K, cost=c, prior=hindsight))
+            out["hindsight"].append((r.question_accuracy, r.question_samples, c))
     fixed = None
     for th in THRESHOLDS:
         r = one(StopSpec("beta", max_n=K, threshold=th), fixed=range(1, K + 1))
@@ -208,6 +212,29 @@ def ratios(res, rule, reps, g):
         below = float(np.mean(np.asarray(vals) < 1)) if vals else float("nan")
         rows.append((th, s_beta, a_beta, need, need / s_beta, ci, missed / reps, below))
     return rows
+
+
+def control(codes, hindsight, orders, reps, seed=0):
+    """The comparison on samples drawn from the model: what the real recording's ratios would
+    be if its questions' samples were i.i.d. given q, q from the hindsight prior (binary; the
+    same Q, K and share of invalid answers), scored against its own K-sample vote and against
+    the vote of unlimited samples (q > 1/2)."""
+    Q, K = codes.shape
+    g = np.random.default_rng(seed)
+    q = g.choice(np.asarray(hindsight.q), size=Q, p=np.asarray(hindsight.w))
+    syn = (g.random((Q, K)) >= q[:, None]).astype(np.int64)  # 0 with probability q
+    syn = np.where(g.random((Q, K)) < (codes >= 0).mean(), syn, -1)
+    cnt = np.stack([(syn == o).sum(axis=1) for o in range(2)], axis=1)
+    mode = (cnt == cnt.max(axis=1, keepdims=True)) & (cnt > 0)
+    agree = mode / np.maximum(mode.sum(axis=1, keepdims=True), 1)
+    half = 0.5 * (q == 0.5)
+    truth = np.stack([(q > 0.5) + half, (q < 0.5) + half], axis=1).astype(float)
+    out = []
+    for label, values in ((f"against its {K}-sample vote", agree),
+                          ("against unlimited samples", truth)):
+        res, _ = sweep(syn, values, orders, hindsight, hindsight_too=False)
+        out.append((label, ratios(res, "bayes", reps, np.random.default_rng(11))))
+    return out
 
 
 def model_exact(hindsight, K):
@@ -287,6 +314,13 @@ def report(name, doc, run, *, orders_n, reps):
                                if flat else ""))
     print(f"  exact under the model, hindsight prior (binary, agreement with unlimited "
           f"samples): {model_exact(hindsight, K)}")
+    print("  model control: a recording drawn from the model itself (each question's q from the "
+          "hindsight prior, binary samples, the same questions, samples and valid rate), "
+          "bayes / beta:")
+    for label, ratio_rows in control(codes, hindsight, orders, reps):
+        print(f"    {label}: " + "; ".join(
+            f"beta({th:g}) {ratio:.3f} ({ci[0]:.3f}-{ci[1]:.3f})"
+            for th, _s, _a, _n, ratio, ci, _m, _b in ratio_rows if th <= 0.975))
     print(f"  time: {time.perf_counter() - t0:.0f} s")
 
 
