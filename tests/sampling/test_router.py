@@ -9,6 +9,7 @@ import yaml
 from ensemble.cli import main
 from ensemble.errors import InputError
 from ensemble.jsonio import loads
+from ensemble.providers.options import ProviderOptions
 from ensemble.providers.router import RouterProvider
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
@@ -104,6 +105,29 @@ async def test_a_router_passed_to_the_sampler_is_wrapped():
             assert isinstance(s.provider, RouterProvider)
             rows = await s.sample(reqs(6), parser=TASK.parse)
         assert len(rows) == 6 and a.stats.requests + b.stats.requests >= 6
+
+
+async def test_a_given_price_prices_the_deployments_samples(tmp_path):
+    # --price-per-1k-tokens (price_per_1k) prices the router's replies as any provider's
+    # (CostPolicy.cost): each sample, the run's total, and the dry run's bound before them
+    with SimulatedServer(lam1=3.0) as a, SimulatedServer(lam1=3.0) as b:
+        path = config(tmp_path, {"api_base": a.base_url, "api_key": "sk-x"},
+                      {"api_base": b.base_url, "api_key": "sk-x"})
+        opts = ProviderOptions(price_per_1k=(1.0, 3.0))
+        prov = RouterProvider.from_config(path, model="grp", options=opts)
+        assert prov.price(1000, 1000) == 4.0
+        async with Sampler("grp", provider=prov, store=None, use_n=False, options=opts) as s:
+            est = s.estimate(reqs(4, k=2))
+            assert est.cost_usd_max is not None and est.price.startswith("--price-per-1k")
+            res = await s.run(reqs(4, k=2), parser=TASK.parse)
+        assert res.complete and a.stats.requests > 0 and b.stats.requests > 0
+        samples = [x for row in res.rows for x in row]
+        for x in samples:
+            assert x.cost_usd == pytest.approx(
+                (x.prompt_tokens * 1.0 + x.completion_tokens * 3.0) / 1000)
+        st = s.stats
+        assert st.cost_usd == pytest.approx((st.prompt_tokens + 3.0 * st.completion_tokens) / 1000)
+        assert st.cost_usd > 0
 
 
 def test_eval_with_router_equals_the_direct_eval(tmp_path, capsys):

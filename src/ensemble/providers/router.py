@@ -35,6 +35,10 @@ How the limits combine (docs/batch.md):
 - **The group** is one more endpoint of the limiter (key: "router", the group, a fingerprint of
   its deployments): at most `max_concurrency` requests in flight in all (capped by the sum of
   the deployments' concurrency); `--rpm` / `--tpm` bound the group's total.
+
+Cost: each reply at `price_per_1k` (`--price-per-1k-tokens`) when given, whichever deployment
+served it, as every provider prices (`CostPolicy.cost`); else at litellm's price table for the
+serving deployment's model (None where it has none).
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ class RouterProvider:
                                           lim, limits))
         self.router = router
         self.model = model
+        self.options = o
         self.api_base: str | None = None
         self.deployments = len(deployments)
         self.target = self._deps[0].model
@@ -244,7 +249,11 @@ class RouterProvider:
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
-        """At litellm's rates for the first deployment's model (the group serves one model)."""
+        """USD at `price_per_1k` if given (`CostPolicy.cost`, as every provider prices), else at
+        litellm's rates for the first deployment's model (the group serves one model)."""
+        given = self.options.cost.cost(prompt_tokens, completion_tokens)
+        if given is not None:
+            return given
         return litellm_price(self.target, prompt_tokens, completion_tokens, batch=batch)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
@@ -269,7 +278,8 @@ class RouterProvider:
                 comp = await litellm_request(
                     self.router.acompletion, model=self.model, target=dep.id, where=where,
                     messages=messages, params=params, n=n, first_index=first_index,
-                    headers=headers, timeout=timeout, priced_as=dep.model, num_retries=0)
+                    headers=headers, timeout=timeout, price=self.options.cost.price_per_1k,
+                    priced_as=dep.model, num_retries=0)
             except ProviderError as err:
                 dep.limiter.release(ticket, outcome="backpressure" if err.backpressure
                                     else "error", retry_after=err.retry_after)
