@@ -40,10 +40,11 @@ def boxball(url, out, *extra):
 
 
 def test_rate_limited_provider_is_backpressure_not_failure(tmp_path, cli):
-    # 20 requests/s, 429 with Retry-After: 1 above it; 40 scenarios = 73 questions x 3 samples.
+    # 40 requests/s, 429 with Retry-After: 1 above it; 40 scenarios = 73 questions x 3 samples.
     # use_n would carry 3 samples per request; the case is one request per sample, so
-    # the server rejects n like llama.cpp does.
-    with SimulatedServer(lam1=3.0, rate_limit=(20, 1.0), rate_limit_retry_after=1.0,
+    # the server rejects n like llama.cpp does. (The provider allowed 20/s: the same
+    # run takes twice as long, 11 s at least; tests/bench/bench_rate_limit.py runs that case.)
+    with SimulatedServer(lam1=3.0, rate_limit=(40, 1.0), rate_limit_retry_after=1.0,
                          reject_n=True) as srv:
         t0 = time.monotonic()
         r = cli(*boxball(srv.base_url, tmp_path / "run", "--samples", "3", "--limit", "40"))
@@ -54,10 +55,10 @@ def test_rate_limited_provider_is_backpressure_not_failure(tmp_path, cli):
         assert samples == 219
         served = sum(srv.stats.served.values())
         assert served == samples  # every sample served exactly once
-        assert srv.stats.rate_limited < samples  # fewer 429s than samples
+        assert 0 < srv.stats.rate_limited < samples  # the limit was met; fewer 429s than samples
         assert doc["rate_limited"] == srv.stats.rate_limited
-    # 219 requests at 20/s take at least 11 s; the budget is 20 s (time measured in
-    # tests/bench/bench_rate_limit.py; here a loose bound for a loaded machine)
+    # 219 requests at 40/s take at least 5.5 s; the budget at 20/s is 20 s (time
+    # measured in tests/bench/bench_rate_limit.py; here a loose bound for a loaded machine)
     assert wall < 60
 
 
@@ -164,14 +165,14 @@ def test_hanging_server_ends_in_one_line_naming_the_timeout(tmp_path, cli):
     with SimulatedServer(faults=hang) as srv:
         t0 = time.monotonic()
         r = cli(*boxball(srv.base_url, tmp_path / "hang", "--samples", "1", "--limit", "8",
-                         "--timeout", "2", "--max-attempts", "2"), env=env)
+                         "--timeout", "1", "--max-attempts", "2"), env=env)
         wall = time.monotonic() - t0
     assert r.returncode == 1 and wall < 60
     lines = r.stderr.strip().splitlines()
     waiting = [x for x in lines if "ensemble: waiting:" in x]
     errors = error_lines(r.stderr)
-    assert waiting and "timeout 2 s" in waiting[0]  # said it was waiting before the end
-    assert len(errors) == 1 and "within 2 s (--timeout)" in errors[0], r.stderr
+    assert waiting and "timeout 1 s" in waiting[0]  # said it was waiting before the end
+    assert len(errors) == 1 and "within 1 s (--timeout)" in errors[0], r.stderr
 
 
 def test_a_bad_status_interval_is_one_line(tmp_path, cli):
