@@ -39,8 +39,10 @@ def test_replay_reproduces_a_finished_run_without_a_request(tmp_path, capsys):
     assert {r["stop"] for r in again["adaptive"]} == {"bayes", "beta"}
     # the recorded costs travel with the samples
     assert again["cost_usd"] == pytest.approx(first["cost_usd"])
-    recorded = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").open()]
-    replayed = [json.loads(x) for x in (tmp_path / "replayed" / "samples.jsonl").open()]
+    recorded = [json.loads(x)
+                for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    replayed = [json.loads(x)
+                for x in (tmp_path / "replayed" / "samples.jsonl").read_text().splitlines()]
     assert [(r["id"], r["sample"], r["text"]) for r in recorded] == \
         [(r["id"], r["sample"], r["text"]) for r in replayed]
 

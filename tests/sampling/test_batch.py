@@ -151,7 +151,7 @@ def test_detach_kill_and_rerun_collect_the_same_batch_and_no_key_is_written(tmp_
             time.sleep(0.05)
         assert p.poll() is None
         os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        p.communicate()  # waits, and closes its pipes
         before = srv.stats.batches_created
         assert before == 2
         p = run(tmp_path / "k", "--json")
@@ -315,12 +315,27 @@ class _Provider(LiteLLMProvider):
         return self.api_cls(self.target, api_base=self.api_base, api_key=self._key)
 
 
-async def test_a_batch_created_but_not_recorded_is_found_by_its_metadata(tmp_path):
+@pytest.fixture
+async def lost_reply():
+    """A `_Provider` at the batch server's URL, made by the test; closed after it (a Sampler
+    given a provider leaves it open: the caller owns it)."""
+    from ensemble.providers.options import ProviderOptions
+
+    made: list[_Provider] = []
+
+    def make(url: str) -> _Provider:
+        made.append(_Provider(MODEL, ProviderOptions(api_base=url)))
+        return made[-1]
+
+    yield make
+    for prov in made:
+        await prov.aclose()
+
+
+async def test_a_batch_created_but_not_recorded_is_found_by_its_metadata(tmp_path, lost_reply):
     store = tmp_path / "s.sqlite"
     with SimulatedServer(lam1=3.0, batch=BatchPlan(delay=0.1)) as srv:
-        from ensemble.providers.options import ProviderOptions
-
-        prov = _Provider(MODEL, ProviderOptions(api_base=srv.base_url))
+        prov = lost_reply(srv.base_url)
         async with Sampler(MODEL, provider=prov, store=store, mode="batch", batch=FAST) as s:
             res = await s.run(reqs(n=5), parser=TASK.parse)  # a lost reply: looked up
         assert res.complete and srv.stats.batches_created == 1

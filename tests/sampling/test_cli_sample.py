@@ -50,7 +50,7 @@ def test_serve_prints_base_url_first():
         assert r.status_code == 200
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # waits, and closes its pipes
         time.sleep(0.1)
 
 

@@ -63,7 +63,7 @@ def test_sigkill_then_rerun_finishes_without_rerequesting(tmp_path):
         while count(store) < 60 and time.time() < deadline:
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.communicate()  # waits, and closes its pipes
         done_at_kill = stored_pairs(store)
         assert 60 <= len(done_at_kill) < 200
         out, err = run(srv.base_url, store).communicate(timeout=120)
