@@ -110,7 +110,7 @@ def test_two_real_local_models_ensembled_on_mathqa(smollm2_path, gemma_path, mat
     members = [Member(f"local:{smollm2_path}", n=2, temperature=0.7),
                Member("local:gemma3-270m", n=1, temperature=0.7)]
     t0 = time.perf_counter()
-    with Ensemble(members=members, choices=list("ABCDE"), max_tokens=48) as ens:
+    with Ensemble(members=members, choices=list("ABCDE"), max_tokens=24) as ens:
         ds = ens.decide_many([q.prompt for q in qs])
         running = {e.path for e in local.running()}
     # two servers, one per model (paths resolved: the shared folder may be a symlink)

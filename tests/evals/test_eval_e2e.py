@@ -230,7 +230,7 @@ def test_malformed_data_and_unknown_model_lose_nothing(tmp_path, _cli):
 def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
     cfg = one_model("mathqa", f"local/{smollm2_path}", (0.7,), (1, 2), samples=2, limit=2,
-                    data=str(mathqa_path), bootstrap=20, max_tokens=48)
+                    data=str(mathqa_path), bootstrap=20, max_tokens=24)
     s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "local"),
                                              provider=ProviderOptions(max_concurrency=2))))
     # a 135M model mostly fails the format; what matters: the samples arrived and were scored
