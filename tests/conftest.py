@@ -15,6 +15,13 @@ SHARED = ROOT.parent / "shared"
 MATHQA_TEST = SHARED / "data" / "mathqa" / "test.json"
 SMOLLM2_GGUF = SHARED / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+# litellm fetches its price map over the network when imported without this (up to ~45 s of
+# retries where the network hangs); ensemble's own import of it sets it
+# (providers.litellm_lib), and the tests that import litellm directly or through dspy do so
+# under tests/serve/test_clients.py's fixture. Set once for the session, at import, so that
+# no test, worker or subprocess depends on which of those ran first. An explicit value is kept.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 # The xdist workers share the machine's cores as the embedded llama.cpp servers of one process
 # do (`ensemble.local.cores`): each worker's servers get its share (ENSEMBLE_LOCAL_THREADS,
 # read when ensemble.local is imported, so set before any test module imports it). Two
