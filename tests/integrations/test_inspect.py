@@ -13,14 +13,15 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="inspect_ai is not installed (pip install -e '.[dev]')")
-
-from inspect_ai import eval as inspect_eval  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
+# inspect_ai is imported by the tests that use it, not at collection: every xdist worker
+# collects this module, and the import costs ~1.5 s
+if find_spec("inspect_ai") is None:
+    pytest.skip("inspect_ai is not installed (pip install -e '.[dev]')", allow_module_level=True)
 
 from ensemble.sampling.parsing import choice_parser  # noqa: E402
 from ensemble.tasks import get_task  # noqa: E402
@@ -63,6 +64,8 @@ def _check_samples(log, up, n: int, t: float) -> None:
 
 
 def test_inspect_eval_votes_through_the_registered_model_api(upstream, tmp_path, monkeypatch):
+    from inspect_ai import eval as inspect_eval
+
     monkeypatch.chdir(TASK.parent)  # inspect resolves a task file relative to the cwd
     logs = inspect_eval(TASK.name, model="ensemble/openai/sim-expert",
                         model_base_url=upstream.base_url,
@@ -73,6 +76,8 @@ def test_inspect_eval_votes_through_the_registered_model_api(upstream, tmp_path,
 
 def test_inspect_cli_runs_the_ensemble_model(upstream, tmp_path):
     # inspect's own CLI finds the model API through the entry point, as a user's run would
+    from inspect_ai.log import read_eval_log
+
     env = {**os.environ, "INSPECT_DISPLAY": "none", "INSPECT_LOG_FORMAT": "json"}
     r = subprocess.run([sys.executable, "-m", "inspect_ai", "eval", TASK.name,
                         "--model", "ensemble/openai/sim-expert",
@@ -89,6 +94,8 @@ def test_inspect_cli_runs_the_ensemble_model(upstream, tmp_path):
 def test_use_tools_votes_the_tool_call_natively(upstream, tmp_path, monkeypatch):
     # inspect runs the voted call and sends its result back as a tool message: the whole
     # agent loop through the model API, the call checked against what the upstream served
+    from inspect_ai import eval as inspect_eval
+
     monkeypatch.chdir(TASK.parent)
     (log,) = inspect_eval("inspect_tools.py", model="ensemble/openai/sim-expert",
                           model_base_url=upstream.base_url, model_args={"n": 5},

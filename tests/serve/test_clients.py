@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ from ensemble.testing import (
     answer_key_from_questions,
 )
 
-langchain_openai = pytest.importorskip("langchain_openai", reason="pip install -e '.[dev]'")
-dspy = pytest.importorskip("dspy", reason="pip install -e '.[dev]'")
+# the clients are imported by the tests that use them, not at collection: every xdist worker
+# collects this module, and LangChain and DSPy cost ~2-3 s to import
+if find_spec("langchain_openai") is None or find_spec("dspy") is None:
+    pytest.skip("pip install -e '.[dev]'", allow_module_level=True)
 
 YES_NO = choice_parser(["yes", "no"])
 WEATHER_TOOL = {"type": "function", "function": {
@@ -133,6 +136,8 @@ def _check_json(up, prompt: str, t: float, obj: dict[str, Any]) -> None:
 
 
 def _chat(env, **kw):
+    import langchain_openai
+
     return langchain_openai.ChatOpenAI(base_url=env["srv"].base_url, api_key=SERVE_KEY,
                                        max_retries=0, **kw)
 
@@ -185,6 +190,8 @@ def test_langchain_through_the_responses_api(env):
 
 # -- DSPy -----------------------------------------------------------------------------------
 def test_dspy_predict_fields_are_voted_without_choices(env):
+    import dspy
+
     lm = dspy.LM("openai/open", api_base=env["srv"].base_url, api_key=SERVE_KEY, cache=False,
                  temperature=1.0, num_retries=0)
     question = "What is the capital of France?"
