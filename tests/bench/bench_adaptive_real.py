@@ -26,7 +26,7 @@ prior, i.i.d. binary samples, the same numbers of questions, samples and invalid
 tell what the model predicts for a recording of this size from what it misses.
 
 Recordings:
-- `--recording DIR` (default: tests/bench/data/smollm2-yesno): a folder holding `task.yaml`
+- `--recording DIR` (default: each folder of tests/bench/data): a folder holding `task.yaml`
   (or `data.jsonl` for the jsonl task) and `recording.jsonl` (the minimal replay format,
   docs/adaptive.md), plus `README.md` (provenance);
 - `--run RUN`: a finished run folder of this project, replayed as `replay/RUN` (its task and
@@ -72,7 +72,7 @@ from ensemble.stopping import (  # noqa: E402
     fit_prior,
 )
 
-DEFAULT_RECORDING = ROOT / "tests" / "bench" / "data" / "smollm2-yesno"
+DATA = ROOT / "tests" / "bench" / "data"  # the committed recordings, one folder each
 COSTS = sorted([float(c) for c in np.geomspace(3e-5, 0.06, 22)] + [DEFAULT_COST])
 #: beta points this close to the fixed max_n accuracy (or above it) are on the flat top of both
 #: curves, where samples at equal accuracy are not identified (printed, marked, not compared)
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recording", type=Path, action="append",
                     help="a recording folder (task.yaml or data.jsonl + recording.jsonl); "
-                    f"default {DEFAULT_RECORDING.relative_to(ROOT)}")
+                    f"default: every folder of {DATA.relative_to(ROOT)}")
     ap.add_argument("--run", type=Path, action="append", default=[],
                     help="a finished run folder, replayed as replay/RUN")
     ap.add_argument("--esc", type=Path, action="append", default=[],
@@ -379,12 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1000, help="bootstrap resamples")
     ap.add_argument("--compact", type=Path, metavar="RUN", help="write the finished run RUN "
                     "of a task file as a recording folder (--into) and exit")
-    ap.add_argument("--into", type=Path, default=DEFAULT_RECORDING)
+    ap.add_argument("--into", type=Path, help="the recording folder --compact writes")
     a = ap.parse_args(argv)
     if a.compact is not None:
+        if a.into is None:
+            ap.error("--compact needs --into FOLDER")
         compact(a.compact, a.into)
         return 0
-    folders = a.recording if a.recording is not None else [DEFAULT_RECORDING]
+    folders = a.recording if a.recording is not None else sorted(
+        p.parent for p in DATA.glob("*/recording.jsonl"))
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         missing = [f for f in folders if not (f / "recording.jsonl").is_file()]
