@@ -339,4 +339,21 @@ def test_bayes_without_an_informative_pilot_draws_the_whole_budget():
     spec = StopSpec(stop="bayes", max_n=8)
     rule = spec.rule_from_counts([0, 1], [0, 0])
     assert isinstance(rule, FixedRule) and rule.more([None, None]) == 6
-    assert not isinstance(spec.rule_from_counts([2, 1], [0, 1]), FixedRule)
+    assert not isinstance(spec.rule_from_counts([2, 2, 1], [0, 0, 1]), FixedRule)
+
+
+def test_bayes_on_pilots_split_as_often_as_coin_flips_draws_the_whole_budget():
+    """Half or more of the pilots of 2 split: the Beta fit reaches its upper end (every q at
+    1/2, where the rule would stop at the pilot whatever the answers), which no spread over q
+    explains; the pilot's two answers are then often not the question's two leaders (many open
+    answers), and the rule is the fixed one. A third of the pilots split: a fitted rule."""
+    from ensemble.stopping import BayesRule, FixedRule, StopSpec, fit_prior
+    from ensemble.stopping.priors import ALPHA_MAX
+
+    spec = StopSpec(stop="bayes", max_n=20)
+    split = [1] * 60 + [2] * 40, [1] * 60 + [0] * 40
+    assert fit_prior(*split).alpha == pytest.approx(ALPHA_MAX)
+    rule = spec.rule_from_counts(*split)
+    assert isinstance(rule, FixedRule) and rule.more(["7", "12"]) == 18
+    some = [1] * 30 + [2] * 70, [1] * 30 + [0] * 70
+    assert isinstance(spec.rule_from_counts(*some), BayesRule)

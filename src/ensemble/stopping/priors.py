@@ -11,11 +11,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..errors import InputError
 
-__all__ = ["PRIOR_FAMILIES", "BetaPrior", "GridPrior", "Prior", "counts_arrays", "fit_prior",
-           "prior_from_calibration"]
+__all__ = ["ALPHA_MAX", "ALPHA_MIN", "PRIOR_FAMILIES", "BetaPrior", "GridPrior", "Prior",
+           "counts_arrays", "fit_prior", "prior_from_calibration"]
 
 #: The families `fit_prior` fits (the first is the default).
 PRIOR_FAMILIES = ("beta", "grid")
+#: The range the Beta(α, α) fit searches. The upper end is reached when the counts are at least
+#: as split as a prior concentrated at q = 1/2 would make them (a pilot of 2: half or more of
+#: the pilots split), which no spread over q explains better.
+ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ def _fit_beta(t: NDArray[np.int64], s: NDArray[np.int64]) -> BetaPrior:
         al = math.exp(log_alpha)
         return -float(mult @ (betaln(al + a, al + b) - betaln(al, al)))
 
-    lo, hi = math.log(1e-3), math.log(1e3)
+    lo, hi = math.log(ALPHA_MIN), math.log(ALPHA_MAX)
     res = minimize_scalar(nll, bounds=(lo, hi), method="bounded",
                           options={"xatol": 1e-8})
     best = float(res.x)
