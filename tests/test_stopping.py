@@ -342,18 +342,27 @@ def test_bayes_without_an_informative_pilot_draws_the_whole_budget():
     assert not isinstance(spec.rule_from_counts([2, 2, 1], [0, 0, 1]), FixedRule)
 
 
-def test_bayes_on_pilots_split_as_often_as_coin_flips_draws_the_whole_budget():
+def test_bayes_on_pilots_split_as_often_as_coin_flips_takes_the_uniform_prior():
     """Half or more of the pilots of 2 split: the Beta fit reaches its upper end (every q at
     1/2, where the rule would stop at the pilot whatever the answers), which no spread over q
     explains; the pilot's two answers are then often not the question's two leaders (many open
-    answers), and the rule is the fixed one. A third of the pilots split: a fitted rule."""
-    from ensemble.stopping import BayesRule, FixedRule, StopSpec, fit_prior
-    from ensemble.stopping.priors import ALPHA_MAX
+    answers), so the pilot says nothing about the spread and the rule takes the uniform prior:
+    it goes on past the pilot on a split and stops on agreement. A third of the pilots split:
+    the fitted prior."""
+    from ensemble.stopping import BayesRule, StopSpec, fit_prior
+    from ensemble.stopping.priors import ALPHA_MAX, BetaPrior
+    from ensemble.stopping.spec import UNINFORMED
 
     spec = StopSpec(stop="bayes", max_n=20)
     split = [1] * 60 + [2] * 40, [1] * 60 + [0] * 40
     assert fit_prior(*split).alpha == pytest.approx(ALPHA_MAX)
+    at_bound = BayesRule(max_n=20, prior=fit_prior(*split), cost=spec.cost)
+    # what the fitted prior did: stop as soon as a leader shows, even on two agreeing votes
+    assert at_bound.more(["7", "7"]) == 0 and at_bound.more(["7", "12", "7"]) == 0
     rule = spec.rule_from_counts(*split)
-    assert isinstance(rule, FixedRule) and rule.more(["7", "12"]) == 18
+    assert isinstance(rule, BayesRule) and rule.prior == UNINFORMED == BetaPrior(1.0)
+    assert rule.more(["7", "7"]) > 0 and rule.more(["7", "12", "7"]) > 0
+    assert rule.more(["7"] * 6) == 0
     some = [1] * 30 + [2] * 70, [1] * 30 + [0] * 70
-    assert isinstance(spec.rule_from_counts(*some), BayesRule)
+    fitted = spec.rule_from_counts(*some)
+    assert isinstance(fitted, BayesRule) and fitted.prior != UNINFORMED
