@@ -35,6 +35,15 @@ def _simulate(rule: CostRule, n: int, seed: int, nodes: np.ndarray = NODES,
     (right per question, dollars per question)."""
     g = np.random.default_rng(seed)
     q, ref = _questions(n, g, nodes, weights)
+    d1, cost = _play(rule, q, g)
+    right = np.where(ref == 1, d1, 1 - d1)
+    return right, cost
+
+
+def _play(rule: CostRule, q: np.ndarray, g: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The rule's policy played vote by vote on questions whose members vote 1 with
+    probability q[i, g]: (decided answer 1 per question, dollars per question)."""
+    n = len(q)
     act, win = rule.policy()
     G = len(rule.max_n)
     a = np.zeros((n, G), dtype=int)
@@ -55,9 +64,7 @@ def _simulate(rule: CostRule, n: int, seed: int, nodes: np.ndarray = NODES,
             cost[sel] += rule.prices[member]
     m = a + b
     s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
-    d1 = _decided(rule.two_choices, a, b, win[s])
-    right = np.where(ref == 1, d1, 1 - d1)
-    return right, cost
+    return _decided(rule.two_choices, a, b, win[s]), cost
 
 
 def _decided(two_choices: bool, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -208,27 +215,7 @@ def _simulate_credit(rule: CostRule, p: np.ndarray, q: np.ndarray, w: np.ndarray
     flip = g.random(n) < 0.5
     qq = np.where(flip[:, None], 1 - q[k], q[k])
     pp = np.where(flip, 1 - p[k], p[k])
-    act, win = rule.policy()
-    G = len(rule.max_n)
-    a = np.zeros((n, G), dtype=int)
-    b = np.zeros((n, G), dtype=int)
-    cost = np.zeros(n)
-    stride = rule.states.stride
-    active = np.ones(n, dtype=bool)
-    while active.any():
-        m = a + b
-        s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
-        who = np.where(active, act[s], -1)
-        active &= who >= 0
-        for member in range(G):
-            sel = who == member
-            vote1 = g.random(sel.sum()) < qq[sel, member]
-            a[sel, member] += vote1
-            b[sel, member] += ~vote1
-            cost[sel] += rule.prices[member]
-    m = a + b
-    s = ((m * (m + 1) // 2 + a) * stride).sum(axis=1)
-    d1 = _decided(rule.two_choices, a, b, win[s])
+    d1, cost = _play(rule, qq, g)
     return d1 * pp + (1 - d1) * (1 - pp), cost
 
 
