@@ -15,7 +15,11 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
   (a loop per `asyncio.run`, an `Ensemble`'s sync-call thread) has its own, closed in that
   loop (`ensemble._sync.PerLoop`) by `aclose()`, when the loop shuts down, or when the
   provider is collected while the loop runs on: none is left for aiohttp to warn about
-  ("Unclosed client session", "Unclosed connector"). The body goes as JSON
+  ("Unclosed client session", "Unclosed connector"). The proxy (HTTP(S)_PROXY, NO_PROXY)
+  is read from the environment once per provider, not by aiohttp's `trust_env` on every
+  request (two thread-pool hops and a ~/.netrc read each: a third of `ensemble serve`'s CPU
+  per request; a ~/.netrc entry for the upstream's host would also replace its key with
+  Basic auth). The body goes as JSON
   and the reply is read as JSON here: parameters pass through as given (`response_format`,
   `extra_body`, logprobs), and a reply that is not a chat completion is named for what it is.
   Why not the SDK's own `post`: its HTTP stack (httpx, URL parsing per request) spent about
@@ -104,6 +108,7 @@ class OpenAIProvider:
         self._sessions: PerLoop[Any] = PerLoop(
             functools.partial(_new_session, self.options.limits.max_concurrency, self._key),
             _close_session)
+        self._proxy: dict[str, Any] | None = None  # the environment's proxy, read on first use
         self._price: tuple[float, float] | None = None  # the price table's, read on first use
         self._price_known = False
         # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
@@ -178,9 +183,12 @@ class OpenAIProvider:
         import aiohttp
 
         session = await self.session()
+        if self._proxy is None:
+            self._proxy = _env_proxy(self.base_url)
         async with session.post(
                 f"{self.base_url.rstrip('/')}/chat/completions", data=json.dumps(body),
-                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+                **self._proxy) as resp:
             raw = await resp.read()
             if resp.status >= 300:
                 text = raw.decode("utf-8", "replace")
@@ -290,11 +298,28 @@ class OpenAIProvider:
 def _new_session(size: int, key: str | None) -> Any:
     import aiohttp
 
+    # not trust_env=True: with it aiohttp reads the environment and ~/.netrc again on every
+    # request, in two hops through the thread pool (`_env_proxy` reads the proxy once)
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
-        trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx client reads
         headers={"Authorization": f"Bearer {key or 'sk-no-key-required'}",
                  "Content-Type": "application/json"})
+
+
+def _env_proxy(base_url: str) -> dict[str, Any]:
+    """The proxy arguments of a POST to `base_url`, from the environment (HTTP(S)_PROXY and
+    NO_PROXY, as the SDK's httpx client reads them; a proxy's credentials from its URL or
+    ~/.netrc), read by aiohttp's own helper: what `trust_env=True` reads on every request, two
+    hops through the thread pool that cost about a third of `ensemble serve`'s CPU per request
+    against a zero-latency upstream (tests/bench/bench_serve.py)."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        proxy, proxy_auth = get_env_proxy_for_url(URL(base_url))
+    except LookupError:  # none set, or NO_PROXY names the host
+        return {}
+    return {"proxy": proxy, "proxy_auth": proxy_auth}
 
 
 async def _close_session(session: Any) -> None:
