@@ -36,10 +36,23 @@ def test_requests_go_through_the_environments_proxy(server, clean_env):
     assert d.n_samples == 3 and d.decision in ("yes", "no")
 
 
-def test_no_proxy_sends_its_hosts_direct(server, clean_env):
+@pytest.mark.parametrize("entry", ["127.0.0.1", "127.0.0.0/8", "*", "localhost,127.0.0.1:{port}"])
+def test_no_proxy_sends_its_hosts_direct(server, clean_env, entry):
     clean_env.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # the discard port: nothing answers
-    clean_env.setenv("NO_PROXY", "127.0.0.1")
+    clean_env.setenv("NO_PROXY", entry.format(port=server.base_url.split(":")[-1].split("/")[0]))
     with Ensemble("openai/sim-expert", api_base=server.base_url, n=3,
                   choices=["yes", "no"]) as ens:
         d = ens.decide(PROMPT)
     assert d.n_samples == 3 and d.decision in ("yes", "no")
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.2", "10.0.0.0/8", "127.0.0.1:1", "other.invalid"])
+def test_no_proxy_entries_that_do_not_match_leave_the_proxy(server, clean_env, entry):
+    """The proxy (the simulated server) is used for an upstream no entry matches: sent direct,
+    the request would reach the discard port, where nothing answers."""
+    clean_env.setenv("HTTP_PROXY", server.base_url.rsplit("/v1", 1)[0])
+    clean_env.setenv("NO_PROXY", entry)
+    with Ensemble("openai/sim-expert", api_base="http://127.0.0.1:9/v1", n=3, timeout=5,
+                  choices=["yes", "no"]) as ens:
+        d = ens.decide(PROMPT)
+    assert d.n_samples == 3

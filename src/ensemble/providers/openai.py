@@ -307,19 +307,62 @@ def _new_session(size: int, key: str | None) -> Any:
 
 
 def _env_proxy(base_url: str) -> dict[str, Any]:
-    """The proxy arguments of a POST to `base_url`, from the environment (HTTP(S)_PROXY and
-    NO_PROXY, as the SDK's httpx client reads them; a proxy's credentials from its URL or
-    ~/.netrc), read by aiohttp's own helper: what `trust_env=True` reads on every request, two
-    hops through the thread pool that cost about a third of `ensemble serve`'s CPU per request
-    against a zero-latency upstream (tests/bench/bench_serve.py)."""
-    from aiohttp.helpers import get_env_proxy_for_url
-    from yarl import URL
+    """The proxy arguments of a POST to `base_url`, read from the environment once
+    (`urllib.request.getproxies`: HTTP(S)_PROXY, ALL_PROXY; a proxy's credentials from its
+    URL) and NO_PROXY (`_bypassed`), as the SDK's httpx client reads them: what aiohttp's
+    `trust_env=True` would read on every request, in two hops through the thread pool that
+    cost about a third of `ensemble serve`'s CPU per request against a zero-latency upstream
+    (tests/bench/bench_serve.py)."""
+    import urllib.parse
+    import urllib.request
 
-    try:
-        proxy, proxy_auth = get_env_proxy_for_url(URL(base_url))
-    except LookupError:  # none set, or NO_PROXY names the host
+    import aiohttp
+
+    url = urllib.parse.urlsplit(base_url)
+    proxies = {k.lower(): v for k, v in urllib.request.getproxies().items()}
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    if not proxy or _bypassed(url.hostname or "", port, proxies.get("no", "")):
         return {}
-    return {"proxy": proxy, "proxy_auth": proxy_auth}
+    p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if p.username is None:
+        return {"proxy": p.geturl()}
+    bare = p._replace(netloc=p.netloc.rsplit("@", 1)[1]).geturl()
+    return {"proxy": bare, "proxy_auth": aiohttp.BasicAuth(
+        urllib.parse.unquote(p.username), urllib.parse.unquote(p.password or ""))}
+
+
+def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether NO_PROXY sends `host` direct: `*`; a host name, itself or as a domain suffix
+    (`example.com` and `.example.com` both match `api.example.com`); an IP address or CIDR
+    range; any of them with `:port`. Written here: the standard library's matcher is not
+    public API, nor is aiohttp's."""
+    import ipaddress
+
+    host = host.lower().rstrip(".")
+    try:
+        addr: Any = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        addr = None
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        name, _, want = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if want and (not want.isdigit() or port is None or int(want) != port):
+            continue
+        name = name.strip("[]").lstrip(".").rstrip(".")
+        if addr is not None:
+            try:
+                if addr in ipaddress.ip_network(name, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        if host == name or host.endswith("." + name):
+            return True
+    return False
 
 
 async def _close_session(session: Any) -> None:
