@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -324,9 +325,11 @@ def report(name, doc, run, *, orders_n, reps):
     print(f"  time: {time.perf_counter() - t0:.0f} s")
 
 
-def compact(run: Path, into: Path) -> None:
+def compact(run: Path, into: Path, *, tokens: bool = False) -> None:
     """Write a finished run of a task file as a committed recording folder: task.yaml and its
-    data file (copied), recording.jsonl (one line per question: prompt, t, sample texts)."""
+    data file (copied), recording.jsonl (one line per question: prompt, t, sample texts; with
+    `tokens`, each sample as {"text", "tokens"}, its recorded completion tokens, so that a
+    replay can price it with a member's price_per_1k)."""
     import shutil
 
     import yaml
@@ -346,9 +349,10 @@ def compact(run: Path, into: Path) -> None:
     elif spec.get("limit"):
         raise SystemExit("--compact of a --limit run needs the task file's id field")
     (into / Path(doc["data"]).name).write_text("".join(rows))
-    texts: dict[str, dict[int, str | None]] = collections.defaultdict(dict)
+    texts: dict[str, dict[int, Any]] = collections.defaultdict(dict)
     for s in read_samples(run):
-        texts[s.id][s.sample] = s.text
+        texts[s.id][s.sample] = ({"text": s.text, "tokens": s.tokens} if tokens
+                                 and s.tokens is not None else s.text)
     with (into / "recording.jsonl").open("w") as f:
         for qid, prompt in prompts.items():
             got = texts[qid]
@@ -380,11 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact", type=Path, metavar="RUN", help="write the finished run RUN "
                     "of a task file as a recording folder (--into) and exit")
     ap.add_argument("--into", type=Path, help="the recording folder --compact writes")
+    ap.add_argument("--tokens", action="store_true", help="--compact keeps each sample's "
+                    "completion tokens (a replay then prices it with price_per_1k)")
     a = ap.parse_args(argv)
     if a.compact is not None:
         if a.into is None:
             ap.error("--compact needs --into FOLDER")
-        compact(a.compact, a.into)
+        compact(a.compact, a.into, tokens=a.tokens)
         return 0
     folders = a.recording if a.recording is not None else sorted(
         p.parent for p in DATA.glob("*/recording.jsonl"))
