@@ -84,7 +84,8 @@ def test_the_issues_eval_in_batch_mode_equals_the_online_run(tmp_path, capsys):
         assert len(st.served) == 219 and set(st.served.values()) == {2}  # once each way
     batch = loads(out)
     assert sources(tmp_path / "b" / "samples.sqlite") == {"batch": 219}
-    assert batch["samples"] == {"total": 219, "from_store": 0, "from_batches": 219}
+    assert batch["samples"] == {"total": 219, "from_store": 0, "from_batches": 219,
+                                "shared": 0}
     assert batch["failed"]["count"] == 0
     assert "batch mode: " in " ".join(batch["notes"])
     assert sorted(batch) == sorted(online)  # the same --json keys

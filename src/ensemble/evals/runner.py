@@ -323,15 +323,30 @@ def run_facts(drawn: Drawn, stats: list[Any], *, out: Path, t1: float) -> dict[s
         vals = [getattr(s, attr) for s in stats]
         return None if any(v is None for v in vals) else sum(vals)
 
+    used = [s for row in drawn.rows for s in (row or ()) if s is not None]
+
+    def of_samples(attr: str, *, unknown_is_zero: bool = False) -> Any:
+        # tokens a reply did not report count 0, as in the requests' `tokens`; an unknown
+        # cost makes the sum unknown, as in `cost`
+        vals = [getattr(s, attr) for s in used]
+        if unknown_is_zero:
+            return sum(v or 0 for v in vals)
+        return None if any(v is None for v in vals) else sum(vals)
+
     return {
         "requests": total("requests"), "cost_usd": total("cost_usd"),
         "cost": {"now_usd": total("cost_usd"), "stored_samples_usd": total("stored_cost_usd"),
+                 "samples_usd": of_samples("cost_usd"),
                  "note": "now: this run's requests; stored_samples: what the samples read "
-                         "from the store had cost when drawn (null: price unknown)"
+                         "from the store had cost when drawn; samples: what the samples "
+                         "behind the results cost, one shared by several questions counted "
+                         "for each (null: price unknown)"
                          + ("; all members" if len(stats) > 1 else "")},
         "tokens": {"prompt": total("prompt_tokens"), "completion": total("completion_tokens")},
+        "tokens_samples": {"prompt": of_samples("prompt_tokens", unknown_is_zero=True),
+                           "completion": of_samples("completion_tokens", unknown_is_zero=True)},
         "samples": {"total": total("samples_total"), "from_store": total("samples_cached"),
-                    "from_batches": total("samples_batch")},
+                    "from_batches": total("samples_batch"), "shared": total("samples_shared")},
         "retries": total("retries"), "errors": total("errors"),
         "rate_limited": total("rate_limited"),
         "wall_time_s": drawn.wall_s, "analysis_time_s": time.perf_counter() - t1,

@@ -166,6 +166,9 @@ class CostSummary(_Model):
     now_usd: float | None
     stored_samples_usd: float | None
     note: str
+    # what the samples behind the results cost, summed over samples.jsonl (a sample several
+    # questions share counted for each); None: some sample's cost is unknown, or an old summary
+    samples_usd: float | None = None
 
 
 class FailedSummary(_Model):
@@ -185,6 +188,9 @@ class SampleCounts(_Model):
     total: int | None
     from_store: int | None
     from_batches: int | None = None  # collected from the provider's Batch API by this run
+    # read from the store after another request drew them while this run went on: a question
+    # whose prompt another question has too, or another process on the same store
+    shared: int | None = None
 
 
 class InvalidByT(_Model):
@@ -264,7 +270,8 @@ class EvalSummary(_Model):
     requests: int
     cost_usd: float | None
     cost: CostSummary
-    tokens: Tokens
+    tokens: Tokens  # this run's requests: what this process paid for
+    tokens_samples: Tokens | None = None  # the samples behind the results (samples.jsonl)
     samples: SampleCounts
     retries: int
     errors: int

@@ -43,6 +43,7 @@ class Choice:
     text: str | None
     finish_reason: str | None
     logprobs: Any = None
+    tokens: int | None = None  # its own completion tokens, where the provider knows them
 
 
 @dataclass(frozen=True)

@@ -240,7 +240,8 @@ class ReplayProvider:
         tokens = [s.tokens for s in got]
         costs = [self._cost(s) for s in got]
         return Completion(
-            choices=tuple(Choice(text=s.text, finish_reason="stop") for s in got),
+            choices=tuple(Choice(text=s.text, finish_reason="stop", tokens=s.tokens)
+                          for s in got),
             prompt_tokens=None,
             completion_tokens=None if None in tokens else sum(x or 0 for x in tokens),
             cost_usd=None if None in costs else float(sum(x or 0.0 for x in costs)),

@@ -28,6 +28,7 @@ __all__ = ["BUSY_POLL", "LEASE_TTL", "STATUS_EVERY_ENV", "RunContext", "contiguo
 
 LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
 BUSY_POLL = 0.5  # seconds between checks for samples another process is drawing
+OWN_POLL = 0.02  # seconds between checks for samples another request of this run is drawing
 log = logging.getLogger("ensemble.sampling")
 
 _SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|access_token|"
@@ -135,13 +136,19 @@ class RunContext:
                 latency: float | None, source: str = "online") -> list[Sample]:
         """The samples of one reply's choices, indices start.., usage and cost shared out."""
         share = max(1, len(choices))
-        # the reply's completion tokens split over its choices so that they sum to the reply's
+        # the reply's completion tokens split over its choices so that they sum to the reply's:
+        # each choice's own count where the provider gave them all and they add up (a replay's
+        # recorded counts), else evenly
         each, extra = divmod(completion_tokens or 0, share)
+        own = [ch.tokens for ch in choices]
+        split = ([int(x) for x in own if x is not None]
+                 if completion_tokens is not None and None not in own
+                 and sum(x or 0 for x in own) == completion_tokens
+                 else [each + (j < extra) for j in range(share)])
         return [Sample(key=key, index=start + j, text=ch.text, answer=self.answer(ch.text),
                        finish_reason=ch.finish_reason,
                        prompt_tokens=prompt_tokens if j == 0 else 0,
-                       completion_tokens=(None if completion_tokens is None
-                                          else each + (j < extra)),
+                       completion_tokens=(None if completion_tokens is None else split[j]),
                        cost_usd=None if cost is None else cost / share, latency_s=latency,
                        logprobs=ch.logprobs, source=source)
                 for j, ch in enumerate(choices)]

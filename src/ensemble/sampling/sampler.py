@@ -70,7 +70,15 @@ from .results import (
     failure_of,
     raise_for_failures,
 )
-from .run import BUSY_POLL, LEASE_TTL, RunContext, contiguous, request_meta, status_interval
+from .run import (
+    BUSY_POLL,
+    LEASE_TTL,
+    OWN_POLL,
+    RunContext,
+    contiguous,
+    request_meta,
+    status_interval,
+)
 from .store import SampleStore, new_holder
 from .types import JobStats, Parser, Sample, SampleRequest, request_key
 from .units import RowView, Unit, UnitQueue
@@ -147,6 +155,10 @@ class Sampler:
         self._limiter: EndpointLimiter | None = None
         self._limiter_token = 0
         self._probe: asyncio.Lock | None = None
+        # (key, index) pairs this process is requesting now: another request of this run for
+        # the same prompt (two questions with one prompt) waits for them instead of paying
+        # again for samples the store keeps only once
+        self._drawing: set[tuple[str, int]] = set()
         self._consecutive_failures = 0
         self._online = OnlineRequests(self.run_state, self.provider, self.options,
                                       max_cost=self.max_cost, extra_headers=self.extra_headers,
@@ -408,6 +420,8 @@ class Sampler:
         except (ProviderError, RunWasStopped) as exc:
             self._fail(unit, req, todo, row, exc, failures)
             return False
+        finally:
+            self._drawing.difference_update((unit.key, i) for i in todo)
 
     def estimate(self, requests: Sequence[SampleRequest]) -> RunEstimate:
         """What `run` would request, and cost, without sending anything (a dry run).
@@ -485,6 +499,8 @@ class Sampler:
                 await self._run_unit(req, unit.key, todo, rows[unit.ri])
             except (ProviderError, RunWasStopped) as exc:
                 self._fail(unit, req, todo, rows[unit.ri], exc, failures)
+            finally:
+                self._drawing.difference_update((unit.key, i) for i in todo)
             queue.done(unit)
 
     def _claim(self, unit: Unit, rows: list[list[Sample | None]], queue: UnitQueue
@@ -498,10 +514,16 @@ class Sampler:
         if claim.done:
             got = self.store.get(unit.key, claim.done, parser=self.run_state.parse)
             self.run_state.fill(rows[unit.ri], got, shared=True)
-        if claim.busy:
-            queue.defer(Unit(unit.ri, unit.key, claim.busy,
-                              not_before=time.monotonic() + BUSY_POLL))
-        return claim.claimed
+        # this process's own leases come back as claimed: those another request of this run
+        # is drawing now wait for its reply (read from the store when it is stored)
+        mine = [i for i in claim.claimed if (unit.key, i) in self._drawing]
+        if claim.busy or mine:
+            wait = BUSY_POLL if claim.busy else OWN_POLL
+            queue.defer(Unit(unit.ri, unit.key, sorted(claim.busy + mine),
+                              not_before=time.monotonic() + wait))
+        todo = [i for i in claim.claimed if (unit.key, i) not in self._drawing]
+        self._drawing.update((unit.key, i) for i in todo)
+        return todo
 
     def _stored_meanwhile(self, key: str, indices: list[int]) -> dict[int, Sample]:
         """Samples among `indices` that another run stored since this one leased them (its

@@ -200,8 +200,24 @@ def _table(summary: dict[str, Any]) -> None:
     con.print(f"requests {summary['requests']} · "
               + (f"collected from batches {batches} · " if batches else "")
               + f"from store {samples['from_store']} of {samples['total']} · "
-              f"tokens {summary['tokens']['prompt'] + summary['tokens']['completion']} · "
+              + (f"shared {samples['shared']} · " if samples.get("shared") else "")
+              + f"tokens {_tokens_text(summary)} · "
               f"cost {cost} · {summary['wall_time_s']:.1f} s · outputs in {summary['run_dir']}")
+
+
+def _tokens_text(summary: dict[str, Any]) -> str:
+    """The tokens this run's requests paid for, and those of the samples behind the results
+    where they differ (samples read from the store, or shared by questions with one prompt)."""
+    def tokens(t: dict[str, Any] | None) -> int | None:
+        if not t or t.get("prompt") is None or t.get("completion") is None:
+            return None
+        return int(t["prompt"]) + int(t["completion"])
+
+    paid, used = tokens(summary.get("tokens")), tokens(summary.get("tokens_samples"))
+    text = "unknown" if paid is None else str(paid)
+    if used is not None and used != paid:
+        text += f" now (the samples used: {used})"
+    return text
 
 
 def _cost_text(cost: dict[str, Any], requests: int, stored: int) -> str:
