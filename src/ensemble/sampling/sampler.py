@@ -56,12 +56,12 @@ from ..providers.registry import provider_for
 from ..providers.router import as_provider
 from ..providers.translate import NUnsupported
 from .batch_options import BatchOptions
+from .estimate import estimate_run, price_bound
 from .online import (
     CostCapReached,
     OnlineRequests,
     RunWasStopped,
     StoredMeanwhile,
-    prompt_tokens as prompt_tokens_of,
 )
 from .results import (
     RunEstimate,
@@ -424,37 +424,13 @@ class Sampler:
             self._drawing.difference_update((unit.key, i) for i in todo)
 
     def estimate(self, requests: Sequence[SampleRequest]) -> RunEstimate:
-        """What `run` would request, and cost, without sending anything (a dry run).
-
-        Reads the store for what is there; counts the requests the missing samples take (the
-        provider's `n` where it is known to work: `max_n` samples per request, else one each);
-        counts prompt tokens with the provider's tokenizer, bounds completion tokens by
-        `max_tokens`; prices both with the provider's prices (None: unknown, with why).
-        """
-        n_ok = self.run_state.n_ok is not False
-        stored = missing = n_requests = 0
-        prompt_tokens = 0
-        completion_max: int | None = 0
-        for req in requests:
-            key = self.key_of(req)
-            have = (self.store.get(key, range(req.k)) if self.store is not None
-                    and not self.refresh else {})
-            miss = [i for i in range(req.k) if i not in have]
-            stored += len(have)
-            missing += len(miss)
-            per = self.max_n if n_ok else 1
-            reqs = sum(-(-len(run) // per) for run in contiguous(miss))
-            n_requests += reqs
-            if reqs:
-                prompt_tokens += reqs * prompt_tokens_of(self.provider, req.messages)
-            if completion_max is not None:
-                completion_max = (None if req.params.max_tokens is None
-                                  else completion_max + len(miss) * req.params.max_tokens)
-        cost, why = _price(self.provider, self.model, self.options.cost.price_per_1k, prompt_tokens,
-                           completion_max)
-        return RunEstimate(samples_stored=stored, samples_missing=missing, requests=n_requests,
-                           prompt_tokens=prompt_tokens, completion_tokens_max=completion_max,
-                           cost_usd_max=cost, price=why)
+        """What `run` would request, and cost, without sending anything (a dry run;
+        `ensemble.sampling.estimate`)."""
+        return estimate_run(requests, key_of=self.key_of,
+                            store=None if self.refresh else self.store,
+                            per_request=self.max_n if self.run_state.n_ok is not False else 1,
+                            provider=self.provider, model=self.model,
+                            price_per_1k=self.options.cost.price_per_1k)
 
     def _plan(self, requests: Sequence[SampleRequest], rows: list[list[Sample | None]]
               ) -> list[Unit]:
@@ -540,7 +516,7 @@ class Sampler:
         the model (nothing is sent)."""
         if self.options.cost.price_per_1k is not None:
             return
-        cost, why = _price(self.provider, self.model, None, 0, 0)
+        cost, why = price_bound(self.provider, self.model, None, 0, 0)
         if cost is None:
             raise InputError(f"--max-cost cannot be enforced: the price of {self.model} is "
                              f"{why}; nothing was sent")
@@ -693,21 +669,3 @@ def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: b
         raise InputError("--max-cost cannot be enforced in batch mode (a batch is priced when "
                          "it is done); try a small --limit first, or sample online")
     return mode, batch or BatchOptions()
-
-
-def _price(provider: Provider, model: str, per_1k: tuple[float, float] | None, prompt: int,
-           completion_max: int | None) -> tuple[float | None, str]:
-    """At most what a run costs, asked of the provider, and where the price comes from."""
-    pin = provider.price(1_000_000, 0)
-    pout = provider.price(0, 1_000_000)
-    if pin is None or pout is None or not (pin or pout):
-        return None, (f"unknown: the provider has no price for {model} (litellm's price table "
-                      "has none); give one with --price-per-1k-tokens IN,OUT")
-    pin, pout = pin / 1e6, pout / 1e6
-    src = (f"--price-per-1k-tokens {per_1k[0]:g},{per_1k[1]:g}" if per_1k is not None
-           else f"the provider's prices ({pin * 1e6:g} / {pout * 1e6:g} USD per 1M tokens, "
-                "litellm's price table)")
-    if completion_max is None:
-        return None, f"{src}; completion tokens unbounded (no --max-tokens)"
-    return prompt * pin + completion_max * pout, src
-
