@@ -202,20 +202,27 @@ def model_comparison(name, prior):
     """Exact expectations under a prior (binary questions): the samples bayes needs to match
     each beta threshold's accuracy (agreement with the vote of unlimited samples),
     interpolated along bayes's frontier (mixing two neighbouring costs at random)."""
-    costs = np.geomspace(1e-6, 0.3, 160)
     lines = [f"[exact under the model: {name}]"]
     for pilot in (0, 2):
-        front = [expected_performance(BayesRule(max_n=MAX_N, prior=prior, cost=c,
-                                                pilot=pilot), prior) for c in costs]
-        curve = [(f.mean_samples, f.accuracy) for f in front]
-        parts = []
-        for th in (0.9, 0.95, 0.99):
-            b = expected_performance(BetaRule(max_n=MAX_N, threshold=th), prior)
-            need = interp_samples(curve, b.accuracy)
-            parts.append(f"beta({th:g}) {b.mean_samples:.2f} vs bayes {need:.2f} "
-                         f"(ratio {need / b.mean_samples:.3f})")
+        parts = [f"beta({th:g}) {beta_n:.2f} vs bayes {need:.2f} (ratio {need / beta_n:.3f})"
+                 for th, beta_n, need in exact_equal_accuracy(prior, MAX_N, pilot=pilot)]
         lines.append(f"  pilot {pilot}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def exact_equal_accuracy(prior, max_n, *, pilot=2, n_costs=160, thresholds=(0.9, 0.95, 0.99)):
+    """[(beta threshold, beta's mean samples, the samples bayes needs for beta's accuracy)],
+    exactly under `prior` (`expected_performance`), bayes interpolated along its frontier over
+    costs 1e-6..0.3."""
+    costs = np.geomspace(1e-6, 0.3, n_costs)
+    curve = [(f.mean_samples, f.accuracy) for f in (
+        expected_performance(BayesRule(max_n=max_n, prior=prior, cost=c, pilot=pilot), prior)
+        for c in costs)]
+    out = []
+    for th in thresholds:
+        b = expected_performance(BetaRule(max_n=max_n, threshold=th), prior)
+        out.append((th, b.mean_samples, interp_samples(curve, b.accuracy)))
+    return out
 
 
 def headline(case, orders_n: int, package: bool):

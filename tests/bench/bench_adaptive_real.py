@@ -60,16 +60,13 @@ SRC = ROOT / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from bench_adaptive import interp_samples  # noqa: E402
+from bench_adaptive import exact_equal_accuracy, interp_samples  # noqa: E402
 
 from ensemble.evals.adaptive import adaptive_eval, question_codes  # noqa: E402
 from ensemble.evals.records import read_questions, read_samples  # noqa: E402
 from ensemble.stopping import (  # noqa: E402
     DEFAULT_COST,
-    BayesRule,
-    BetaRule,
     StopSpec,
-    expected_performance,
     fit_prior,
 )
 
@@ -240,17 +237,8 @@ def control(codes, hindsight, orders, reps, seed=0):
 
 def model_exact(hindsight, K):
     """Samples at equal accuracy exactly under the model with the hindsight prior."""
-    costs = np.geomspace(1e-6, 0.3, 120)
-    front = [expected_performance(BayesRule(max_n=K, prior=hindsight, cost=c), hindsight)
-             for c in costs]
-    cv = [(f.mean_samples, f.accuracy) for f in front]
-    parts = []
-    for th in (0.9, 0.95, 0.99):
-        b = expected_performance(BetaRule(max_n=K, threshold=th), hindsight)
-        need = interp_samples(cv, b.accuracy)
-        parts.append(f"beta({th:g}) {b.mean_samples:.2f} vs bayes {need:.2f} = "
-                     f"{need / b.mean_samples:.3f}")
-    return "; ".join(parts)
+    return "; ".join(f"beta({th:g}) {beta_n:.2f} vs bayes {need:.2f} = {need / beta_n:.3f}"
+                     for th, beta_n, need in exact_equal_accuracy(hindsight, K, n_costs=120))
 
 
 def report(name, doc, run, *, orders_n, reps):
