@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ensemble.errors import InputError
+from ensemble.errors import InputError, StoreError
+from ensemble.sampling.store import SampleStore, is_sample_store
 from ensemble.tasks import TaskLayout
 
 from .records import (
@@ -37,10 +38,11 @@ from .records import (
 )
 from .schemas import CalibrationSummary, EvalSummary
 
-__all__ = ["CALIBRATION_FILE", "SUMMARY_FILE", "RunFolder", "claim_run_dir", "eval_summary",
-           "read_run", "read_summary", "title_of"]
+__all__ = ["CALIBRATION_FILE", "STORE_FILE", "SUMMARY_FILE", "RunFolder", "claim_run_dir",
+           "eval_summary", "read_run", "read_summary", "title_of"]
 
 SUMMARY_FILE = "summary.json"
+STORE_FILE = "samples.sqlite"
 CALIBRATION_FILE = "calibration.json"
 _COMMAND = {"eval": "ensemble eval", "calibration": "ensemble calibrate"}
 
@@ -209,6 +211,8 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
     _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
+        _refuse_foreign(out, kind=kind, title=title or task, model=model, identity=identity)
+        _mark_run_dir(out)
         return
     doc = read_summary(out, there)
     had_task = doc.task if isinstance(doc, EvalSummary) else doc.meta.task
@@ -232,6 +236,48 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
                          "overwrite that run's summary and records: give another --out"
                          + (f", or repeat that run with `ensemble eval --spec {out}`"
                             if kind == "eval" else ""))
+
+
+def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
+                    identity: dict[str, Any] | None) -> None:
+    """A folder without a run's document is written only when it is empty, or when this
+    project made it (its sample store: a run stopped before its summary); anything else holds
+    someone's files, which the run's would replace (grid.csv, votes.jsonl, ...)."""
+    from .spec import SPEC_FILE, load_spec
+
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    if not is_sample_store(out / STORE_FILE):
+        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more"
+                                          if len(entries) > 3 else "")
+        raise InputError(f"--out {out} is not a run folder (it holds {shown}, which this "
+                         "project did not write, and the run would replace files there): give "
+                         "a new or empty folder, or the folder of an earlier run to resume it")
+    if not (out / SPEC_FILE).is_file():
+        return
+    if kind != "eval":
+        raise InputError(f"--out {out} holds another run (ensemble eval, stopped before its "
+                         f"summary); writing {_COMMAND[kind]} of {title} with {model} there "
+                         "would mix or overwrite its files: give another --out")
+    if identity is not None:
+        diff = _first_difference(spec_identity(load_spec(out / SPEC_FILE, flag="--out")),
+                                 identity)
+        if diff is not None:
+            field, a, b = diff
+            raise InputError(f"--out {out} holds another run (stopped before its summary; its "
+                             f"{field} is {a}, this run's {b}); writing it there would overwrite "
+                             f"its spec: give another --out, or resume that run with `ensemble "
+                             f"eval --spec {out}`")
+
+
+def _mark_run_dir(out: Path) -> None:
+    """Make the run's store first, before any other file: a folder this project writes into
+    says so from its first file on, so that a run stopped at any point resumes there."""
+    try:
+        SampleStore(out / STORE_FILE).close()
+    except StoreError as exc:
+        raise InputError(f"--out {out}: {exc}; give a folder you can write to") from None
 
 
 def _identity_there(out: Path, doc: EvalSummary | CalibrationSummary) -> dict[str, Any] | None:

@@ -142,6 +142,7 @@ def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str
     data["page_size"] = page_size
     page = render_page(recs, data)
     path = view_path(recs, out)
+    _refuse_foreign_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, page)
@@ -150,6 +151,27 @@ def build_view(runs: list[str | os.PathLike[str]], *, out: str | os.PathLike[str
                          ) from None
     n_samples = sum(len(c[3]) for c in data["cells"])
     return ViewResult(path, len(data["questions"]), n_samples, len(page.encode("utf-8")))
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """A page replaces only a page: a file there that `ensemble view` did not write (its
+    generator tag in the head) is someone's, refused in one line."""
+    if not path.exists():
+        return
+    head = b""
+    if path.is_file():
+        try:
+            with path.open("rb") as f:
+                head = f.read(4096)
+        except OSError:
+            pass
+    if _GENERATOR.encode() not in head:
+        raise InputError(f"--out {path} is {'a folder' if path.is_dir() else 'a file'} "
+                         "ensemble view did not write; the page would replace it: give a new "
+                         "path for the page")
+
+
+_GENERATOR = '<meta name="generator" content="ensemble view">'
 
 
 # -- data -------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from ..errors import StoreError
 from .types import Parser, Sample
 
 __all__ = ["BATCH_LIVE", "SCHEMA_VERSION", "BatchLine", "BatchRecord", "Claim", "SampleStore",
-           "batch_holder", "new_holder"]
+           "batch_holder", "is_sample_store", "new_holder"]
 
 SCHEMA_VERSION = 4
 
@@ -213,6 +213,27 @@ class Claim:
         self.claimed: list[int] = []
         self.done: list[int] = []
         self.busy: list[int] = []
+
+
+def is_sample_store(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a sample store (a SQLite file with this module's tables), read without
+    writing to it: how a run folder is told from a folder of someone else's files."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:  # not a database, or one this process cannot read
+        return False
+    finally:
+        conn.close()
+    return version >= 1 and {"samples", "prompts"} <= tables
 
 
 class SampleStore:
