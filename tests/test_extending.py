@@ -224,7 +224,7 @@ def test_ensemble_serve_config_and_request_options(monkeypatch):
             "model": "openai/sim", "aggregator": "nope"}}}))
 
 
-def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch):
+def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch, caplog):
     """A distribution on sys.path declaring the group: its module is imported on the first
     look-up (once), and an entry point naming an object registers it under its name."""
     (tmp_path / "plugin_rules.py").write_text(
@@ -242,9 +242,20 @@ def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch):
     broken = tmp_path / "broken-0.1.dist-info"
     broken.mkdir()
     (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
-    (broken / "entry_points.txt").write_text("[test.ensemble.broken]\nx = no_such_module_x\n")
-    with pytest.raises(InputError, match="the thing plug-in x = no_such_module_x .* failed"):
-        Registry("thing", "test.ensemble.broken").names()
+    (broken / "entry_points.txt").write_text("[test.ensemble.broken]\nx = no_such_module_x\n"
+                                             "y = plugin_rules:factory\n")
+    # a broken plug-in is left out with one warning line; the others load
+    with caplog.at_level("WARNING", logger="ensemble.plugins"):
+        reg = Registry("thing", "test.ensemble.broken")
+        assert reg.names() == ["y"]
+        assert reg.names() == ["y"]  # read once: one warning, not one per look-up
+    assert [r.getMessage() for r in caplog.records] == [
+        "ensemble: warning: skipped the plug-in of broken 0.1 (entry point "
+        "test.ensemble.broken: x = no_such_module_x): No module named 'no_such_module_x'; "
+        "fix or uninstall it"]
+    with pytest.raises(InputError, match=r"unknown thing 'x'; choose from y \(a plug-in named "
+                                         r"'x' was left out: No module named"):
+        reg.get("x")
 
 
 class _LedgerBatchAPI:

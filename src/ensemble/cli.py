@@ -8,11 +8,17 @@ Every failure a user can cause ends as one line on stderr and a non-zero exit, n
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from .errors import BatchesSubmitted, EnsembleError
+from .errors import BatchesSubmitted, EnsembleError, InputError
+from .registry import plugin_skipped
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = ["build_parser", "main"]
 
@@ -49,20 +55,58 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ensemble {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    modules = {name: f"{__package__}.commands.{name}" for name in COMMANDS}
-    modules.update(_plugin_commands())
+    modules: dict[str, Any] = {name: f"{__package__}.commands.{name}" for name in COMMANDS}
+    modules.update(_plugin_commands(frozenset(modules)))
     rank = {name: i for i, name in enumerate(HELP_ORDER)}
     for name in sorted(modules, key=lambda n: (rank.get(n, len(rank)), n)):
-        importlib.import_module(modules[name]).register(sub)
+        where = modules[name]
+        if isinstance(where, str):
+            importlib.import_module(where).register(sub)
+            continue
+        module, ep = where
+        try:  # a plug-in's command: its failure costs one warning line, not the CLI
+            module.register(sub)
+        except Exception as exc:
+            if ep.name not in _FAILED:
+                _FAILED.add(ep.name)
+                plugin_skipped(ep, ENTRY_POINT_GROUP, exc)
     return parser
 
 
-def _plugin_commands() -> dict[str, str]:
-    """Command name -> module, from the installed packages' "ensemble.commands" entry points."""
+_FAILED: set[str] = set()  # plug-in commands whose register() failed (warned once)
+
+
+@functools.cache
+def _plugin_commands(core: frozenset[str]) -> dict[str, tuple[Any, EntryPoint]]:
+    """Command name -> (module, entry point), from the installed packages'
+    "ensemble.commands" entry points, imported once per process; this package's own (the
+    evals' commands) first, so a plug-in naming one of its commands or a core one is left out
+    with one warning line, as is one that fails to import."""
     from importlib.metadata import entry_points
 
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
-            if ep.name not in COMMANDS}
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP),
+                 key=lambda ep: not _ours(ep.value))
+    out: dict[str, tuple[Any, EntryPoint]] = {}
+    for ep in eps:
+        taken = out[ep.name][1] if ep.name in out else None
+        if ep.name in core or (taken is not None and _ours(taken.value)):
+            plugin_skipped(ep, ENTRY_POINT_GROUP,
+                           InputError(f"{ep.name!r} is the name of a built-in command"))
+        elif taken is not None:
+            plugin_skipped(ep, ENTRY_POINT_GROUP, InputError(
+                f"the command {ep.name!r} is already added by {taken.value}"))
+        elif _ours(ep.value):
+            out[ep.name] = (importlib.import_module(ep.value), ep)
+        else:
+            try:
+                out[ep.name] = (ep.load(), ep)
+            except Exception as exc:
+                plugin_skipped(ep, ENTRY_POINT_GROUP, exc)
+    return out
+
+
+def _ours(value: str) -> bool:
+    return value == __package__ or value.startswith(f"{__package__}.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

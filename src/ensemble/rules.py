@@ -145,7 +145,8 @@ def register_rule(*, summary: str, name: str | None = None, binary: bool = False
                              "or name=...)")
         rules.add(key, RuleInfo(key, cls, summary, binary=binary, open=open,
                                 needs=tuple(needs), scorable=scorable, vote=vote, f=f,
-                                group_f=group_f, credit=credit), replace=replace)
+                                group_f=group_f, credit=credit), replace=replace,
+                  module=cls.__module__)
         return cls
 
     return deco
