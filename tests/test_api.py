@@ -136,3 +136,42 @@ def test_str_of_a_tied_decision_marks_the_tie():
     assert d.tie and d.decision in ("yes", "no")
     assert str(d).endswith("(yes: 1, no: 1; a tie, broken by the rule's tie-break)") or \
         str(d).endswith("(no: 1, yes: 1; a tie, broken by the rule's tie-break)"), str(d)
+
+
+def _close_question(lam1: float) -> tuple[object, float]:
+    """The box-and-ball question nearest 11 to 9 at n = 20 (q = 0.55) for an expert of λ₁."""
+    from ensemble.qr import psi
+
+    q = min(QS, key=lambda x: abs(float(psi(x.posterior, lam1)) - 0.55))
+    return q, float(psi(q.posterior, lam1))
+
+
+def test_a_fresh_ensembles_stopping_rule_does_not_believe_its_first_two_votes():
+    """Issue 40.4: a fresh Ensemble(stop="bayes") fitted its prior on the one decision's pilot,
+    so two agreeing votes made every question look settled: it stopped at 2 samples whenever
+    the pilot agreed (half the runs on a question 11 to 9 at n = 20). Until 30 questions'
+    pilots are seen it decides with the uniform prior, and says so in the Decision: in 500
+    seeded runs (each a fresh Ensemble against its own simulated server, in-process, through
+    the wire protocol) it stops at 2 in at most 5% (here in none)."""
+    question, q = _close_question(2.0)
+    assert 0.545 < q < 0.56  # 11 to 9 at n = 20
+
+    async def run(seed: int) -> Decision:
+        srv = SimulatedServer(lam1=2.0, seed=seed)
+        async with Ensemble("openai/sim-expert", api_base=srv.base_url,
+                            transport=srv.transport(), n=20, temperature=1.0, stop="bayes",
+                            choices=["L", "R"]) as ens:
+            return await ens.adecide(question.prompt)
+
+    async def runs() -> list[Decision]:
+        return [await run(seed) for seed in range(500)]
+
+    ds = asyncio.run(runs())
+    used = [d.n_samples for d in ds]
+    assert sum(u == 2 for u in used) <= 0.05 * len(ds), sorted(used)
+    assert all(d.stop == "bayes" and 2 <= d.n_samples <= 20 for d in ds)
+    prior = ds[0].stop_prior
+    assert prior is not None and prior.source == "default" and prior.questions == 1
+    assert all(d.stop_prior == prior for d in ds)
+    assert "uniform Beta(1, 1), the default until 30" in str(prior)
+    assert ds[0].to_dict()["stop_prior"]["source"] == "default"

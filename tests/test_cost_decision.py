@@ -188,3 +188,35 @@ def test_a_tie_of_the_rule_is_broken_by_the_ensembles_tie_rule(rule):
     assert v.decision == "A" and not v.tie and v.credit == {"A": 1.0}
     with pytest.raises(InputError, match="invalid"):
         CostVote(rule, invalid="fail")(["A", None], groups=[0, 0])
+
+
+def test_a_fresh_ensembles_cost_rule_does_not_believe_its_first_votes():
+    """Issue 40.4: a fresh Ensemble(stop="cost") fitted its joint prior on the one decision's
+    pilot and reported `win 0.9999999` after two agreeing votes. Until `pilot_questions`
+    decisions are in it decides with the default joint prior (each member's q uniform and
+    independent), and the Decision says so; its win after the pilot is what that prior
+    supports (at most 0.93 here), not certainty."""
+    from ensemble.tasks import get_task
+
+    question = min(get_task("boxball").questions(), key=lambda x: abs(x.posterior - 0.53))
+
+    async def run(seed: int):
+        cheap = SimulatedServer(lam1=2.0, seed=seed)
+        dear = SimulatedServer(lam1=8.0, seed=seed + 100)
+        members = [Member("openai/cheap", api_base="http://cheap/v1",
+                          transport=cheap.transport(), n=6, temperature=1.0, lam=2.0,
+                          price_per_1k=(0.0, 0.15e-3)),
+                   Member("openai/dear", api_base="http://dear/v1", transport=dear.transport(),
+                          n=2, temperature=1.0, lam=8.0, price_per_1k=(0.0, 2.5e-3))]
+        async with Ensemble(members=members, stop="cost", choices=["L", "R"]) as ens:
+            return await ens.adecide(question.prompt)
+
+    import asyncio
+
+    for seed in range(4):
+        d = asyncio.run(run(seed))
+        assert d.stop == "cost" and d.cost_rule is not None and d.cost_rule.win is not None
+        assert d.cost_rule.win < 0.95, d.cost_rule
+        assert d.stop_prior is not None and d.stop_prior.source == "default"
+        assert d.stop_prior.questions == 1 and d.stop_prior.needed == 30
+        assert d.stop_prior.prior.members == 2

@@ -331,15 +331,47 @@ def test_bad_input_raises_input_error(bad):
         bad()
 
 
-def test_bayes_without_an_informative_pilot_draws_the_whole_budget():
-    """Every pilot invalid (or one vote): no prior can be fitted; rather than fail, the rule
-    is the fixed one, drawing max_n (the cautious choice)."""
-    from ensemble.stopping import FixedRule, StopSpec
+def test_bayes_on_a_handful_of_pilots_takes_the_default_prior():
+    """Issue 40.4: fewer than `fit_after` (30) questions with an informative pilot, e.g. a
+    fresh Ensemble's first decision, are not fitted on: two agreeing votes would put every
+    question at q = 0 or 1 and the rule would stop at 2 whatever the question. The rule takes
+    the spec's default prior (uniform unless given) and says so; from 30 on, the fit."""
+    from ensemble.stopping import FIT_AFTER, UNIFORM, PriorUsed
 
-    spec = StopSpec(stop="bayes", max_n=8)
-    rule = spec.rule_from_counts([0, 1], [0, 0])
-    assert isinstance(rule, FixedRule) and rule.more([None, None]) == 6
-    assert not isinstance(spec.rule_from_counts([2, 2, 1], [0, 0, 1]), FixedRule)
+    spec = StopSpec(stop="bayes", max_n=20)
+    assert FIT_AFTER == 30 and spec.fit_after == 30 and spec.default_prior == UNIFORM
+    one = spec.rule_from_counts([2], [0])  # one question, its pilot agreed
+    assert isinstance(one, BayesRule) and one.prior == BetaPrior(1.0)
+    assert one.prior_used == PriorUsed("default", BetaPrior(1.0), 1, 30)
+    assert "default until 30 questions' pilots are seen (1 so far)" in str(one.prior_used)
+    assert one.more(["L", "L"]) > 0 and one.more(["L"] * 4) == 0  # not 2 votes: 4
+    what_a_fit_did = BayesRule(max_n=20, prior=fit_prior([2], [0]))
+    assert what_a_fit_did.more(["L", "L"]) == 0
+    # the pilots of 29 questions: still the default; of 30 (all agreeing): the fit
+    assert spec.prior_for([2] * 29, [0] * 29).source == "default"
+    fitted = spec.rule_from_counts([2] * 30, [0] * 30)
+    assert fitted.prior_used.source == "fitted" and fitted.prior_used.questions == 30
+    assert fitted.prior == fit_prior([2] * 30, [0] * 30)
+    # pilots without 2 valid votes (invalid replies) do not count; nothing to fit: the default
+    # prior, which draws on past an invalid pilot rather than stop or draw the whole budget
+    none = spec.rule_from_counts([0, 1] * 20, [0, 0] * 20)
+    assert none.prior_used == PriorUsed("default", UNIFORM, 0, 30)
+    assert 0 < none.more([None, None]) < 18
+    # another documented default: e.g. a prior from a calibration, or fitted on an earlier run
+    mine = StopSpec("bayes", max_n=20, default_prior=BetaPrior(0.3), fit_after=5)
+    assert mine.rule_from_counts([2, 2], [0, 0]).prior == BetaPrior(0.3)
+    assert mine.prior_for([2] * 5, [0] * 5).source == "fitted"
+    given = StopSpec("bayes", max_n=20, prior=BetaPrior(0.5)).rule_from_counts([2], [0])
+    assert given.prior_used is None or given.prior_used.source == "given"
+    assert str(StopSpec("bayes", max_n=20, prior=BetaPrior(0.5)).prior_for([2], [0])) == \
+        "Beta(α, α), α = 0.5, given"
+
+
+@pytest.mark.parametrize("bad", [{"fit_after": 0}, {"fit_after": 2.5},
+                                 {"default_prior": "uniform"}])
+def test_bad_default_prior_settings(bad):
+    with pytest.raises(InputError):
+        StopSpec("bayes", max_n=20, **bad)
 
 
 def test_bayes_on_pilots_split_as_often_as_coin_flips_takes_the_uniform_prior():
@@ -361,6 +393,7 @@ def test_bayes_on_pilots_split_as_often_as_coin_flips_takes_the_uniform_prior():
     assert at_bound.more(["7", "7"]) == 0 and at_bound.more(["7", "12", "7"]) == 0
     rule = spec.rule_from_counts(*split)
     assert isinstance(rule, BayesRule) and rule.prior == UNINFORMED == BetaPrior(1.0)
+    assert rule.prior_used.source == "uninformative" and rule.prior_used.questions == 100
     assert rule.more(["7", "7"]) > 0 and rule.more(["7", "12", "7"]) > 0
     assert rule.more(["7"] * 6) == 0
     some = [1] * 30 + [2] * 70, [1] * 30 + [0] * 70

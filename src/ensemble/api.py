@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .answers import Choice, Math, Number, Text, ToolCall
     from .cost.rule import CostRule
     from .cost.spec import CostSpec
-    from .stopping import StopSpec
+    from .stopping import PriorUsed, StopSpec
 
 __all__ = ["HISTORY_MAX", "Ensemble", "EnsembleKwargs", "Prompt"]
 
@@ -145,7 +145,9 @@ class Ensemble(Generic[AnswerT]):
                   one) or a `StopSpec`: draw adaptively, up to `max_n` (default n)
                   samples per decision, stopping once the answer is settled; the bayes rule's
                   prior is fitted from the pilots of this Ensemble's earlier decisions too
-                  (the most recent HISTORY_MAX = 20,000).
+                  (the most recent HISTORY_MAX = 20,000), once 30 questions' pilots are in
+                  (`StopSpec.fit_after`): until then it is the uniform one (the spec's
+                  `default_prior`), and `Decision.stop_prior` says which.
                   With members, the rule reads the pooled votes, drawn in rounds of one more
                   vote per member (each up to its own n; max_n does not apply).
     tie:          "random" (seeded by `seed`) or "fractional"; never list order.
@@ -457,8 +459,8 @@ class Ensemble(Generic[AnswerT]):
             tied=choice.tied, value_usd=rule.value_usd, aggregator=d.aggregator,
             aggregator_decision=d.decision))
 
-    async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]]
-                             ) -> Any:
+    async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]],
+                             priors: list[PriorUsed | None]) -> Any:
         from .sampling.sampler import Sampler
 
         m = self.members[g]
@@ -475,10 +477,18 @@ class Ensemble(Generic[AnswerT]):
             async with sampler:
                 if spec is None or isinstance(spec, CostSpec):  # (the cost rule: draw_by_cost)
                     return await sampler.run(requests, parser=self.parser)
-                from .stopping import answer_counts
+                from .stopping import StoppingRule, StopSpec, answer_counts
 
-                result = await sampler.run_adaptive(requests, spec, parser=self.parser,
-                                                    history=list(self._history))
+                assert isinstance(spec, StopSpec)
+
+                def fit(counts: list[tuple[int, int]]) -> StoppingRule:
+                    # the prior from this call's pilots and the earlier decisions' together
+                    both = counts + list(self._history)
+                    rule = spec.rule_from_counts([c[0] for c in both], [c[1] for c in both])
+                    priors.append(rule.prior_used)
+                    return rule
+
+                result = await sampler.run_adaptive(requests, spec, parser=self.parser, fit=fit)
                 first = spec.first_draw()
                 for row in result.rows:
                     pilot = [s.answer for s in row[:first] if s is not None]
@@ -522,6 +532,7 @@ class Ensemble(Generic[AnswerT]):
 
         spec = self.stop_spec
         rule: CostRule | None = None
+        priors: list[PriorUsed | None] = []  # the prior the stopping rule decided with
         if isinstance(spec, CostSpec):
             from .spending import draw_by_cost
 
@@ -530,15 +541,18 @@ class Ensemble(Generic[AnswerT]):
                 kind=self.answer_kind, choices=self.choices, memory=self.cost_memory,
                 store=self._get_store(), provider_for=self._provider_for)
             results, rule = by_cost.results, by_cost.rule
+            priors.append(rule.prior_used)
         elif spec is not None and len(self.members) > 1:
             from .pooling import sample_pooled
 
-            results = await sample_pooled(
+            results, used = await sample_pooled(
                 self.members, self._params, messages, spec, parser=self.parser,
                 history=self._history, store=self._get_store(), provider_for=self._provider_for)
+            priors.append(used)
         else:
-            results = list(await asyncio.gather(*(self._sample_member(g, messages)
+            results = list(await asyncio.gather(*(self._sample_member(g, messages, priors)
                                                   for g in range(len(self.members)))))
+        prior = priors[0] if priors else None
         failures = [f for r in results for f in r.failures]
         if on_error == "raise":
             from .sampling.results import raise_for_failures
@@ -555,7 +569,8 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                out.append(self._decide(rows, rule))
+                d = self._decide(rows, rule)
+                out.append(d if prior is None else replace(d, stop_prior=prior))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:

@@ -13,6 +13,7 @@ from typing import Any, Generic
 from .aggregators import Vote
 from .answers import AnswerKind, FieldVoter, ToolCall, spellings, vote_keys
 from .sampling.types import Sample
+from .stopping.priors import PriorUsed
 
 if sys.version_info >= (3, 13):
     from typing import TypeVar
@@ -97,6 +98,9 @@ class Decision(Generic[AnswerT]):
     lams:         the λ each member voted with (ψ_λ units, at its temperature; None: unknown).
     stop:         the stopping rule when samples were drawn adaptively (`stop=`), else None;
                   `n_samples` is then what it used (at most the Ensemble's max_n).
+    stop_prior:   the prior that rule decided with, and why (`PriorUsed`: fitted on the
+                  pilots seen, or the documented default until enough are seen), for a rule
+                  that fits one (bayes, cost); None otherwise.
     cost_rule:    with stop="cost", what the cost rule concluded (`CostRuleOutcome`: its
                   posterior `win`, the votes `drawn` per member, the aggregator's decision
                   beside it); None otherwise.
@@ -121,6 +125,7 @@ class Decision(Generic[AnswerT]):
     answer: str = "choice"
     why: str | None = None
     cost_rule: CostRuleOutcome[AnswerT] | None = None
+    stop_prior: PriorUsed | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -182,6 +187,7 @@ class Decision(Generic[AnswerT]):
             "stop": self.stop, "n_samples": self.n_samples, "answer": self.answer,
             "why": self.why,
             "cost_rule": None if self.cost_rule is None else self.cost_rule.to_dict(),
+            "stop_prior": None if self.stop_prior is None else self.stop_prior.to_dict(),
             "spellings": {k: dict(v) for k, v in self.spellings.items()},
             "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
                               "margin": f.margin, "n_invalid": f.n_invalid}

@@ -16,7 +16,7 @@ from .sampling.results import SampleResult
 from .sampling.sampler import Sampler
 from .sampling.store import SampleStore
 from .sampling.types import Sample, SampleRequest
-from .stopping import StopSpec, answer_counts
+from .stopping import PriorUsed, StopSpec, answer_counts
 
 __all__ = ["sample_pooled"]
 
@@ -25,8 +25,10 @@ async def sample_pooled(members: Sequence[Member], params: Sequence[SamplingPara
                         messages: Sequence[tuple[dict[str, str], ...]], spec: StopSpec, *,
                         parser: Callable[[str], Any], history: collections.deque[tuple[int, int]],
                         store: SampleStore | None,
-                        provider_for: Callable[[Member], Provider]) -> list[SampleResult]:
-    """Adaptive sampling over members, the rule applied to the pooled votes.
+                        provider_for: Callable[[Member], Provider]
+                        ) -> tuple[list[SampleResult], PriorUsed | None]:
+    """Adaptive sampling over members, the rule applied to the pooled votes: one result per
+    member, and the prior the rule decided with (None for a rule without one).
 
     Per prompt, votes are drawn in rounds: one more sample from every member that has not
     reached its n. After the pilot rounds (at least `spec.first_draw()` pooled votes; the
@@ -89,4 +91,4 @@ async def sample_pooled(members: Sequence[Member], params: Sequence[SamplingPara
     if scratch is not None:
         scratch.close()
     return [SampleResult(rows=[list(rows[p][g]) for p in range(P)], failures=failures[g])
-            for g in range(G)]
+            for g in range(G)], rule.prior_used

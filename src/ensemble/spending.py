@@ -5,7 +5,8 @@ Per prompt, member g's i-th vote is its stored sample i (as in a fixed run), so 
 over a store costs nothing. The first questions (until `CostSpec.pilot_questions` have been
 seen, across this call and the Ensemble's earlier ones) get a full pilot of every member's
 `pilot` votes; the joint prior is fitted from all counts seen so far (pilots and earlier
-decisions alike: the likelihood does not depend on whom the rule chose to ask), each member's
+decisions alike: the likelihood does not depend on whom the rule chose to ask) once that many
+are in, the spec's default prior until then (`CostSpec.prior_for`), each member's
 price per vote is the mean cost of its samples drawn so far (its token usage times its price),
 and then each prompt is asked by the rule, one vote at a time, until it stops or every member's
 budget (its n) is spent.
@@ -59,9 +60,13 @@ class CostMemory:
     def still_fits(self, decisions: int, prices: Sequence[float]) -> bool:
         """The rule built last time serves again until the data grew by a tenth or a price
         moved by 5% (a served Ensemble decides one prompt per call: refitting the prior and
-        the induction on every call would cost ~0.1 s each)."""
+        the induction on every call would cost ~0.1 s each), or, on its default prior,
+        until enough decisions are in to fit one."""
         rule = self.rule
         if rule is None or decisions > 1.1 * self.fitted_on:
+            return False
+        used = rule.prior_used  # the default prior gives way to a fit once enough are seen
+        if used is not None and used.source == "default" and decisions >= used.needed:
             return False
         return all(abs(p - q) <= 0.05 * max(q, 1e-300) for p, q in zip(prices, rule.prices,
                                                                       strict=True))
@@ -182,9 +187,6 @@ async def _draw(samplers: Sequence[Sampler], params: Sequence[Any], budgets: Seq
                              "have none: give the member price_per_1k=(in, out) USD per 1,000 "
                              "tokens, or CostSpec(prices=...)")
         prices.append(price or 0.0)
-    if spec.prior is None and not data:
-        raise InputError("the cost rule fits its prior from pilots: no question had a pilot "
-                         "(all failed?)")
     rule = memory.rule if memory.still_fits(len(data), prices) else None
     if rule is None:
         rule = spec.build(a=[d[0] for d in data] if data else None,

@@ -75,6 +75,10 @@ class JointPrior:
     def members(self) -> int:
         return len(self.q[0])
 
+    def describe(self) -> str:
+        """One phrase for a person."""
+        return f"a joint prior over {self.members} members on {len(self.w)} nodes"
+
     def nodes(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(q as a K x G array, w as a K array)."""
         return np.asarray(self.q), np.asarray(self.w)

@@ -53,12 +53,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import InputError
 from .joint import JointPrior
+
+if TYPE_CHECKING:
+    from ..stopping.priors import PriorUsed
 
 __all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
 
@@ -224,6 +228,8 @@ class CostRule:
     """
 
     name = "cost"
+    #: which prior the rule decides with, and why (set by `CostSpec.build`)
+    prior_used: PriorUsed | None = None
 
     def __init__(self, *, prior: JointPrior, prices: Sequence[float], max_n: Sequence[int],
                  lams: Sequence[float] | None = None, value_usd: float | None = None,

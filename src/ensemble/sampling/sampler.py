@@ -311,14 +311,15 @@ class Sampler:
         return SampleResult(rows=rows, failures=failures, stopped=stopped)
 
     async def run_adaptive(self, requests: Sequence[SampleRequest], spec: Any, *,
-                           parser: Parser | None = None, history: Any = None) -> SampleResult:
+                           parser: Parser | None = None, fit: Any = None) -> SampleResult:
         """Draw each request's samples adaptively: a `StopSpec` (ensemble.stopping) decides,
         per question, after each batch of answers, whether to stop or how many more to draw,
         up to `spec.max_n` (each request's `k` is ignored).
 
-        Every question first gets `spec.first_draw()` samples (the pilot; the bayes rule fits
-        its prior across questions from it, together with `history`: (top, second) pilot
-        counts of earlier questions, e.g. an Ensemble's). Then all open questions proceed
+        Every question first gets `spec.first_draw()` samples (the pilot; a rule that needs a
+        prior is then built by `fit(counts)`, counts the (top, second) pilot counts of every
+        question whose pilot was drawn, by default `spec.rule_from_counts`: an Ensemble adds
+        its earlier decisions' pilots). Then all open questions proceed
         concurrently within the endpoint's limits, each drawing its next batch (the rule's
         lossless k, through the provider's `n`) as soon as its answers arrive. Sample i of a
         question is the same stored sample as in a fixed run: samples already stored cost no
@@ -342,10 +343,9 @@ class Sampler:
         failed = {f.request for f in pilot.failures}
         answers = [[s.answer for s in row if s is not None] for row in pilot.rows]
         if spec.needs_pilot:
-            counts = [answer_counts(a) for i, a in enumerate(answers) if i not in failed]
-            tops = [c[1] for c in counts] + [c[0] for c in (history or [])]
-            seconds = [c[2] for c in counts] + [c[1] for c in (history or [])]
-            rule = spec.rule_from_counts(tops, seconds)
+            counts = [answer_counts(a)[1:] for i, a in enumerate(answers) if i not in failed]
+            rule = (fit(counts) if fit is not None else
+                    spec.rule_from_counts([c[0] for c in counts], [c[1] for c in counts]))
         else:
             rule = spec.rule()
         rows: list[list[Sample | None]] = [

@@ -113,6 +113,9 @@ class CostConfig(BaseModel):
                                                 "member's token usage at its price_per_1k)")
     prior: CostPriorConfig | None = Field(default=None, description="a joint prior instead "
                                           "of pilots")
+    default_prior: CostPriorConfig | None = Field(
+        default=None, description="the joint prior until pilot_questions pilots are in "
+                                  "(default: each member's q uniform and independent)")
 
     @model_validator(mode="after")
     def _one_parameter(self) -> CostConfig:
@@ -127,21 +130,25 @@ class CostConfig(BaseModel):
             if got is not None and len(got) != members:
                 raise InputError(f"served model {name!r}: cost.{field_name} gives {len(got)} "
                                  f"value(s); give one per member ({members})")
-        if self.prior is not None:
-            if any(len(row) != members for row in self.prior.q):
-                raise InputError(f"served model {name!r}: cost.prior.q gives each node one "
-                                 f"share per member ({members})")
+        for field_name in ("prior", "default_prior"):
+            prior = getattr(self, field_name)
+            if prior is None:
+                continue
+            if any(len(row) != members for row in prior.q):
+                raise InputError(f"served model {name!r}: cost.{field_name}.q gives each node "
+                                 f"one share per member ({members})")
             try:
-                self.joint_prior()  # its weights: one per node, a positive sum
+                self.joint_prior(field_name)  # its weights: one per node, a positive sum
             except InputError as exc:
-                raise InputError(f"served model {name!r}: cost.prior: {exc}") from None
+                raise InputError(f"served model {name!r}: cost.{field_name}: {exc}") from None
 
-    def joint_prior(self) -> Any:
+    def joint_prior(self, field_name: str = "prior") -> Any:
         from ..cost.joint import JointPrior
 
-        if self.prior is None:
+        prior = getattr(self, field_name)
+        if prior is None:
             return None
-        return JointPrior.of(self.prior.q, self.prior.w)
+        return JointPrior.of(prior.q, prior.w)
 
     def spec(self) -> Any:
         """The `CostSpec` this config asks for."""
@@ -152,7 +159,8 @@ class CostConfig(BaseModel):
                         pilot=None if self.pilot is None else tuple(self.pilot),
                         pilot_questions=self.pilot_questions,
                         prices=None if self.prices is None else tuple(self.prices),
-                        prior=self.joint_prior())
+                        prior=self.joint_prior(),
+                        default_prior=self.joint_prior("default_prior"))
 
 
 class ServedModel(EndpointConfig):

@@ -35,7 +35,9 @@ Three rules:
   is data, not a label).
 
 The prior: `BetaPrior(alpha)` (symmetric Beta(α, α) over q), fitted across questions from a
-small pilot by `fit_prior` (empirical Bayes, maximum marginal likelihood of the beta-binomial);
+small pilot by `fit_prior` (empirical Bayes, maximum marginal likelihood of the beta-binomial)
+once the pilots of `FIT_AFTER` (30) questions are in, the uniform Beta(1, 1) (`UNIFORM`, or the
+spec's `default_prior`) until then (`PriorUsed` says which a rule decides with);
 `GridPrior` for any discrete prior (an NPMLE fit with `family="grid"`, or the quantal-response
 prior `prior_from_calibration(lam, posteriors)`: q = ψ_λ(p) over the task's posteriors).
 `StopSpec` is what a run asks for; it builds the rule once the pilot is in.
@@ -51,7 +53,7 @@ max_n = 20 (~0.2 s at max_n = 200, the largest supported).
 """
 
 from .bayes import DEFAULT_COST, DEFAULT_PILOT, BayesRule, PolicySummary, expected_performance
-from .priors import BetaPrior, GridPrior, Prior, fit_prior, prior_from_calibration
+from .priors import BetaPrior, GridPrior, Prior, PriorUsed, fit_prior, prior_from_calibration
 from .registry import (
     get_stopping_rule,
     is_over_members,
@@ -60,14 +62,16 @@ from .registry import (
     stop_rules,
 )
 from .rules import DEFAULT_THRESHOLD, BetaRule, FixedRule
-from .spec import StopSpec
+from .spec import FIT_AFTER, UNIFORM, StopSpec
 from .table import MAX_N_LIMIT, StoppingRule, answer_counts, lookahead
 
 __all__ = [
     "DEFAULT_COST",
     "DEFAULT_PILOT",
     "DEFAULT_THRESHOLD",
+    "FIT_AFTER",
     "MAX_N_LIMIT",
+    "UNIFORM",
     "BayesRule",
     "BetaPrior",
     "BetaRule",
@@ -75,6 +79,7 @@ __all__ = [
     "GridPrior",
     "PolicySummary",
     "Prior",
+    "PriorUsed",
     "StopSpec",
     "StoppingRule",
     "answer_counts",

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import InputError
 
-__all__ = ["ALPHA_MAX", "ALPHA_MIN", "PRIOR_FAMILIES", "BetaPrior", "GridPrior", "Prior",
-           "counts_arrays", "fit_prior", "prior_from_calibration"]
+__all__ = ["ALPHA_MAX", "ALPHA_MIN", "PRIOR_FAMILIES", "PRIOR_SOURCES", "BetaPrior", "GridPrior",
+           "Prior", "PriorUsed", "counts_arrays", "fit_prior", "prior_from_calibration"]
 
 #: The families `fit_prior` fits (the first is the default).
 PRIOR_FAMILIES = ("beta", "grid")
@@ -51,6 +52,12 @@ class BetaPrior:
     def mean_split(self) -> float:
         """P(two samples disagree) = E[2 q (1 − q)] = α / (2α + 1)."""
         return self.alpha / (2 * self.alpha + 1)
+
+    def describe(self) -> str:
+        """One phrase for a person: "the uniform Beta(1, 1)", "Beta(α, α), α = 0.31"."""
+        if self.alpha == 1.0:
+            return "the uniform Beta(1, 1)"
+        return f"Beta(α, α), α = {self.alpha:.3g}"
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,63 @@ class GridPrior:
         q, w = np.asarray(self.q), np.asarray(self.w)
         return float(w @ (2 * q * (1 - q)))
 
+    def describe(self) -> str:
+        """One phrase for a person."""
+        return f"a grid prior on {len(self.q)} nodes (split share {self.mean_split():.3g})"
+
 
 Prior = BetaPrior | GridPrior
+
+#: Where a pilot-fitted rule's prior came from (`PriorUsed.source`).
+PRIOR_SOURCES = ("fitted", "default", "uninformative", "given")
+
+
+@dataclass(frozen=True)
+class PriorUsed:
+    """Which prior a rule that fits one from pilots decided with, and why (`Decision.stop_prior`,
+    `StopSpec.prior_for`).
+
+    source:    "fitted": empirical Bayes on the pilots of `questions` questions;
+               "default": fewer than `needed` questions had a pilot to fit on (a fresh
+               Ensemble's first decisions, a run of a handful of questions), so the rule used
+               its spec's documented default prior (the uniform one unless the spec names
+               another, e.g. one fitted on a calibration profile or an earlier run), rather
+               than believe the first few pilots;
+               "uninformative": enough pilots, but they split as often as coin flips, which
+               says nothing about the spread (the default prior again);
+               "given": the spec's own prior (no fit).
+    prior:     the prior (`BetaPrior`, `GridPrior`, or the cost rule's `JointPrior`).
+    questions: the questions whose pilots were seen (the fit's data when fitted).
+    needed:    the questions a fit needs (`StopSpec.fit_after`, `CostSpec.pilot_questions`).
+    """
+
+    source: str
+    prior: Any
+    questions: int
+    needed: int
+
+    def __post_init__(self) -> None:
+        if self.source not in PRIOR_SOURCES:
+            raise InputError(f"a prior's source is one of {', '.join(PRIOR_SOURCES)}, got "
+                             f"{self.source!r}")
+
+    def __str__(self) -> str:
+        what = self.prior.describe() if hasattr(self.prior, "describe") else repr(self.prior)
+        if self.source == "fitted":
+            return f"{what}, fitted on the pilots of {self.questions} questions"
+        if self.source == "given":
+            return f"{what}, given"
+        if self.source == "uninformative":
+            return (f"{what}, the default: the pilots of {self.questions} questions split as "
+                    "often as coin flips, which says nothing about how hard they are")
+        return (f"{what}, the default until {self.needed} questions' pilots are seen "
+                f"({self.questions} so far)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As plain JSON values (the prior as its one-phrase description)."""
+        what = self.prior.describe() if hasattr(self.prior, "describe") else repr(self.prior)
+        return {"source": self.source, "prior": what, "questions": self.questions,
+                "needed": self.needed, "about": str(self)}
 
 
 def counts_arrays(top: ArrayLike, second: ArrayLike) -> tuple[NDArray[np.int64],

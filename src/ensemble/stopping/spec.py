@@ -10,15 +10,32 @@ from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from .bayes import DEFAULT_PILOT
-from .priors import ALPHA_MAX, PRIOR_FAMILIES, BetaPrior, Prior, counts_arrays, fit_prior
+from .priors import (
+    ALPHA_MAX,
+    PRIOR_FAMILIES,
+    BetaPrior,
+    GridPrior,
+    Prior,
+    PriorUsed,
+    counts_arrays,
+    fit_prior,
+)
 from .registry import stop_rules
-from .rules import DEFAULT_THRESHOLD, FixedRule
+from .rules import DEFAULT_THRESHOLD
 from .table import StoppingRule, answer_counts, validate_max_n
 
-__all__ = ["UNINFORMED", "StopSpec"]
+__all__ = ["FIT_AFTER", "UNIFORM", "UNINFORMED", "StopSpec"]
 
-#: The prior of a pilot that says nothing about the spread (the Beta fit at its upper end).
-UNINFORMED = BetaPrior(1.0)
+#: The default prior of a rule fitted from pilots, until enough pilots are seen, and when they
+#: say nothing about the spread: the uniform Beta(1, 1), the prior Adaptive-Consistency's
+#: criterion assumes. (`UNINFORMED` is its older name.)
+UNIFORM = UNINFORMED = BetaPrior(1.0)
+#: The questions with an informative pilot (2 valid votes among its two leading answers) a
+#: prior is fitted on at the least: with fewer, the rule takes its spec's default prior. A fit
+#: on a handful of pilots that happen to agree puts every question at q = 0 or 1, and the rule
+#: then stops on 2 agreeing votes whatever the question (issue 40.4: a fresh Ensemble stopped
+#: at 2 samples on a question 11 to 9 at n = 20). 30, as the cost rule's pilot questions.
+FIT_AFTER = 30
 
 
 @dataclass(frozen=True)
@@ -28,6 +45,13 @@ class StopSpec:
     every question, and the prior is fitted across questions from them (`rule(pilot_answers)`
     or `rule_from_counts`); the other rules need no pilot. A plug-in rule's own parameters go in
     `options` (name -> value), read like the fields named in its `params`.
+
+    The prior of such a rule is fitted (empirical Bayes, `family`) only once the pilots of
+    `fit_after` questions with 2 valid votes (default 30, `FIT_AFTER`; an Ensemble counts its
+    earlier decisions' pilots too) are in; until then, and when the pilots split as often as
+    coin flips (they then say nothing about the spread), the rule uses `default_prior` (the
+    uniform Beta(1, 1), `UNIFORM`; or e.g. `prior_from_calibration(...)`, or a prior fitted on
+    an earlier run's counts). `prior_for` says which, and why (`PriorUsed`).
 
     The sampler's loop: draw `spec.first_draw()` samples for every question; build
     `rule = spec.rule(answers_so_far)`; then for each question draw `rule.more(answers)` more
@@ -44,6 +68,8 @@ class StopSpec:
     family: str = PRIOR_FAMILIES[0]
     count_invalid: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    default_prior: Prior = UNIFORM
+    fit_after: int = FIT_AFTER
 
     def __post_init__(self) -> None:
         rule = stop_rules.get(self.stop)  # unknown: one line listing the known rules
@@ -54,6 +80,13 @@ class StopSpec:
         if self.family not in PRIOR_FAMILIES:
             raise InputError(f"unknown prior family {self.family!r}; choose from "
                              f"{', '.join(PRIOR_FAMILIES)}")
+        if not isinstance(self.default_prior, (BetaPrior, GridPrior)):
+            raise InputError("default_prior must be a BetaPrior or a GridPrior (e.g. "
+                             f"prior_from_calibration(...)), got {self.default_prior!r}")
+        if isinstance(self.fit_after, bool) or not isinstance(self.fit_after, int) \
+                or self.fit_after < 1:
+            raise InputError(f"fit_after must be an integer >= 1 (questions with a pilot "
+                             f"before the prior is fitted), got {self.fit_after!r}")
         unknown = sorted(set(self.options) - set(rule.params))
         if unknown:
             takes = ", ".join(rule.params) or "no options"
@@ -102,32 +135,46 @@ class StopSpec:
         return self.rule_from_counts([c[1] for c in counts], [c[2] for c in counts])
 
     def rule_from_counts(self, top: ArrayLike, second: ArrayLike) -> StoppingRule:
-        """The rule, the prior (if needed) fitted from per-question top-two counts.
-
-        When no question's pilot has 2 valid votes among its two leading answers (all invalid,
-        or a single question whose pilot failed to parse), there is nothing to fit a prior on:
-        the rule is then the fixed one, drawing the whole budget, the cautious choice when
-        nothing is known about how hard the questions are. So too when the Beta fit reaches its
-        upper end (`ALPHA_MAX`: half or more of the pilots of 2 split): the prior would put
-        every question at q = 1/2, where no further sample is worth anything, and the rule
-        would stop at the pilot. No spread over q makes pilots split more often than that;
-        they do when the two answers a pilot sees are often not a question's two leaders (open
-        answers with many distinct values: issue 31's arithmetic recording, where stopping
-        there lost 0.036 accuracy against fixed 20), so the pilot says nothing about the
-        spread, and the rule takes the uniform prior Beta(1, 1) (`UNINFORMED`), the one
-        Adaptive-Consistency's criterion assumes too: on that recording 15.5 samples at 0.2438,
-        against fixed 20's 0.2440 and `beta(0.95)`'s 17.8 at 0.2435.
-        """
+        """The rule, its prior (if it needs one) chosen from per-question top-two counts by
+        `prior_for`; the rule's `prior_used` says which."""
         if not self.needs_pilot:
             return self.build()
+        used = self.prior_for(top, second)
+        rule = self.build(used.prior)
+        rule.prior_used = used
+        return rule
+
+    def prior_for(self, top: ArrayLike, second: ArrayLike) -> PriorUsed:
+        """The prior a rule that needs one decides with, from per-question top-two counts
+        (pilots; an Ensemble adds its earlier decisions'), and why.
+
+        - The spec's own `prior`: "given".
+        - Fewer than `fit_after` questions with 2 valid votes among their two leading
+          answers: `default_prior` ("default"). The few pilots of a fresh Ensemble's first
+          decision (or of a run of a handful of questions) cannot say how hard its questions
+          are: two that agree would make every question look settled.
+        - The Beta fit at its upper end (`ALPHA_MAX`: half or more of the pilots of 2 split):
+          the prior would put every question at q = 1/2, where no further sample is worth
+          anything, and the rule would stop at the pilot. No spread over q makes pilots split
+          more often than that; they do when the two answers a pilot sees are often not a
+          question's two leaders (open answers with many distinct values: issue 31's
+          arithmetic recording, where stopping there lost 0.036 accuracy against fixed 20), so
+          the pilot says nothing about the spread: `default_prior` ("uninformative"; with the
+          uniform one, on that recording 15.5 samples at 0.2438, against fixed 20's 0.2440 and
+          `beta(0.95)`'s 17.8 at 0.2435).
+        - Otherwise the prior fitted on the counts (`fit_prior`, `family`): "fitted".
+        """
+        if self.prior is not None:
+            return PriorUsed("given", self.prior, 0, 0)
         t, s = counts_arrays(top, second)
-        if not ((t + s) >= 2).any():
-            return FixedRule(max_n=self.max_n)
-        prior = fit_prior(top, second, family=self.family)
+        informative = int(((t + s) >= 2).sum())
+        if informative < self.fit_after:
+            return PriorUsed("default", self.default_prior, informative, self.fit_after)
+        prior = fit_prior(t, s, family=self.family)
         if isinstance(prior, BetaPrior) and prior.alpha >= ALPHA_MAX * (1 - 1e-6):
-            prior = UNINFORMED
-        return self.build(prior)
+            return PriorUsed("uninformative", self.default_prior, informative, self.fit_after)
+        return PriorUsed("fitted", prior, informative, self.fit_after)
 
 
-_FIELDS = frozenset(f for f in StopSpec.__dataclass_fields__ if f not in ("stop", "max_n",
-                                                                          "options"))
+_FIELDS = frozenset(f for f in StopSpec.__dataclass_fields__
+                    if f not in ("stop", "max_n", "options", "default_prior", "fit_after"))

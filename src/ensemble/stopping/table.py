@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .priors import PriorUsed
 
 __all__ = ["MAX_N_LIMIT", "StoppingRule", "answer_counts", "lookahead", "validate_max_n"]
 
@@ -35,13 +38,15 @@ class StoppingRule:
     A registered rule (`register_stop_rule`) declares its `name`, a one-line `about`, the
     `params` its constructor takes besides `max_n` (read from a `StopSpec`: its fields, or its
     `options` for a plug-in's own), and `needs_prior` when it is built only once a prior is
-    fitted from a pilot (the spec's `prior`, or `StopSpec.rule(pilot_answers)`).
+    fitted from a pilot (the spec's `prior`, or `StopSpec.rule(pilot_answers)`). Such a rule
+    built by a `StopSpec` carries `prior_used`: which prior it decides with, and why.
     """
 
     name: ClassVar[str] = "rule"
     about: ClassVar[str] = ""
     params: ClassVar[tuple[str, ...]] = ()
     needs_prior: ClassVar[bool] = False
+    prior_used: PriorUsed | None = None
 
     def __init__(self, max_n: int, table: NDArray[np.int16], *, count_invalid: bool = False
                  ) -> None:
