@@ -43,6 +43,7 @@ from inspect_ai.tool import ToolCall, ToolChoice, ToolFunction, ToolInfo
 from ..errors import InputError
 from ..serve.config import parse_config
 from ..serve.ensembles import ServedEnsembles, parse_overrides
+from ..serve.replies import ChatMessage as ReplyMessage
 from ..serve.wire import RequestRejected, completion_doc, parse_chat_request
 
 __all__ = ["EnsembleModelAPI", "chat_body"]
@@ -89,11 +90,11 @@ def chat_body(messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: T
     return body
 
 
-def _output_message(message: dict[str, Any], name: str) -> ChatMessageAssistant:
-    calls = [ToolCall(id=c["id"], function=c["function"]["name"],
-                      arguments=json.loads(c["function"]["arguments"] or "{}"))
-             for c in message.get("tool_calls") or ()]
-    return ChatMessageAssistant(content=message.get("content") or "", model=name,
+def _output_message(message: ReplyMessage, name: str) -> ChatMessageAssistant:
+    calls = [ToolCall(id=c.id, function=c.function.name,
+                      arguments=json.loads(c.function.arguments or "{}"))
+             for c in message.tool_calls or ()]
+    return ChatMessageAssistant(content=message.content or "", model=name,
                                 source="generate", tool_calls=calls or None)
 
 
@@ -142,18 +143,17 @@ class EnsembleModelAPI(ModelAPI):
             raise InputError(str(exc)) from None
         decision = await ens.adecide(req.messages)
         doc = completion_doc(NAME, decision, ens.members, kind=ens.answer_kind)
-        choice = doc["choices"][0]
-        usage = doc["usage"]
+        choice, usage = doc.choices[0], doc.usage
         return ModelOutput(
             model=self.model_name,
             choices=[ChatCompletionChoice(
-                message=_output_message(choice["message"], self.model_name),
-                stop_reason=_STOP.get(choice.get("finish_reason") or "stop", "unknown"))],
-            usage=ModelUsage(input_tokens=usage["prompt_tokens"],
-                             output_tokens=usage["completion_tokens"],
-                             total_tokens=usage["total_tokens"]),
+                message=_output_message(choice.message, self.model_name),
+                stop_reason=_STOP.get(choice.finish_reason or "stop", "unknown"))],
+            usage=ModelUsage(input_tokens=usage.prompt_tokens,
+                             output_tokens=usage.completion_tokens,
+                             total_tokens=usage.total_tokens),
             time=time.perf_counter() - t0,
-            metadata={"ensemble": doc["ensemble"]},
+            metadata={"ensemble": doc.ensemble.model_dump()},
         )
 
     async def aclose(self) -> None:

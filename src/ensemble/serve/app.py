@@ -28,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..api import Ensemble
 from ..errors import (
     EnsembleError,
     InputError,
@@ -42,9 +43,20 @@ from .auth import authorized
 from .completions import COMPLETIONS
 from .config import ServeConfig
 from .ensembles import ServedEnsembles, parse_overrides
-from .logs import RequestLog, RequestRecord
+from .logs import Outcome, RequestLog, RequestRecord
+from .replies import ChatCompletion, body as body_of
 from .responses import RESPONSES
-from .wire import CHAT, ChatRequest, RequestRejected, Wire, completion_doc, error_doc, json_decision
+from .wire import (
+    CHAT,
+    ChatRequest,
+    DocT,
+    InfoT,
+    RequestRejected,
+    Wire,
+    completion_doc,
+    error_doc,
+    json_decision,
+)
 
 __all__ = ["CLIENT_CLOSED", "VotingApp", "upstream_failure"]
 
@@ -158,45 +170,44 @@ class VotingApp:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._logged(request, COMPLETIONS)
 
-    async def _logged(self, request: web.Request, wire: Wire) -> web.StreamResponse:
+    async def _logged(self, request: web.Request, wire: Wire[InfoT, DocT]
+                      ) -> web.StreamResponse:
         t0 = time.perf_counter()
-        rec: dict[str, Any] = {"method": request.method, "path": request.path}
-        status = 500
+        rec = Outcome(request.method, request.path)
         try:
             resp = await self._serve(request, wire, rec)
-            status = resp.status
+            rec.status = resp.status
             return resp
         except asyncio.CancelledError:
-            status = CLIENT_CLOSED
-            rec["error"] = ("client disconnected; its pending samples were cancelled"
-                            + ("" if self.config.store is None else
-                               " (those already requested are stored when they arrive)"))
+            rec.status = CLIENT_CLOSED
+            rec.error = ("client disconnected; its pending samples were cancelled"
+                         + ("" if self.config.store is None else
+                            " (those already requested are stored when they arrive)"))
             raise
         except (ConnectionResetError, web.HTTPException):
             raise  # the client went away mid-stream; aiohttp's own replies
         except Exception as exc:  # noqa: BLE001 - a bug answers 500 and one log line, not a hang
-            rec["error"] = f"internal error: {type(exc).__name__}: {exc}"
+            rec.error = f"internal error: {type(exc).__name__}: {exc}"
             return _error(500, f"the endpoint failed: {type(exc).__name__}: {exc}",
                           "server_error", code="internal_error")
         finally:
-            self.log.write(RequestRecord(status=status, seconds=time.perf_counter() - t0,
-                                         **rec))
+            self.log.write(rec.record(time.perf_counter() - t0))
 
-    async def _serve(self, request: web.Request, wire: Wire, rec: dict[str, Any]
+    async def _serve(self, request: web.Request, wire: Wire[InfoT, DocT], rec: Outcome
                      ) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
-            rec["error"] = "body too large"
+            rec.error = "body too large"
             return _error(413, f"the request body is larger than {request.client_max_size} "
                                "bytes", code="request_too_large")
         except (json.JSONDecodeError, UnicodeDecodeError):
-            rec["error"] = "malformed JSON"
+            rec.error = "malformed JSON"
             return _error(400, f"the request body is not valid JSON; send {wire.what} as a "
                                "JSON object")
         try:
             req, info = wire.parse(body)
-            rec["model"] = req.model
+            rec.model = req.model
             served = self.ensembles.served(req.model)
             if served is None:
                 names = ", ".join(self.ensembles.names)
@@ -207,27 +218,27 @@ class VotingApp:
             ens = self.ensembles.get(req.model, overrides, req.response_format, req.sampling,
                                      tools=req.tools, tool_choice=req.tool_choice)
         except RequestRejected as exc:
-            rec["error"] = str(exc)
+            rec.error = str(exc)
             return _error(exc.status, str(exc), exc.etype, param=exc.param, code=exc.code)
         except InputError as exc:
-            rec["error"] = str(exc)
+            rec.error = str(exc)
             return _error(400, str(exc), param="ensemble")
         if self.active >= self.config.max_queue:
             self.rejected += 1
-            rec["error"] = "queue full"
+            rec.error = "queue full"
             return _error(429, f"the endpoint has {self.active} requests in progress, its "
                                "bound; retry after the Retry-After seconds", "rate_limit_error",
                           code="queue_full", headers={"Retry-After": "1"})
         self.active += 1
         try:
-            doc = await self._decide(req, ens, rec)
+            decided = await self._decide(req, ens, rec)
         finally:
             self.active -= 1
-        if isinstance(doc, web.Response):
-            return doc
-        doc = wire.render(doc, req, info)
+        if isinstance(decided, web.Response):
+            return decided
+        doc = wire.render(decided, req, info)
         if not req.stream:
-            return web.json_response(doc)
+            return web.Response(body=body_of(doc), content_type="application/json")
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -236,29 +247,29 @@ class VotingApp:
         await resp.write_eof()
         return resp
 
-    async def _decide(self, req: ChatRequest, ens: Any, rec: dict[str, Any]
-                      ) -> dict[str, Any] | web.Response:
+    async def _decide(self, req: ChatRequest, ens: Ensemble[Any], rec: Outcome
+                      ) -> ChatCompletion | web.Response:
         """The `chat.completion` of a request's decision, or the error reply."""
         timeout = self.config.timeout_for(req.model)
         try:
             decision = await asyncio.wait_for(ens.adecide(req.messages), timeout)
         except asyncio.TimeoutError:
-            rec["error"] = f"no decision within {timeout:g} s"
+            rec.error = f"no decision within {timeout:g} s"
             kept = ("the samples already requested are kept in its store as they arrive"
                     if self.config.store is not None else "the samples drawn are not kept "
                     "(start the endpoint with --store to keep them for a retry)")
             return _error(504, f"no decision within the endpoint's request timeout "
                                f"({timeout:g} s); {kept}", "timeout", code="request_timeout")
         except InputError as exc:
-            rec["error"] = str(exc)
+            rec.error = str(exc)
             return _error(400, str(exc))
         except EnsembleError as exc:
             status, message, code = upstream_failure(exc)
-            rec["error"] = message
+            rec.error = message
             return _error(status, message, "upstream_error", code=code)
-        rec.update(samples=decision.n_samples, decision=json_decision(decision),
-                   margin=decision.margin, stream=req.stream)
+        rec.samples, rec.margin, rec.stream = decision.n_samples, decision.margin, req.stream
+        rec.decision = json_decision(decision)
         if req.ignored:
-            rec["note"] = f"ignored {','.join(req.ignored)}"
+            rec.note = f"ignored {','.join(req.ignored)}"
         return completion_doc(req.model, decision, ens.members, n=req.n, ignored=req.ignored,
                               logprobs=req.logprobs, kind=ens.answer_kind)

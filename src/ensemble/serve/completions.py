@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .replies import ChatCompletion, TextChoice, TextCompletion
 from .wire import (
     IGNORED,
     MAX_TOP_LOGPROBS,
@@ -53,7 +54,7 @@ def _prompt(raw: Any) -> str:
     return raw
 
 
-def to_chat(body: Any) -> tuple[ChatRequest, CompletionInfo]:
+def to_chat(body: object) -> tuple[ChatRequest, CompletionInfo]:
     """The chat request a completions request stands for."""
     if not isinstance(body, dict):
         raise RequestRejected("the request body must be a JSON object")
@@ -103,47 +104,47 @@ def _legacy_logprobs(lp: Any, offset: int) -> dict[str, Any] | None:
             "text_offset": offsets}
 
 
-def text_completion_doc(chat: Mapping[str, Any], req: ChatRequest, info: CompletionInfo
-                        ) -> dict[str, Any]:
+def text_completion_doc(chat: ChatCompletion, req: ChatRequest, info: CompletionInfo
+                        ) -> TextCompletion:
     """The `text_completion` of a decided request, from its `chat.completion`."""
     head = info.prompt if info.echo else ""
-    choices = []
-    for ch in chat["choices"]:
-        choices.append({"index": ch["index"], "text": head + (ch["message"]["content"] or ""),
-                        "logprobs": _legacy_logprobs(ch.get("logprobs"), len(head))
-                        if req.logprobs else None,
-                        "finish_reason": ch["finish_reason"]})
-    return {"id": chat["id"].replace("chatcmpl", "cmpl", 1), "object": "text_completion",
-            "created": chat["created"], "model": chat["model"], "system_fingerprint": None,
-            "choices": choices, "usage": chat["usage"], "ensemble": chat["ensemble"]}
+    choices = [TextChoice(index=ch.index, text=head + (ch.message.content or ""),
+                          logprobs=_legacy_logprobs(ch.logprobs, len(head))
+                          if req.logprobs else None, finish_reason=ch.finish_reason)
+               for ch in chat.choices]
+    return TextCompletion(id=chat.id.replace("chatcmpl", "cmpl", 1), created=chat.created,
+                          model=chat.model, choices=choices, usage=chat.usage,
+                          ensemble=chat.ensemble)
 
 
-def text_completion_frames(doc: Mapping[str, Any], req: ChatRequest, info: Any = None
+def text_completion_frames(doc: TextCompletion, req: ChatRequest, info: object = None
                            ) -> Iterator[str]:
     """A `text_completion` as the server-sent events OpenAI streams: per choice its text in
     pieces (the first carrying the logprobs), a finish chunk (the last one carrying the
     `ensemble` object); with `include_usage`, a last chunk without choices; `data: [DONE]`."""
-    head = {"id": doc["id"], "object": "text_completion", "created": doc["created"],
-            "model": doc["model"], "system_fingerprint": None}
+    head = {"id": doc.id, "object": "text_completion", "created": doc.created,
+            "model": doc.model, "system_fingerprint": None}
     extra = {"usage": None} if req.include_usage else {}
-    last = len(doc["choices"]) - 1
-    for ch in doc["choices"]:
-        text = ch["text"]
+    last = len(doc.choices) - 1
+    for ch in doc.choices:
+        text = ch.text
         for i in range(0, len(text), CHUNK_CHARS):
-            chunk = {**head, "choices": [{"index": ch["index"], "text": text[i:i + CHUNK_CHARS],
-                                          "logprobs": ch["logprobs"] if i == 0 else None,
+            chunk = {**head, "choices": [{"index": ch.index, "text": text[i:i + CHUNK_CHARS],
+                                          "logprobs": ch.logprobs if i == 0 else None,
                                           "finish_reason": None}], **extra}
             yield f"data: {json.dumps(chunk)}\n\n"
-        final: dict[str, Any] = {**head, "choices": [{"index": ch["index"], "text": "",
+        final: dict[str, Any] = {**head, "choices": [{"index": ch.index, "text": "",
                                                       "logprobs": None,
-                                                      "finish_reason": ch["finish_reason"]}],
+                                                      "finish_reason": ch.finish_reason}],
                                  **extra}
-        if ch["index"] == last:
-            final["ensemble"] = doc["ensemble"]
+        if ch.index == last:
+            final["ensemble"] = doc.ensemble.model_dump()
         yield f"data: {json.dumps(final)}\n\n"
     if req.include_usage:
-        yield f"data: {json.dumps({**head, 'choices': [], 'usage': doc['usage']})}\n\n"
+        chunk = {**head, "choices": [], "usage": doc.usage.model_dump()}
+        yield f"data: {json.dumps(chunk)}\n\n"
     yield "data: [DONE]\n\n"
 
 
-COMPLETIONS = Wire("a completions request", to_chat, text_completion_doc, text_completion_frames)
+COMPLETIONS: Wire[CompletionInfo, TextCompletion] = Wire(
+    "a completions request", to_chat, text_completion_doc, text_completion_frames)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from ..secrets import redact
 
-__all__ = ["RequestLog", "RequestRecord"]
+__all__ = ["Outcome", "RequestLog", "RequestRecord"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RequestRecord:
     seconds: float
     model: str | None = None
     samples: int | None = None
-    decision: str | None = None
+    decision: object = None  # the decision as a JSON value
     margin: int | None = None
     stream: bool = False
     error: str | None = None
@@ -38,7 +38,9 @@ class RequestRecord:
         if self.model is not None:
             parts.append(f"model={self.model}")
         if self.samples is not None:
-            parts += [f"samples={self.samples}", f"decision={self.decision}",
+            shown = self.decision if isinstance(self.decision, str) or self.decision is None \
+                else json.dumps(self.decision, ensure_ascii=False)
+            parts += [f"samples={self.samples}", f"decision={shown}",
                       f"margin={self.margin}"]
         if self.stream:
             parts.append("stream")
@@ -53,6 +55,28 @@ class RequestRecord:
         doc = {k: v for k, v in asdict(self).items() if v is not None}
         doc["ms"] = round(doc.pop("seconds") * 1000, 1)
         return json.dumps(doc, ensure_ascii=False)
+
+
+@dataclass
+class Outcome:
+    """A request's record while it is served: filled in as the request goes."""
+
+    method: str
+    path: str
+    status: int = 500
+    model: str | None = None
+    samples: int | None = None
+    decision: object = None
+    margin: int | None = None
+    stream: bool = False
+    error: str | None = None
+    note: str | None = None
+
+    def record(self, seconds: float) -> RequestRecord:
+        return RequestRecord(self.method, self.path, self.status, seconds, model=self.model,
+                             samples=self.samples, decision=self.decision,
+                             margin=self.margin, stream=self.stream, error=self.error,
+                             note=self.note)
 
 
 class RequestLog:

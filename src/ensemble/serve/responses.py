@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .replies import ChatCompletion, ResponseDoc
 from .wire import ChatRequest, RequestRejected, Wire, parse_chat_request
 
 __all__ = ["RESPONSES", "ResponsesInfo", "response_doc", "response_events", "to_chat"]
@@ -160,7 +161,7 @@ def _text_format(text: Any) -> tuple[Any, Any]:
     return {k: v for k, v in fmt.items()}, dict(fmt)
 
 
-def to_chat(body: Any) -> tuple[ChatRequest, ResponsesInfo]:
+def to_chat(body: object) -> tuple[ChatRequest, ResponsesInfo]:
     """The chat request a Responses request stands for (RequestRejected naming the Responses
     field otherwise)."""
     if not isinstance(body, dict):
@@ -218,49 +219,43 @@ def _logprobs(lp: Any) -> list[dict[str, Any]]:
             for t in lp["content"] if isinstance(t, Mapping)]
 
 
-def response_doc(chat: Mapping[str, Any], req: ChatRequest, info: ResponsesInfo
-                 ) -> dict[str, Any]:
+def response_doc(chat: ChatCompletion, req: ChatRequest, info: ResponsesInfo) -> ResponseDoc:
     """The `response` object of a decided request, from its `chat.completion`."""
-    choice = chat["choices"][0]
-    msg = choice["message"]
-    uid = chat["id"].rsplit("-", 1)[-1]
-    part: dict[str, Any] = {"type": "output_text", "text": msg.get("content") or "",
+    choice = chat.choices[0]
+    msg = choice.message
+    uid = chat.id.rsplit("-", 1)[-1]
+    part: dict[str, Any] = {"type": "output_text", "text": msg.content or "",
                             "annotations": []}
     if req.logprobs:
-        part["logprobs"] = _logprobs(choice.get("logprobs"))
-    calls = msg.get("tool_calls") or []
+        part["logprobs"] = _logprobs(choice.logprobs)
+    calls = msg.tool_calls or []
     output: list[dict[str, Any]] = []
     if part["text"] or not calls:
         output.append({"type": "message", "id": f"msg_{uid}", "status": "completed",
                        "role": "assistant", "content": [part]})
-    output += [{"type": "function_call", "id": f"fc_{uid}_{i}", "call_id": c.get("id"),
-                "name": c["function"]["name"], "arguments": c["function"]["arguments"],
+    output += [{"type": "function_call", "id": f"fc_{uid}_{i}", "call_id": c.id,
+                "name": c.function.name, "arguments": c.function.arguments,
                 "status": "completed"} for i, c in enumerate(calls)]
-    incomplete = choice.get("finish_reason") == "length"
-    usage = chat["usage"]
-    return {
-        "id": f"resp_{chat['id'].rsplit('-', 1)[-1]}", "object": "response",
-        "created_at": chat["created"], "status": "incomplete" if incomplete else "completed",
-        "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-        "instructions": info.instructions, "max_output_tokens": None, "model": chat["model"],
-        "output": output, "parallel_tool_calls": len(calls) > 1, "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None}, "store": False, "temperature": None,
-        "text": {"format": info.text_format}, "tool_choice": info.tool_choice,
-        "tools": list(info.tools),
-        "top_p": None, "truncation": "disabled", "user": None,
-        "metadata": info.metadata or {},
-        "usage": {"input_tokens": usage["prompt_tokens"],
-                  "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens": usage["completion_tokens"],
-                  "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": usage["total_tokens"]},
-        "ensemble": chat["ensemble"],
-    }
+    incomplete = choice.finish_reason == "length"
+    usage = chat.usage
+    return ResponseDoc(
+        id=f"resp_{uid}", created_at=chat.created,
+        status="incomplete" if incomplete else "completed",
+        incomplete_details={"reason": "max_output_tokens"} if incomplete else None,
+        instructions=info.instructions, model=chat.model, output=output,
+        parallel_tool_calls=len(calls) > 1, reasoning={"effort": None, "summary": None},
+        text={"format": info.text_format}, tool_choice=info.tool_choice,
+        tools=list(info.tools), metadata=dict(info.metadata or {}),
+        usage={"input_tokens": usage.prompt_tokens,
+               "input_tokens_details": {"cached_tokens": 0},
+               "output_tokens": usage.completion_tokens,
+               "output_tokens_details": {"reasoning_tokens": 0},
+               "total_tokens": usage.total_tokens},
+        ensemble=chat.ensemble)
 
 
-def response_events(doc: Mapping[str, Any], req: ChatRequest | None = None,
-                    info: Any = None) -> Iterator[str]:
+def response_events(response: ResponseDoc, req: ChatRequest | None = None,
+                    info: object = None) -> Iterator[str]:
     """A response as the Responses API streams it, each event one server-sent event: created,
     in_progress, per output item its added / content part / text deltas / done events, and
     `response.completed` carrying the whole response (and the `ensemble` object)."""
@@ -272,6 +267,7 @@ def response_events(doc: Mapping[str, Any], req: ChatRequest | None = None,
         return (f"event: {kind}\ndata: "
                 f"{json.dumps({'type': kind, 'sequence_number': seq - 1, **fields})}\n\n")
 
+    doc = response.model_dump()
     pending = {**doc, "status": "in_progress", "output": [], "usage": None}
     pending.pop("ensemble", None)
     yield event("response.created", response=pending)
@@ -308,4 +304,5 @@ def response_events(doc: Mapping[str, Any], req: ChatRequest | None = None,
 
 
 
-RESPONSES = Wire("a Responses API request", to_chat, response_doc, response_events)
+RESPONSES: Wire[ResponsesInfo, ResponseDoc] = Wire("a Responses API request", to_chat,
+                                                   response_doc, response_events)

@@ -19,15 +19,28 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from ..answers import FieldVoter
 from ..decision import plain
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
+from .replies import (
+    ChatChoice,
+    ChatCompletion,
+    ChatMessage,
+    EnsembleInfo,
+    FieldVote,
+    MemberVotes,
+    Usage,
+    tool_call_out,
+)
 
 if TYPE_CHECKING:
     from ..decision import Decision
+    from ..members import Member
     from ..sampling.types import Sample
 
 __all__ = ["CHAT", "ChatRequest", "RequestRejected", "Wire", "completion_chunks",
@@ -168,7 +181,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Any, ...] | None, Any]:
     return tuple(tools), choice
 
 
-def parse_chat_request(body: Any) -> ChatRequest:
+def parse_chat_request(body: object) -> ChatRequest:
     """A checked `ChatRequest` from a decoded JSON body (RequestRejected otherwise)."""
     if not isinstance(body, dict):
         raise RequestRejected("the request body must be a JSON object")
@@ -232,7 +245,7 @@ def error_doc(message: str, etype: str = "invalid_request_error", *, param: str 
     return {"error": {"message": message, "type": etype, "param": param, "code": code}}
 
 
-def _representatives(d: Decision, k: int, won: str | None = None) -> list[Sample]:
+def _representatives(d: Decision[Any], k: int, won: str | None = None) -> list[Sample]:
     """Choice 0: the first sample that voted for the decision (`won`, its key, when the kind
     says it; else the answer the decision credits most); then one sample per next most voted
     answer, up to k in all. No valid vote: the first sample drawn.
@@ -254,70 +267,61 @@ def _representatives(d: Decision, k: int, won: str | None = None) -> list[Sample
     return out
 
 
-def _sample_message(s: Sample) -> dict[str, Any]:
+def _sample_message(s: Sample) -> ChatMessage:
     """A sample as the assistant message it was: its text, or its tool calls as sent."""
     reply = read_tool_calls(s.text)
     if reply is None:
-        return {"role": "assistant", "content": s.text or ""}
-    return {"role": "assistant", "content": reply.content, "tool_calls": list(reply.tool_calls)}
+        return ChatMessage(content=s.text or "")
+    return ChatMessage(content=reply.content,
+                       tool_calls=[tool_call_out(c) for c in reply.tool_calls])
 
 
-def _voted_choices(d: Decision, kind: Any) -> list[dict[str, Any]] | None:
+def _voted_choices(d: Decision[Any], kind: object) -> list[ChatChoice] | None:
     """The one choice of a decision voted part by part: the voted tool calls, or the text the
     kind renders for it (the voted object, a client's format); None when a sample's text is
     the reply."""
     if d.tool_calls:
-        return [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [
-            c.to_openai() for c in d.tool_calls]}, "logprobs": None,
-                 "finish_reason": "tool_calls"}]
+        return [ChatChoice(index=0, message=ChatMessage(content=None, tool_calls=[
+            tool_call_out(c.to_openai()) for c in d.tool_calls]),
+            finish_reason="tool_calls")]
     if d.decision is None or not d.fields or not isinstance(kind, FieldVoter):
         return None
     text = kind.render(d.decision)
     if text is None:
         return None
-    return [{"index": 0, "message": {"role": "assistant", "content": text},
-             "logprobs": None, "finish_reason": "stop"}]
+    return [ChatChoice(index=0, message=ChatMessage(content=text))]
 
 
-def _plain(value: Any) -> Any:
-    return plain(value)
-
-
-def json_decision(d: Decision) -> Any:
+def json_decision(d: Decision[Any]) -> Any:
     """The decision as a JSON value (a structured output's model as its fields)."""
-    return _plain(d.decision)
+    return plain(d.decision)
 
 
-def ensemble_doc(d: Decision, members: Sequence[Any], *, ignored: Sequence[str] = ()
-                 ) -> dict[str, Any]:
+def ensemble_doc(d: Decision[Any], members: Sequence[Member], *,
+                 ignored: Sequence[str] = ()) -> EnsembleInfo:
     """The `ensemble` object of a response: the vote behind the reply (and, when the request
     set sampling parameters, that they were ignored: the served ensemble sets its own)."""
-    doc: dict[str, Any] = {
-        "decision": json_decision(d), "votes": dict(d.votes), "margin": d.margin, "tie": d.tie,
-        "samples": d.n_samples, "invalid": d.n_invalid, "cost_usd": d.cost_usd,
-        "aggregator": d.aggregator, "stop": d.stop,
-        "temperatures": sorted({m.temperature for m in members}),
-    }
-    if d.fields:  # structured outputs: each field's own vote, its decision typed (8, not "8")
-        doc["fields"] = {name: {"decision": _plain(f.value) if f.decision is not None else None,
-                                "votes": dict(f.counts), "margin": f.margin,
-                                "invalid": f.n_invalid}
-                         for name, f in d.fields.items()}
-    if d.why is not None:  # nothing decided: why (the content is then the first sample's)
-        doc["why"] = d.why
-    if ignored:
-        doc["ignored"] = list(ignored)
-    if d.cost_rule is not None:  # stop: cost: the rule decided; its posterior, its draws
-        doc["cost_rule"] = d.cost_rule.to_dict()
-    if len(members) > 1:
-        doc["member_votes"] = [{"model": m.model, "temperature": m.temperature, "votes": v}
-                               for m, v in zip(members, d.member_votes, strict=False)]
-    return doc
+    return EnsembleInfo(
+        decision=json_decision(d), votes=dict(d.votes), margin=d.margin, tie=d.tie,
+        samples=d.n_samples, invalid=d.n_invalid, cost_usd=d.cost_usd,
+        aggregator=d.aggregator, stop=d.stop,
+        temperatures=sorted({m.temperature for m in members}),
+        # structured outputs: each field's own vote, its decision typed (8, not "8")
+        fields={name: FieldVote(decision=plain(f.value) if f.decision is not None else None,
+                                votes=dict(f.counts), margin=f.margin, invalid=f.n_invalid)
+                for name, f in d.fields.items()} if d.fields else None,
+        why=d.why,  # nothing decided: why (the content is then the first sample's)
+        ignored=list(ignored) or None,
+        # stop: cost: the rule decided; its posterior, its draws
+        cost_rule=d.cost_rule.to_dict() if d.cost_rule is not None else None,
+        member_votes=[MemberVotes(model=m.model, temperature=m.temperature, votes=v)
+                      for m, v in zip(members, d.member_votes, strict=False)]
+        if len(members) > 1 else None)
 
 
-def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1,
+def completion_doc(name: str, d: Decision[Any], members: Sequence[Member], *, n: int = 1,
                    ignored: Sequence[str] = (), completion_id: str | None = None,
-                   logprobs: bool = False, kind: Any = None) -> dict[str, Any]:
+                   logprobs: bool = False, kind: object = None) -> ChatCompletion:
     """The `chat.completion` answering a request with the ensemble's decision.
 
     A decision voted part by part (`kind` a `FieldVoter`) is answered with what was voted:
@@ -332,74 +336,83 @@ def completion_doc(name: str, d: Decision, members: Sequence[Any], *, n: int = 1
     if choices is None:
         won = kind.answer_key(d.decision) if isinstance(kind, FieldVoter) \
             and d.decision is not None else None
-        choices = [{"index": i, "message": _sample_message(s),
-                    "logprobs": s.logprobs if logprobs else None,
-                    "finish_reason": s.finish_reason or "stop"}
+        choices = [ChatChoice(index=i, message=_sample_message(s),
+                              logprobs=s.logprobs if logprobs else None,
+                              finish_reason=s.finish_reason or "stop")
                    for i, s in enumerate(_representatives(d, n, won))]
     if not choices:  # pragma: no cover - a decision always has samples
-        choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
-                    "logprobs": None, "finish_reason": "stop"}]
-    return {
-        "id": completion_id or f"chatcmpl-ens-{uuid.uuid4().hex[:24]}",
-        "object": "chat.completion", "created": int(time.time()), "model": name,
-        "system_fingerprint": None, "choices": choices,
-        "usage": {"prompt_tokens": d.prompt_tokens, "completion_tokens": d.completion_tokens,
-                  "total_tokens": d.prompt_tokens + d.completion_tokens},
-        "ensemble": ensemble_doc(d, members, ignored=ignored),
-    }
+        choices = [ChatChoice(index=0, message=ChatMessage(content=""))]
+    return ChatCompletion(
+        id=completion_id or f"chatcmpl-ens-{uuid.uuid4().hex[:24]}", created=int(time.time()),
+        model=name, choices=choices,
+        usage=Usage(prompt_tokens=d.prompt_tokens, completion_tokens=d.completion_tokens,
+                    total_tokens=d.prompt_tokens + d.completion_tokens),
+        ensemble=ensemble_doc(d, members, ignored=ignored))
 
 
-def completion_chunks(doc: Mapping[str, Any], *, include_usage: bool = False
+def completion_chunks(doc: ChatCompletion, *, include_usage: bool = False
                       ) -> Iterator[dict[str, Any]]:
     """A `chat.completion` as the chunks OpenAI streams: per choice a role chunk, content
     pieces (or its tool calls) and a finish chunk (it carries the `ensemble` object); with
     `include_usage`, every chunk has `usage: null` and a last chunk without choices carries
     the usage."""
-    head = {"id": doc["id"], "object": "chat.completion.chunk", "created": doc["created"],
-            "model": doc["model"], "system_fingerprint": None}
+    head = {"id": doc.id, "object": "chat.completion.chunk", "created": doc.created,
+            "model": doc.model, "system_fingerprint": None}
     extra = {"usage": None} if include_usage else {}
-    last = len(doc["choices"]) - 1
-    for ch in doc["choices"]:
-        j = ch["index"]
+    last = len(doc.choices) - 1
+    for ch in doc.choices:
+        j = ch.index
         yield {**head, "choices": [{"index": j, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}], **extra}
-        text = ch["message"]["content"] or ""
+        text = ch.message.content or ""
         for i in range(0, len(text), CHUNK_CHARS):  # the logprobs ride on the first piece
             yield {**head, "choices": [{"index": j, "delta": {"content": text[i:i + CHUNK_CHARS]},
-                                        "logprobs": ch["logprobs"] if i == 0 else None,
+                                        "logprobs": ch.logprobs if i == 0 else None,
                                         "finish_reason": None}], **extra}
-        calls = ch["message"].get("tool_calls")
+        calls = ch.message.tool_calls
         if calls:  # each call whole in one delta, as OpenAI's first delta of a call has it
             yield {**head, "choices": [{"index": j, "delta": {"tool_calls": [
-                {"index": i, **c} for i, c in enumerate(calls)]}, "logprobs": None,
-                "finish_reason": None}], **extra}
+                {"index": i, **c.model_dump()} for i, c in enumerate(calls)]},
+                "logprobs": None, "finish_reason": None}], **extra}
         final: dict[str, Any] = {**head, "choices": [{"index": j, "delta": {}, "logprobs": None,
-                                                      "finish_reason": ch["finish_reason"]}],
+                                                      "finish_reason": ch.finish_reason}],
                                  **extra}
         if j == last:
-            final["ensemble"] = doc["ensemble"]
+            final["ensemble"] = doc.ensemble.model_dump()
         yield final
     if include_usage:
-        yield {**head, "choices": [], "usage": doc["usage"]}
+        yield {**head, "choices": [], "usage": doc.usage.model_dump()}
 
 
-def _chat_frames(doc: Mapping[str, Any], req: ChatRequest, info: Any) -> Iterator[str]:
+def _chat_frames(doc: ChatCompletion, req: ChatRequest, info: object) -> Iterator[str]:
     for chunk in completion_chunks(doc, include_usage=req.include_usage):
         yield f"data: {json.dumps(chunk)}\n\n"
     yield "data: [DONE]\n\n"
 
 
+InfoT = TypeVar("InfoT")
+DocT = TypeVar("DocT", bound=BaseModel)
+
+
 @dataclass(frozen=True)
-class Wire:
+class Wire(Generic[InfoT, DocT]):
     """How one route reads and writes: `parse` a body as the chat request it stands for (and
-    what else the route needs to answer), `render` the decided `chat.completion` in the
-    route's format, `frames` it as server-sent events."""
+    what else the route needs to answer, `InfoT`), `render` the decided `chat.completion` in
+    the route's format (`DocT`), `frames` it as server-sent events."""
 
     what: str  # what a body should be, for the malformed-JSON error
-    parse: Callable[[Any], tuple[ChatRequest, Any]]
-    render: Callable[[dict[str, Any], ChatRequest, Any], dict[str, Any]]
-    frames: Callable[[dict[str, Any], ChatRequest, Any], Iterator[str]]
+    parse: Callable[[object], tuple[ChatRequest, InfoT]]
+    render: Callable[[ChatCompletion, ChatRequest, InfoT], DocT]
+    frames: Callable[[DocT, ChatRequest, InfoT], Iterator[str]]
 
 
-CHAT = Wire("a chat completion request", lambda body: (parse_chat_request(body), None),
-            lambda doc, req, info: doc, _chat_frames)
+def _chat_request(body: object) -> tuple[ChatRequest, None]:
+    return parse_chat_request(body), None
+
+
+def _as_is(doc: ChatCompletion, req: ChatRequest, info: None) -> ChatCompletion:
+    return doc
+
+
+CHAT: Wire[None, ChatCompletion] = Wire("a chat completion request", _chat_request, _as_is,
+                                        _chat_frames)

@@ -1,0 +1,193 @@
+"""What the endpoint answers, as typed models: a `chat.completion` (`ChatCompletion`), the
+`ensemble` object beside it (`EnsembleInfo`), a Responses API `response` (`ResponseDoc`) and
+a legacy `text_completion` (`TextCompletion`).
+
+Every route builds its reply as one of these and writes it with `body()`; the wire modules
+(`serve.wire`, `serve.responses`, `serve.completions`) build them, the streamed forms are
+derived from them. Optional keys that OpenAI's objects leave out when they do not apply (an
+assistant message's `tool_calls`, the `ensemble` object's `fields`, `why`, ...) are left out
+of the JSON when unset, never written as null.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic.functional_serializers import SerializerFunctionWrapHandler
+
+__all__ = ["ChatChoice", "ChatCompletion", "ChatMessage", "EnsembleInfo", "FieldVote",
+           "FunctionCall", "MemberVotes", "ResponseDoc", "TextChoice", "TextCompletion",
+           "ToolCallOut", "Usage", "body", "tool_call_out"]
+
+
+class Reply(BaseModel):
+    """A reply document: frozen, every field declared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Omitting(Reply):
+    """A document whose optional keys (`OMIT`) are left out while None."""
+
+    OMIT: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for key in self.OMIT:
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
+
+
+class FunctionCall(Reply):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCallOut(Reply):
+    """One entry of an assistant message's `tool_calls`."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+def tool_call_out(call: Mapping[str, Any]) -> ToolCallOut:
+    """A tool call as an upstream sent it (or `ToolCall.to_openai()`), in the reply's form."""
+    fn = call.get("function")
+    fn = fn if isinstance(fn, Mapping) else {}
+    args = fn.get("arguments")
+    return ToolCallOut(id=str(call.get("id") or f"call_{uuid.uuid4().hex[:24]}"),
+                       function=FunctionCall(name=str(fn.get("name") or ""),
+                                             arguments=args if isinstance(args, str)
+                                             else json.dumps(args or {})))
+
+
+class ChatMessage(Omitting):
+    OMIT: ClassVar[frozenset[str]] = frozenset({"tool_calls"})
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    tool_calls: list[ToolCallOut] | None = None
+
+
+class ChatChoice(Reply):
+    index: int
+    message: ChatMessage
+    logprobs: dict[str, Any] | None = None  # the chosen sample's own, as the upstream sent
+    finish_reason: str = "stop"
+
+
+class Usage(Reply):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class FieldVote(Reply):
+    """One part's vote (a structured output's field, a tool call's argument)."""
+
+    decision: Any
+    votes: dict[str, int]
+    margin: int
+    invalid: int
+
+
+class MemberVotes(Reply):
+    model: str
+    temperature: float
+    votes: dict[str, int]
+
+
+class EnsembleInfo(Omitting):
+    """The `ensemble` object of a reply: the vote behind it."""
+
+    OMIT: ClassVar[frozenset[str]] = frozenset({"fields", "why", "ignored", "cost_rule",
+                                                "member_votes"})
+    decision: Any
+    votes: dict[str, int]
+    margin: int
+    tie: bool
+    samples: int
+    invalid: int
+    cost_usd: float | None
+    aggregator: str
+    stop: str | None
+    temperatures: list[float]
+    fields: dict[str, FieldVote] | None = None
+    why: str | None = None
+    ignored: list[str] | None = None
+    cost_rule: dict[str, Any] | None = None
+    member_votes: list[MemberVotes] | None = None
+
+
+class ChatCompletion(Reply):
+    """A `chat.completion` answering a request with the ensemble's decision."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[ChatChoice]
+    usage: Usage
+    ensemble: EnsembleInfo
+
+
+class TextChoice(Reply):
+    index: int
+    text: str
+    logprobs: dict[str, Any] | None = None
+    finish_reason: str = "stop"
+
+
+class TextCompletion(Reply):
+    """A legacy `text_completion` (`POST /v1/completions`)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[TextChoice]
+    usage: Usage
+    ensemble: EnsembleInfo
+
+
+class ResponseDoc(Reply):
+    """A Responses API `response`. Its output items and the echoed request fields (`text`,
+    `tools`, `tool_choice`, `metadata`) keep the Responses API's own shapes."""
+
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: Literal["completed", "incomplete"]
+    error: None = None
+    incomplete_details: dict[str, str] | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    model: str
+    output: list[dict[str, Any]]
+    parallel_tool_calls: bool
+    previous_response_id: None = None
+    reasoning: dict[str, Any]
+    store: bool = False
+    temperature: float | None = None
+    text: dict[str, Any]
+    tool_choice: Any
+    tools: list[Any]
+    top_p: float | None = None
+    truncation: str = "disabled"
+    user: str | None = None
+    metadata: dict[str, str]
+    usage: dict[str, Any]
+    ensemble: EnsembleInfo
+
+
+def body(doc: BaseModel) -> bytes:
+    """A reply's JSON body."""
+    return doc.model_dump_json().encode("utf-8")
