@@ -245,3 +245,107 @@ def test_group_utility_with_invalid_answers():
             total += 2 * credit - 1
         # 4000 draws: standard error below 0.016
         assert abs(total / reps - exact[s]) < 0.05
+
+
+# -- rules that weigh each sample by its logprobs ----------------------------------------------
+def _box_prompt():
+    from ensemble.tasks import get_task
+
+    q = next(q for q in get_task("boxball").questions() if 0.3 < q.posterior < 0.7)
+    return q.prompt
+
+
+def test_weighted_draws_the_logprobs_it_reads_and_its_weights_are_a_hand_recount():
+    """`Ensemble(aggregator="weighted")` without logprobs=True asks the server for them (it
+    voted as plain plurality before: every weight 1); each vote weighs exp(mean token
+    logprob) of the reply the server planted, and the highest summed weight decides."""
+    from ensemble import Ensemble
+    from ensemble.testing import SimulatedServer
+
+    with SimulatedServer(lam1=1.0, seed=7, keep_replies=True) as srv:
+        with Ensemble("openai/sim", api_base="http://sim/v1", transport=srv.transport(), n=9,
+                      temperature=1.0, choices=["L", "R"], aggregator="weighted") as ens:
+            d = ens.decide(_box_prompt())
+        served = {i: lp for r in srv.stats.replies for i, lp in zip(r.indices, r.logprobs,
+                                                                   strict=True)}
+    assert sorted(served) == list(range(9))  # every reply came with its logprobs
+    by_hand = []
+    for s in d.samples:
+        lps = [t["logprob"] for t in served[s.index]["content"]]
+        by_hand.append(math.exp(sum(lps) / len(lps)))
+    assert d.weights == pytest.approx(by_hand, rel=1e-12)
+    assert len(set(by_hand)) > 1 and max(by_hand) < 1  # planted per sample, not all 1
+    scores = Counter()
+    for s, w in zip(d.samples, by_hand, strict=True):
+        scores[s.answer] += w
+    assert d.scores == pytest.approx(dict(scores), rel=1e-12)
+    assert d.decision == max(scores, key=scores.get) and d.aggregator == "weighted"
+    assert d.to_dict()["weights"] == pytest.approx(by_hand, rel=1e-12)
+
+
+class _NoLogprobs:
+    """A provider that cannot return logprobs: the fake expert's replies without them."""
+
+    def __init__(self):
+        from ensemble.testing import FakeExpertProvider
+
+        self.inner = FakeExpertProvider(lam1=2.0, seed=3)
+        for a in ("name", "model", "api_base", "capabilities", "endpoint", "identity",
+                  "start", "aclose", "price", "count_tokens"):
+            setattr(self, a, getattr(self.inner, a))
+
+    async def complete(self, messages, params, **kw):
+        from dataclasses import replace
+
+        c = await self.inner.complete(messages, params, **kw)
+        return replace(c, choices=tuple(replace(ch, logprobs=None) for ch in c.choices))
+
+
+def test_a_rule_whose_logprobs_cannot_be_had_is_refused_in_one_line_never_counted_plainly():
+    from ensemble import Ensemble
+
+    with Ensemble("sim", provider=_NoLogprobs(), n=3, choices=["L", "R"],
+                  aggregator="weighted") as ens:
+        with pytest.raises(InputError) as e:
+            ens.decide(_box_prompt())
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("weighted weighs each vote by the reply's token logprobs and 3 of 3 "
+                          "replies came without the reply's token logprobs")
+    with pytest.raises(InputError, match="weighted weighs each vote by the reply's token "
+                                         "logprobs, so it draws logprobs: drop logprobs=False"):
+        Ensemble("openai/sim", aggregator="weighted", logprobs=False)
+    # the per-vote form: no evidence, no weights: refused (it used to need weights= only)
+    with pytest.raises(InputError, match="give evidence="):
+        get_aggregator("weighted")(["A", "B"])
+
+
+def test_a_weighing_rule_declares_what_it_reads_and_decides_by_summed_shares():
+    """A plug-in's soft vote: it reads the top logprobs at the answer position and each sample
+    spreads its weight over the options (`Ballots.shares`), so an option sampled once can win."""
+    from ensemble.aggregators import RuleBase
+    from ensemble.rules import Ballots, Evidence, Requests, register_rule, rules
+
+    @register_rule(summary="each sample's distribution over the options, summed",
+                   requests=Requests(top_logprobs=2), scorable=False, name="test-soft")
+    class Soft(RuleBase):
+        def weigh(self, evidence, *, groups):
+            shares = []
+            for e in evidence:
+                p = {o: math.exp(v) for o, v in e.options.items()}
+                shares.append({o: v / sum(p.values()) for o, v in p.items()})
+            return Ballots(tuple(1.0 for _ in evidence), tuple(shares))
+
+    try:
+        assert rules.get("test-soft").requests.sampling() == {"logprobs": True,
+                                                              "top_logprobs": 2}
+        ev = [Evidence(options={"A": math.log(0.55), "B": math.log(0.45)}),
+              Evidence(options={"A": math.log(0.51), "B": math.log(0.49)}),
+              Evidence(options={"A": math.log(0.02), "B": math.log(0.98)})]
+        v = get_aggregator("test-soft")(["A", "A", "B"], evidence=ev)
+        assert v.decision == "B" and v.counts == {"A": 2, "B": 1}  # 1.92 > 1.08
+        assert v.scores == pytest.approx({"A": 1.08, "B": 1.92})
+        with pytest.raises(InputError, match="1 of 3 replies came without the top 2 logprobs"):
+            get_aggregator("test-soft")(["A", "A", "B"], evidence=[*ev[:2], Evidence()])
+    finally:
+        rules.remove("test-soft")

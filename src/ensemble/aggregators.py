@@ -43,12 +43,16 @@ from .credit import (
 )
 from .errors import InputError
 from .rules import (
+    HARD,
     LAM_WEIGHTED,
     MAJORITY,
     PLURALITY,
     RANDOM_FOLLOW,
     ROBUST,
     WEIGHTED,
+    Ballots,
+    Evidence,
+    Requests,
     RuleInfo,
     aggregator_info,
     aggregator_names,
@@ -58,6 +62,9 @@ from .rules import (
 __all__ = [
     "INVALID_POLICIES",
     "Aggregator",
+    "Ballots",
+    "Evidence",
+    "Requests",
     "RuleBase",
     "RuleInfo",
     "Vote",
@@ -97,6 +104,10 @@ class Vote:
     # decision (a float for numbers, a field's value for structured outputs)
     spellings: dict[str, dict[str, int]] = field(default_factory=dict)
     value: Any = None
+    # a rule that weighs its samples (`RuleInfo.requests`): the weight each sample counted
+    # with, in the order of the answers, and each answer's summed score (empty otherwise)
+    weights: tuple[float, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
 
     @property
     def votes(self) -> dict[str, int]:
@@ -113,8 +124,8 @@ class Aggregator(Protocol):
     name: str
 
     def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None,
-                 groups: Sequence[int] | None = None) -> Vote: ...
+                 weights: Sequence[float] | None = None, groups: Sequence[int] | None = None,
+                 evidence: Sequence[Evidence | None] | None = None) -> Vote: ...
 
 
 # -- the built-ins' vector, group and credit forms (what `register_rule` declares) -------------
@@ -174,7 +185,12 @@ def _lam_weighted_credit(counts: Any, correct: Any, lams: Sequence[float | None]
 
 
 class RuleBase:
+    """A rule's per-vote form. A counting rule implements `aggregate`; a rule that weighs its
+    samples by what they say about themselves declares `requests` (`register_rule`) and
+    implements `weigh` alone: the highest summed score decides (`Ballots`)."""
+
     name = "base"
+    requests: Requests = HARD
 
     def __init__(self, *, tie: str = "random", invalid: str = "ignore", rng: Any = None,
                  open: bool = False) -> None:
@@ -188,10 +204,14 @@ class RuleBase:
         self.open = bool(open)
 
     def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
-                 weights: Sequence[float] | None = None,
-                 groups: Sequence[int] | None = None) -> Vote:
+                 weights: Sequence[float] | None = None, groups: Sequence[int] | None = None,
+                 evidence: Sequence[Evidence | None] | None = None) -> Vote:
         labels = _check_groups(groups, len(answers))
-        vote = self.aggregate(answers, choices=choices, weights=weights, groups=labels)
+        if self.requests.logprobs:
+            ballots = self._ballots(len(answers), weights, evidence, labels)
+            vote = self.by_scores(answers, ballots, choices=choices)
+        else:
+            vote = self.aggregate(answers, choices=choices, weights=weights, groups=labels)
         if labels is None:
             return vote
         per: list[Counter[str]] = [Counter() for _ in range(max(labels, default=-1) + 1)]
@@ -204,6 +224,55 @@ class RuleBase:
                    weights: Sequence[float] | None, groups: list[int] | None
                    ) -> Vote:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None
+              ) -> Ballots:  # pragma: no cover - abstract
+        """How each sample counts, from what it says about itself (`evidence`, one per
+        sample, holding at least what `requests` asks for)."""
+        raise NotImplementedError(f"{self.name} declares requests but no weigh()")
+
+    def _ballots(self, k: int, weights: Sequence[float] | None,
+                 evidence: Sequence[Evidence | None] | None, labels: list[int] | None
+                 ) -> Ballots:
+        """The ballots of a weighing rule: the weights given (one per vote), else weighed from
+        the evidence, which must hold what the rule requests (never a plain count instead)."""
+        if weights is not None:
+            if isinstance(weights, (str, bytes)) or len(weights) != k:
+                raise InputError(f"{self.name}: weights= gives one weight per vote; got "
+                                 f"{len(weights)} for {k} votes")
+            return Ballots(tuple(float(w) for w in weights))
+        if evidence is None:
+            raise InputError(f"{self.name} weighs each vote by {self.requests.describe()}: "
+                             "give evidence= (one per vote; Ensemble and the evals draw it) "
+                             "or weights=")
+        if len(evidence) != k:
+            raise InputError(f"{self.name}: evidence= gives one entry per vote; got "
+                             f"{len(evidence)} for {k} votes")
+        missing = self.requests.missing(evidence)
+        if missing:
+            raise InputError(f"{self.name} weighs each vote by {self.requests.describe()} and "
+                             f"{missing}: draw with a provider that returns logprobs, or "
+                             "choose a rule that counts hard answers")
+        ballots = self.weigh(evidence, groups=labels)  # type: ignore[arg-type]
+        if len(ballots.weights) != k:
+            raise InputError(f"{self.name}.weigh gave {len(ballots.weights)} weights for {k} "
+                             "votes")
+        return ballots
+
+    def by_scores(self, answers: Sequence[str | None], ballots: Ballots, *,
+                  choices: Sequence[str] | None) -> Vote:
+        """The vote of weighed samples: the answer of the highest summed score (ties within
+        1e-12 relative by the tie rule); counts and margin stay the hard votes'."""
+        valid, n, n_inv = self.prepare(answers)
+        if choices is not None:
+            bad = [a for a in valid if a not in choices]
+            if bad:
+                raise InputError(f"answer {bad[0]!r} is not one of the choices {list(choices)}")
+        scores = ballots.scores(answers)
+        best = max(scores.values(), default=0.0)
+        top = [a for a, v in scores.items() if best > 0 and abs(v - best) <= 1e-12 * max(1, best)]
+        vote = self.finish(Counter(valid), top, n, len(valid), n_inv, notes=ballots.notes)
+        return replace(vote, weights=ballots.weights, scores=scores)
 
     def prepare(self, answers: Sequence[str | None]) -> tuple[list[str], int, int]:
         n_invalid = sum(1 for a in answers if a is None)
@@ -322,27 +391,20 @@ class RandomFollow(RuleBase):
                           margin=vote.margin)
 
 
-@register_rule(summary="plurality weighted per vote (weights= at call time, e.g. logprob "
-               "confidence)", needs=("weights",), scorable=False)
+@register_rule(summary="plurality with each vote weighed by its reply's confidence, exp(mean "
+               "token logprob) (draws the replies' logprobs)",
+               requests=Requests(trace_logprobs=True), scorable=False)
 class Weighted(RuleBase):
-    """Plurality with per-sample weights (e.g. logprob confidence); weights must be >= 0."""
+    """Plurality with each vote weighed by its reply's confidence: exp(mean token logprob over
+    the reply), in (0, 1]. Drawing through `Ensemble` asks the provider for the logprobs; a
+    reply without them is refused, never counted as one plain vote. Explicit `weights=`
+    (one >= 0 per vote) replace the confidences."""
 
     name = WEIGHTED
 
-    def aggregate(self, answers: Sequence[str | None], *, choices: Sequence[str] | None,
-                   weights: Sequence[float] | None, groups: list[int] | None) -> Vote:
-        if weights is None or len(weights) != len(answers):
-            raise InputError("weighted voting needs one weight per answer")
-        if any(w < 0 for w in weights):
-            raise InputError("weights must be >= 0")
-        valid, n, n_inv = self.prepare(answers)
-        score: dict[str, float] = {}
-        for a, w in zip(answers, weights, strict=True):
-            if a is not None:
-                score[a] = score.get(a, 0.0) + float(w)
-        best = max(score.values(), default=0.0)
-        top = [a for a, s in score.items() if best > 0 and abs(s - best) <= 1e-12 * max(1, best)]
-        return self.finish(Counter(valid), top, n, len(valid), n_inv)
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+        return Ballots(tuple(math.exp(e.trace.mean_logprob)  # type: ignore[union-attr]
+                             for e in evidence))
 
 
 class _BinaryF(RuleBase):

@@ -26,7 +26,7 @@ from ._sync import LoopThread, run_sync
 from .aggregators import Vote, aggregator_info, get_aggregator
 from .answers import AnswerKind, ToolCalls, resolve_answer
 from .credit import as_rng
-from .decision import AnswerT, Decision, confidence, tally
+from .decision import AnswerT, Decision, evidence_of, tally
 from .errors import EnsembleError, InputError, SamplingFailed
 from .members import Member
 from .providers.base import Provider
@@ -132,9 +132,11 @@ class Ensemble(Generic[AnswerT]):
                   tool's schema; a text win is voted by `answer`/`choices`. `tool_choice` is
                   sent as given ("auto", "required", "none", or a function).
     aggregator:   a registered rule (`aggregator_names()`; `register_rule` adds one):
-                  plurality (default), majority, random-follow, weighted (by logprob
-                  confidence), lam-weighted (each vote weighs 2λ of its member), robust (the
-                  minimax-regret rule; binary choices; per-member counts for members).
+                  plurality (default), majority, random-follow, weighted (by each reply's
+                  logprob confidence: the Ensemble draws the logprobs a rule reads, and a
+                  reply without them is refused, never counted plainly), lam-weighted
+                  (each vote weighs 2λ of its member), robust (the minimax-regret rule;
+                  binary choices; per-member counts for members).
                   The rules that weigh votes by λ need every member's λ.
     lam:          λ of the one model at its temperature (ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units);
                   members carry their own.
@@ -275,7 +277,8 @@ class Ensemble(Generic[AnswerT]):
         self._tie = (tie, invalid, as_rng(seed))
         self.system = system
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
-        params = {rename.get(k, k): v for k, v in kwargs.items()}
+        params = self.aggregator_info.requests.asked_with(  # what the rule reads is drawn
+            {rename.get(k, k): v for k, v in kwargs.items()}, rule=aggregator)
         extra = _request_extra(extra_body, self.answer_kind, tools, tool_choice)
         self._params = [SamplingParams.make(m.temperature, extra=extra or None, **params)
                         for m in self.members]
@@ -431,12 +434,12 @@ class Ensemble(Generic[AnswerT]):
                 ) -> Decision[AnswerT]:
         """The Decision over each member's samples: the aggregator's, or with the cost rule
         (`rule`, stop="cost") the rule's own, the aggregator's reported alongside."""
-        weighted = "weights" in self.aggregator_info.needs
         choices = None if self.answer_kind.is_open else self.choices
-        weights = ([confidence(s) for row in rows for s in row] if weighted else None)
+        evidence = ([evidence_of(s) for row in rows for s in row]
+                    if self.aggregator_info.requests.logprobs else None)
 
         def aggregate(keys: list[str | None], groups: list[int] | None) -> Vote:
-            return self.aggregator(keys, choices=choices, weights=weights, groups=groups)
+            return self.aggregator(keys, choices=choices, groups=groups, evidence=evidence)
 
         stop = self.stop_spec.stop if self.stop_spec is not None else None
         lams = tuple(m.lam for m in self.members)

@@ -12,6 +12,7 @@ from typing import Any, Generic
 
 from .aggregators import Vote
 from .answers import AnswerKind, FieldVoter, ToolCall, spellings, vote_keys
+from .rules import Evidence, TraceSummary
 from .sampling.types import Sample
 from .stopping.priors import PriorUsed
 
@@ -20,7 +21,7 @@ if sys.version_info >= (3, 13):
 else:  # pragma: no cover - a TypeVar's default (PEP 696) is new in 3.13
     from typing_extensions import TypeVar
 
-__all__ = ["AnswerT", "CostRuleOutcome", "Decision", "confidence", "plain", "tally"]
+__all__ = ["AnswerT", "CostRuleOutcome", "Decision", "evidence_of", "plain", "tally"]
 
 # the type of a decided answer: str for choices (the default), float for answer="number", the
 # model for a pydantic answer (Ensemble's overloads pick it from `answer=`)
@@ -104,6 +105,9 @@ class Decision(Generic[AnswerT]):
     cost_rule:    with stop="cost", what the cost rule concluded (`CostRuleOutcome`: its
                   posterior `win`, the votes `drawn` per member, the aggregator's decision
                   beside it); None otherwise.
+    weights:      with a rule that weighs its samples by their logprobs (weighted, ...): the
+                  weight each sample counted with, in the order of `samples`; () otherwise.
+    scores:       with such a rule, answer -> its summed score (the decision has the highest).
     """
 
     decision: AnswerT | None
@@ -126,6 +130,8 @@ class Decision(Generic[AnswerT]):
     why: str | None = None
     cost_rule: CostRuleOutcome[AnswerT] | None = None
     stop_prior: PriorUsed | None = None
+    weights: tuple[float, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -189,6 +195,7 @@ class Decision(Generic[AnswerT]):
             "cost_rule": None if self.cost_rule is None else self.cost_rule.to_dict(),
             "stop_prior": None if self.stop_prior is None else self.stop_prior.to_dict(),
             "spellings": {k: dict(v) for k, v in self.spellings.items()},
+            "weights": list(self.weights), "scores": dict(self.scores),
             "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
                               "margin": f.margin, "n_invalid": f.n_invalid}
                        for name, f in self.fields.items()},
@@ -244,7 +251,8 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
         cost_usd=cost, prompt_tokens=sum(s.prompt_tokens or 0 for s in samples),
         completion_tokens=sum(s.completion_tokens or 0 for s in samples),
         member_votes=tuple(member_votes), lams=lams, stop=stop,
-        spellings=spelled, fields=fields, answer=kind.name)
+        spellings=spelled, fields=fields, answer=kind.name, weights=v.weights,
+        scores=v.scores)
 
 
 def _why(v: Vote, fields: dict[str, Vote], kind: AnswerKind, n: int) -> str:
@@ -274,11 +282,23 @@ def plain(value: Any) -> Any:
     return dump(mode="json", by_alias=True) if callable(dump) else value
 
 
-def confidence(s: Sample) -> float:
-    """exp(mean token logprob) of a sample: a confidence weight in (0, 1]; 1 when unknown."""
-    try:
-        toks = s.logprobs["content"]
-        lps = [t["logprob"] for t in toks]
-        return math.exp(sum(lps) / len(lps)) if lps else 1.0
-    except (TypeError, KeyError):
-        return 1.0
+def evidence_of(sample: Sample) -> Evidence:
+    """What a sample's logprobs say about it, for the rules that read them
+    (`ensemble.rules.Requests`): its reply's token logprobs summarised (`trace`); None where
+    the reply came without them, which a rule reading them refuses."""
+    return Evidence(trace=_trace(sample.logprobs))
+
+
+def _trace(logprobs: Any) -> TraceSummary | None:
+    """The OpenAI `logprobs` object's tokens: how many and their mean logprob."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    values: list[float] = []
+    for t in content:
+        v = t.get("logprob") if isinstance(t, dict) else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v > 0:
+            return None  # not a logprob: refused as missing rather than read as one
+        values.append(float(v))
+    return TraceSummary(tokens=len(values), mean_logprob=math.fsum(values) / len(values))

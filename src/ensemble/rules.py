@@ -27,7 +27,8 @@ tasks use for the main vote and the baseline, are the constants below.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,13 +41,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_AGGREGATOR",
+    "HARD",
     "LAM_WEIGHTED",
     "MAJORITY",
     "PLURALITY",
     "RANDOM_FOLLOW",
     "ROBUST",
     "WEIGHTED",
+    "Ballots",
+    "Evidence",
+    "Requests",
     "RuleInfo",
+    "TraceSummary",
     "aggregator_info",
     "aggregator_names",
     "main_vote",
@@ -70,6 +76,149 @@ C = TypeVar("C", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
+class Requests:
+    """What a rule reads from each sample beyond its hard answer; whoever draws asks for it
+    (`sampling()`), and a rule whose requests a sample cannot meet is refused (`missing`),
+    never replaced by a rule that reads less.
+
+    answer_logprobs: the answer's own log-probability (the answer span's token logprobs).
+    top_logprobs: the k most likely tokens at the answer position (0: none), from which a
+        sample's distribution over the options is read.
+    trace_logprobs: every token's logprob over the whole reply (its trace confidence).
+    """
+
+    answer_logprobs: bool = False
+    top_logprobs: int = 0
+    trace_logprobs: bool = False
+
+    def __post_init__(self) -> None:
+        k = self.top_logprobs
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 20:
+            raise InputError(f"Requests: top_logprobs is an integer in 0..20 (the providers' "
+                             f"limit), got {k!r}")
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether the rule reads any token logprobs (a hard answer alone does not)."""
+        return self.answer_logprobs or self.top_logprobs > 0 or self.trace_logprobs
+
+    def __or__(self, other: Requests) -> Requests:
+        """What two rules read together (a run that scores both draws once)."""
+        return Requests(self.answer_logprobs or other.answer_logprobs,
+                        max(self.top_logprobs, other.top_logprobs),
+                        self.trace_logprobs or other.trace_logprobs)
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling parameters that ask a provider for it (`SamplingParams` fields)."""
+        if not self.logprobs:
+            return {}
+        return {"logprobs": True, **({"top_logprobs": self.top_logprobs}
+                                     if self.top_logprobs else {})}
+
+    def asked_with(self, params: Mapping[str, Any], *, rule: str) -> dict[str, Any]:
+        """Sampling parameters (`SamplingParams` keywords) that also ask for what `rule`
+        reads: logprobs on, top_logprobs at least k; a caller's explicit `logprobs=False`
+        contradicts the rule and is refused in one line."""
+        out = dict(params)
+        if not self.logprobs:
+            return out
+        if "logprobs" in out and not out["logprobs"]:
+            raise InputError(f"{rule} weighs each vote by {self.describe()}, so it draws "
+                             "logprobs: drop logprobs=False, or choose a rule that counts hard "
+                             "answers")
+        out["logprobs"] = True
+        if self.top_logprobs:
+            given = out.get("top_logprobs")
+            out["top_logprobs"] = max(self.top_logprobs, given if isinstance(given, int) else 0)
+        return out
+
+    def describe(self) -> str:
+        """What it reads, for people: "the answer's logprob and the top 5 at its position"."""
+        parts = (["the answer's logprob"] if self.answer_logprobs else []) + (
+            [f"the top {self.top_logprobs} logprobs at the answer position"]
+            if self.top_logprobs else []) + (
+            ["the reply's token logprobs"] if self.trace_logprobs else [])
+        return " and ".join(parts) or "the hard answer"
+
+    def missing(self, evidence: Sequence[Evidence | None]) -> str | None:
+        """Why `evidence` (one per sample) cannot meet these requests, in a few words, or None:
+        how many samples lack what is read."""
+        if not self.logprobs:
+            return None
+        lacking = sum(1 for e in evidence if e is None or (
+            (self.answer_logprobs and e.logprob is None)
+            or (self.top_logprobs and e.options is None)
+            or (self.trace_logprobs and e.trace is None)))
+        if not lacking:
+            return None
+        return f"{lacking} of {len(evidence)} replies came without {self.describe()}"
+
+
+HARD = Requests()  # the hard answer alone: every counting rule
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """A reply's token logprobs, summarised: `tokens` counted, their `mean_logprob`."""
+
+    tokens: int
+    mean_logprob: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one sample says about itself beyond its hard answer (what `Requests` asked for;
+    None where it was not drawn), aligned with the votes of one decision.
+
+    logprob: log P(the sampled answer) given the sample's own reasoning (the answer span's
+        token logprobs summed).
+    options: log P(option) at the answer position for the options found among the top
+        logprobs (the other options' mass is unassigned).
+    trace: the whole reply's token logprobs, summarised.
+    """
+
+    logprob: float | None = None
+    options: Mapping[str, float] | None = None
+    trace: TraceSummary | None = None
+
+
+@dataclass(frozen=True)
+class Ballots:
+    """How each sample of one decision counts: sample i adds `weights[i] * shares[i][a]` to
+    answer a's score, all of `weights[i]` to its own answer where `shares` (or `shares[i]`) is
+    None. The highest score decides. `notes`: what a reader should know (e.g. a fall back
+    towards the hard vote)."""
+
+    weights: tuple[float, ...]
+    shares: tuple[Mapping[str, float] | None, ...] | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [w for w in self.weights if not (w >= 0 and math.isfinite(w))]
+        if bad:
+            raise InputError(f"a rule's weights are finite numbers >= 0, got {bad[:3]}")
+        if self.shares is not None and len(self.shares) != len(self.weights):
+            raise InputError(f"a rule gave {len(self.shares)} shares for "
+                             f"{len(self.weights)} weights (one per sample)")
+
+    def scores(self, answers: Sequence[str | None]) -> dict[str, float]:
+        """answer -> its score, over the valid votes `answers` (one per sample)."""
+        if len(answers) != len(self.weights):
+            raise InputError(f"a rule weighed {len(self.weights)} samples for "
+                             f"{len(answers)} votes")
+        out: dict[str, float] = {}
+        for i, (a, w) in enumerate(zip(answers, self.weights, strict=True)):
+            share = self.shares[i] if self.shares is not None else None
+            if share is None:
+                if a is not None:
+                    out[a] = out.get(a, 0.0) + w
+                continue
+            for option, mass in share.items():
+                out[option] = out.get(option, 0.0) + w * mass
+        return out
+
+
+@dataclass(frozen=True)
 class RuleInfo:
     """What one rule is.
 
@@ -79,6 +228,9 @@ class RuleInfo:
     open: it applies to open answers (numbers, text: no fixed set of options).
     needs: what it must be given: "lam" (every member's λ, as lam= or lams=), "weights" (one
         weight per vote at call time), "structure" (the true report structure).
+    requests: what it reads from each sample beyond the hard answer (`Requests`): whoever
+        draws asks the provider for it, and the rule weighs the samples by it
+        (`RuleBase.weigh`).
     scorable: `ensemble eval` may score it (with the form the task needs, below).
     vote: it is the main vote of a task (plurality over any options, majority over two): the
         evals score it as the task's main vote.
@@ -95,6 +247,7 @@ class RuleInfo:
     binary: bool = False
     open: bool = True
     needs: tuple[str, ...] = ()
+    requests: Requests = HARD
     scorable: bool = True
     vote: bool = False
     f: FArray | None = None
@@ -128,11 +281,14 @@ rules: Registry[RuleInfo] = Registry("aggregator", "ensemble.rules",
 
 
 def register_rule(*, summary: str, name: str | None = None, binary: bool = False,
-                  open: bool = True, needs: Sequence[str] = (), scorable: bool = True,
-                  vote: bool = False, f: FArray | None = None, group_f: GroupF | None = None,
-                  credit: Credit | None = None, replace: bool = False) -> Callable[[C], C]:
+                  open: bool = True, needs: Sequence[str] = (), requests: Requests | None = None,
+                  scorable: bool = True, vote: bool = False, f: FArray | None = None,
+                  group_f: GroupF | None = None, credit: Credit | None = None,
+                  replace: bool = False) -> Callable[[C], C]:
     """Class decorator: register an aggregation rule (its per-vote class, named by its `name`
-    attribute or `name=`) with what it declares (`RuleInfo`)."""
+    attribute or `name=`) with what it declares (`RuleInfo`). `requests` (default: the
+    class's `requests` attribute, else the hard answer alone) is set on the class too, so its
+    instances weigh by what was drawn."""
     bad = sorted(set(needs) - {"lam", "weights", "structure"})
     if bad:
         raise InputError(f"register_rule: unknown need {bad[0]!r}; a rule may need lam, "
@@ -143,8 +299,14 @@ def register_rule(*, summary: str, name: str | None = None, binary: bool = False
         if not isinstance(key, str):
             raise InputError(f"register_rule: {cls!r} has no name (give it a `name` attribute "
                              "or name=...)")
+        reads = requests if requests is not None else getattr(cls, "requests", HARD)
+        if not isinstance(reads, Requests):
+            raise InputError(f"register_rule: requests is an ensemble.rules.Requests, got "
+                             f"{reads!r}")
+        cls.requests = reads  # type: ignore[attr-defined]
         rules.add(key, RuleInfo(key, cls, summary, binary=binary, open=open,
-                                needs=tuple(needs), scorable=scorable, vote=vote, f=f,
+                                needs=tuple(needs), requests=reads, scorable=scorable,
+                                vote=vote, f=f,
                                 group_f=group_f, credit=credit), replace=replace,
                   module=cls.__module__)
         return cls
