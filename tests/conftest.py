@@ -148,3 +148,18 @@ def run_cli(capfd):
         return CliRun(argv, int(code or 0), captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def redis_server():
+    """A throwaway redis-server on a free loopback port (tests of a fleet of replicas); skips,
+    naming why, where redis-server or the `redis` client (the `fleet` extra) is missing."""
+    pytest.importorskip("redis", reason="the redis client is not installed (pip install -e "
+                                        "'.[dev]' brings the fleet extra)")
+    from ensemble.testing.redisserver import RedisServer, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run "
+                    "installs it)")
+    with RedisServer() as srv:
+        yield srv

@@ -287,6 +287,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("ensemble.tasks",)),
     ("public", ("ensemble",)),
     ("servers", ("ensemble.serve", "ensemble.testing", "ensemble.integrations")),
+    ("fleet", ("ensemble.fleet",)),
     ("api", ("ensemble.vote", "ensemble.api", "ensemble.pooling", "ensemble.spending",
              "ensemble.decision", "ensemble.members", "ensemble.profile")),
     ("answers", ("ensemble.answers",)),

@@ -26,6 +26,12 @@ callers on theirs.
 
 Written here rather than taken from asyncio-throttle: that throttle is bound to one event loop,
 knows neither cool-downs nor token budgets, and wakes its waiters by polling.
+
+`Limiter` is the protocol every caller uses (the sampler's online requests, the Router's
+deployments); `EndpointLimiter` is the in-process one and the default. A process that shares
+its limits with other processes (a fleet of `ensemble serve` replicas, through Redis:
+`ensemble.fleet.limits`) installs a wrapper with `use_limiter_backend`: `limiter_for` then
+hands out the wrapper around each endpoint's in-process limiter.
 """
 
 from __future__ import annotations
@@ -35,9 +41,12 @@ import collections
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["EndpointLimiter", "LimiterStatus", "Ticket", "limiter_for", "reset_limiters"]
+__all__ = ["EndpointLimiter", "Limiter", "LimiterBackend", "LimiterStatus", "Ticket",
+           "limiter_for", "reset_limiters", "use_limiter_backend"]
 
 # learned-rate dynamics (tuned with tests/bench/bench_rate_limit.py, see docs/sampling.md)
 _DECREASE = 0.9  # a 429 sets the rate to this share of the success rate measured before it
@@ -72,6 +81,25 @@ class Ticket:
         self.est_tokens = est_tokens
         self.sent_at = time.monotonic()
         self.released = False
+
+
+class Limiter(Protocol):
+    """What a caller of an endpoint's limiter uses: attach its limits, take a slot before each
+    request and give it back with the outcome."""
+
+    name: str
+
+    def attach(self, *, max_concurrency: int, rpm: float | None = None,
+               tpm: float | None = None) -> int: ...
+
+    def detach(self, token: int) -> None: ...
+
+    async def acquire(self, *, est_tokens: float | None = None) -> Ticket: ...
+
+    def release(self, ticket: Ticket, *, outcome: str = "ok", retry_after: float | None = None,
+                tokens: float | None = None) -> None: ...
+
+    def status(self) -> LimiterStatus: ...
 
 
 class _Waiter:
@@ -325,6 +353,12 @@ class EndpointLimiter:
         self._next_send = self.cooldown_until
 
     # -- observing ---------------------------------------------------------------------------
+    @property
+    def token_estimate(self) -> float:
+        """The running mean of tokens per request (0 before the first reply with usage)."""
+        with self._lock:
+            return self._token_estimate
+
     def status(self) -> LimiterStatus:
         with self._lock:
             now = time.monotonic()
@@ -340,21 +374,35 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+# a backend wraps an endpoint's in-process limiter (its key, the limiter) in one of its own
+LimiterBackend = Callable[[tuple[str, str, str], EndpointLimiter], Limiter]
+
 _registry_lock = threading.Lock()
-_registry: dict[tuple[str, str, str], EndpointLimiter] = {}
+_registry: dict[tuple[str, str, str], Limiter] = {}
+_backend: LimiterBackend | None = None
 
 
 def limiter_for(key: tuple[str, str, str], *, max_concurrency: int, rpm: float | None = None,
-                tpm: float | None = None) -> EndpointLimiter:
-    """The process-wide limiter of an endpoint, created on first use. The limits given apply
-    when nobody is attached; users `attach` theirs for as long as they sample."""
+                tpm: float | None = None) -> Limiter:
+    """The process-wide limiter of an endpoint, created on first use (wrapped by the installed
+    backend, if any). The limits given apply when nobody is attached; users `attach` theirs
+    for as long as they sample."""
     with _registry_lock:
         lim = _registry.get(key)
         if lim is None:
             name = f"{key[0]} {key[1]}".strip()
-            lim = _registry[key] = EndpointLimiter(name, max_concurrency=max_concurrency,
-                                                   rpm=rpm, tpm=tpm)
+            local = EndpointLimiter(name, max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
+            lim = _registry[key] = local if _backend is None else _backend(key, local)
     return lim
+
+
+def use_limiter_backend(backend: LimiterBackend | None) -> None:
+    """Wrap every endpoint's limiter made from now on in `backend` (None: the in-process
+    limiters alone). Limiters made before are forgotten, so no endpoint has two."""
+    global _backend
+    with _registry_lock:
+        _backend = backend
+        _registry.clear()
 
 
 def reset_limiters() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
 from ..providers.base import Completion, Provider
-from ..providers.limiter import EndpointLimiter
+from ..providers.limiter import Limiter
 from ..providers.options import ProviderOptions
 from ..providers.retry import RetryPolicy
 from .replies import checked
@@ -60,7 +60,7 @@ class OnlineRequests:
                                  max_retry_time=options.retry.max_retry_time)
         self.max_cost = max_cost
         self.extra_headers = extra_headers
-        self.limiter: EndpointLimiter | None = None
+        self.limiter: Limiter | None = None
         self.in_flight = 0
         self.paid = 0  # replies received (priced)
         self.sampled = 0  # samples in those replies (for the completion tokens per sample)

@@ -50,7 +50,7 @@ from typing import Any
 from .._sync import outlive_caller
 from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
 from ..providers.base import Completion, Provider
-from ..providers.limiter import EndpointLimiter, limiter_for
+from ..providers.limiter import Limiter, limiter_for
 from ..providers.options import ProviderKwargs, ProviderOptions
 from ..providers.registry import provider_for
 from ..providers.router import as_provider
@@ -152,7 +152,7 @@ class Sampler:
             status_every=float(status_every), progress=progress, cooldown=self._cooldown)
         if use_n == "auto" and supports_n is False:
             self.run_state.note(f"{model}: the provider takes one sample per request (no n)")
-        self._limiter: EndpointLimiter | None = None
+        self._limiter: Limiter | None = None
         self._limiter_token = 0
         self._probe: asyncio.Lock | None = None
         # (key, index) pairs this process is requesting now: another request of this run for

@@ -1,0 +1,339 @@
+"""Limits shared by a fleet of replicas through Redis, in front of each replica's own limiter.
+
+`FleetLimiter` implements `ensemble.providers.limiter.Limiter` around an endpoint's in-process
+`EndpointLimiter`; `fleet_limiters(conn)` is the backend `use_limiter_backend` installs, so
+every request of the replica to an upstream deployment passes both.
+
+Fleet-wide (in Redis, one set of keys per upstream deployment, hash-tagged for Redis Cluster):
+- the in-flight cap (`max_concurrency`): a sorted set of leases, each expiring `lease_ttl`
+  seconds after its last renewal (the replica's heartbeat renews its own), so a replica killed
+  mid-request gives its slots back within `lease_ttl`;
+- the request rate (`rpm`): GCRA (the generic cell rate algorithm, a theoretical arrival time
+  advanced by 60/rpm seconds per request; a tolerance of one request), so requests are spaced
+  evenly across the fleet as the in-process limiter spaces them in one process, and any window
+  of W seconds holds at most W·rpm/60 + 2 requests;
+- the token rate (`tpm`): the same algorithm weighted by tokens: a request reserves the
+  endpoint's running mean tokens per request on admission, and its release charges or refunds
+  the difference with what the reply reported (an error or an unsent request refunds it all);
+- the cool-down: a 429 or overload anywhere (with its Retry-After, else 1 s) holds every
+  replica's next request to that deployment.
+
+Per replica (the in-process limiter, as without a fleet): the AIMD concurrency bound and the
+learned rate. They are control loops on what one process observes (its own successes before a
+429); merging them across replicas would need a consensus on whose measurement counts, while the
+shared cool-down already stops the whole fleet on a 429, so each replica's loop converges on its
+own share. The FIFO queue of a replica's waiters is local too; at most one of them at a time
+polls Redis while the fleet is saturated.
+
+When Redis is lost, each replica attaches local shares of the limits to its in-process limiter
+(max_concurrency, rpm and tpm divided by the replicas last seen alive, `FleetConnection.replicas`)
+and drops them when Redis answers again; requests in flight are never failed by the outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import math
+import time
+
+from ..providers.limiter import EndpointLimiter, Limiter, LimiterBackend, LimiterStatus, Ticket
+from .connection import FleetConnection, FleetDown
+
+__all__ = ["FleetLimiter", "FleetTicket", "fleet_limiters"]
+
+LEASE_TTL = 15.0  # seconds a lease outlives its last renewal (a killed replica's slots)
+_IN_FLIGHT_POLL = 0.01  # seconds between polls while the fleet's in-flight cap is full
+_MAX_POLL = 1.0  # longest single wait before asking Redis again
+
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cd = tonumber(redis.call('GET', KEYS[4]) or '0')
+if cd > now then return {0, math.ceil(cd - now), 'cooldown'} end
+local cap = tonumber(ARGV[3])
+if cap > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if redis.call('ZCARD', KEYS[1]) >= cap then return {0, -1, 'in-flight'} end
+end
+local riv = tonumber(ARGV[4])
+local tat = now
+if riv > 0 then
+  tat = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), now)
+  local over = tat - now - tonumber(ARGV[5])
+  if over > 0 then return {0, math.ceil(over), 'rate'} end
+end
+local tiv = tonumber(ARGV[6])
+local est = tonumber(ARGV[7])
+local ttat = now
+if tiv > 0 and est > 0 then
+  ttat = math.max(tonumber(redis.call('GET', KEYS[3]) or '0'), now)
+  if ttat > now then return {0, math.ceil(ttat - now), 'tokens'} end
+end
+if riv > 0 then
+  redis.call('SET', KEYS[2], tat + riv, 'PX', math.ceil(tat + riv - now) + 1000)
+end
+if tiv > 0 and est > 0 then
+  local nt = ttat + est * tiv
+  redis.call('SET', KEYS[3], nt, 'PX', math.ceil(nt - now) + 1000)
+end
+if cap > 0 then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
+end
+return {1, 0, ''}
+"""
+
+_RELEASE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
+local tiv = tonumber(ARGV[2])
+local d = tonumber(ARGV[3])
+if tiv > 0 and d ~= 0 then
+  local base = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if d > 0 and base < now then base = now end
+  local nt = math.max(base + d * tiv, now)
+  if nt > now then
+    redis.call('SET', KEYS[2], nt, 'PX', math.ceil(nt - now) + 1000)
+  else
+    redis.call('DEL', KEYS[2])
+  end
+end
+local cd = tonumber(ARGV[4])
+if cd > 0 then
+  local hold = now + cd
+  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if hold > cur then redis.call('SET', KEYS[3], hold, 'PX', math.ceil(cd) + 1000) end
+end
+return 1
+"""
+
+_RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
+return 1
+"""
+
+_DEFAULT_COOLDOWN = 1.0  # seconds the fleet holds after a 429 without Retry-After
+_MAX_COOLDOWN = 60.0
+_ids = itertools.count(1)
+
+
+class FleetTicket(Ticket):
+    """A slot of the replica's limiter and, while Redis answers, a lease of the fleet's."""
+
+    __slots__ = ("lease", "local", "reserved")
+
+    def __init__(self, local: Ticket, lease: str | None, reserved: float) -> None:
+        super().__init__(local.est_tokens)
+        self.local = local
+        self.lease = lease
+        self.reserved = reserved  # tokens reserved in the fleet's token rate
+
+
+class FleetLimiter:
+    """One upstream deployment's limits, shared by the fleet (see the module's docstring)."""
+
+    def __init__(self, key: tuple[str, str, str], local: EndpointLimiter,
+                 conn: FleetConnection, *, lease_ttl: float = LEASE_TTL) -> None:
+        self.name = local.name
+        self.local = local
+        self.conn = conn
+        self.lease_ttl = float(lease_ttl)
+        tag = "lim:" + hashlib.sha256("\x1f".join(key).encode()).hexdigest()[:16]
+        self.keys = {k: conn.key(k, tag=tag) for k in ("in-flight", "rate", "tokens",
+                                                        "cooldown")}
+        self._defaults = (local.max, local.rpm, local.tpm)
+        self._users: dict[int, tuple[int, float | None, float | None]] = {}
+        self._share: int | None = None  # the local limiter's token for the local share
+        self._leases: set[str] = set()
+        self._queue: asyncio.Lock | None = None
+        self._queued = 0
+        self._freed: asyncio.Event | None = None
+        self._fleet_cooldown_until = 0.0
+        self.fleet_waits = 0  # acquisitions the fleet made wait (any reason)
+        conn.subscribe(self._health)
+        conn.on_beat(self._renew)
+        if not conn.healthy:
+            self._health(False)
+
+    # -- limits ------------------------------------------------------------------------------
+    @property
+    def limits(self) -> tuple[int, float | None, float | None]:
+        """The fleet-wide limits: the tightest of the attached users' (else the defaults)."""
+        if not self._users:
+            return self._defaults
+        users = list(self._users.values())
+        rpms = [u[1] for u in users if u[1] is not None]
+        tpms = [u[2] for u in users if u[2] is not None]
+        return (min(u[0] for u in users), min(rpms) if rpms else None,
+                min(tpms) if tpms else None)
+
+    def attach(self, *, max_concurrency: int, rpm: float | None = None,
+               tpm: float | None = None) -> int:
+        token = self.local.attach(max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
+        self._users[token] = (max(1, int(max_concurrency)), rpm, tpm)
+        if self._share is not None:
+            self._attach_share()
+        return token
+
+    def detach(self, token: int) -> None:
+        self._users.pop(token, None)
+        self.local.detach(token)
+        if self._share is not None:
+            self._attach_share()
+
+    def _attach_share(self) -> None:
+        """Impose limit ÷ replicas on the local limiter (Redis is down)."""
+        if self._share is not None:
+            self.local.detach(self._share)
+        conc, rpm, tpm = self.limits
+        r = self.conn.replicas
+        self._share = self.local.attach(max_concurrency=max(1, math.floor(conc / r)),
+                                        rpm=None if rpm is None else rpm / r,
+                                        tpm=None if tpm is None else tpm / r)
+
+    def _health(self, up: bool) -> None:
+        if up and self._share is not None:
+            token, self._share = self._share, None
+            self._leases.clear()  # a restarted Redis forgot them; a surviving one expires them
+            self.local.detach(token)
+        elif not up and self._share is None:
+            self._attach_share()
+
+    @property
+    def local_share(self) -> tuple[int, float | None, float | None] | None:
+        """The local share in force while Redis is down (None: the fleet's limits apply)."""
+        if self._share is None:
+            return None
+        conc, rpm, tpm = self.limits
+        r = self.conn.replicas
+        return (max(1, math.floor(conc / r)), None if rpm is None else rpm / r,
+                None if tpm is None else tpm / r)
+
+    # -- acquiring ---------------------------------------------------------------------------
+    async def acquire(self, *, est_tokens: float | None = None) -> Ticket:
+        """A local slot, then a fleet lease (while Redis answers)."""
+        ticket = await self.local.acquire(est_tokens=est_tokens)
+        if not self.conn.usable():
+            return FleetTicket(ticket, None, 0.0)
+        _, _, tpm = self.limits
+        est = 0.0
+        if tpm is not None:
+            est = float(est_tokens) if est_tokens is not None else self.local.token_estimate
+        try:
+            lease = await self._lease(est)
+        except FleetDown:
+            # lost mid-wait: queue again locally, now under the local share, rather than send
+            # every request that was waiting for the fleet at once
+            self.local.release(ticket, outcome="unused")
+            return FleetTicket(await self.local.acquire(est_tokens=est_tokens), None, 0.0)
+        except BaseException:
+            self.local.release(ticket, outcome="unused")
+            raise
+        return FleetTicket(ticket, lease, est)
+
+    async def _try(self, lease: str, est: float) -> tuple[bool, float, str]:
+        conc, rpm, tpm = self.limits
+        riv = 0.0 if rpm is None else 60000.0 / rpm
+        tiv = 0.0 if tpm is None else 60000.0 / tpm
+        ok, wait_ms, why = await self.conn.run(
+            _ACQUIRE, [self.keys["in-flight"], self.keys["rate"], self.keys["tokens"],
+                       self.keys["cooldown"]],
+            [lease, int(self.lease_ttl * 1000), conc, riv, riv, tiv, est])
+        if int(ok):
+            self._leases.add(lease)
+            return True, 0.0, ""
+        wait = float(wait_ms) / 1000.0
+        if why == "cooldown":
+            self._fleet_cooldown_until = max(self._fleet_cooldown_until,
+                                             time.monotonic() + wait)
+        return False, wait, str(why)
+
+    async def _lease(self, est: float) -> str:
+        lease = f"{self.conn.replica_id}:{next(_ids)}"
+        if self._queued == 0:  # nobody of this replica waits: ask at once
+            ok, _, _ = await self._try(lease, est)
+            if ok:
+                return lease
+        if self._queue is None:
+            self._queue, self._freed = asyncio.Lock(), asyncio.Event()
+        assert self._freed is not None
+        self.fleet_waits += 1
+        self._queued += 1
+        try:
+            async with self._queue:  # this replica's waiters poll Redis one at a time (FIFO)
+                while True:
+                    ok, wait, _ = await self._try(lease, est)
+                    if ok:
+                        return lease
+                    if wait < 0:  # in-flight cap: a release frees a slot (ours, or polled)
+                        self._freed.clear()
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._freed.wait(), _IN_FLIGHT_POLL)
+                    else:
+                        await asyncio.sleep(min(wait, _MAX_POLL))
+        finally:
+            self._queued -= 1
+
+    # -- releasing ---------------------------------------------------------------------------
+    def release(self, ticket: Ticket, *, outcome: str = "ok", retry_after: float | None = None,
+                tokens: float | None = None) -> None:
+        if not isinstance(ticket, FleetTicket):  # pragma: no cover - handed out by acquire
+            self.local.release(ticket, outcome=outcome, retry_after=retry_after, tokens=tokens)
+            return
+        self.local.release(ticket.local, outcome=outcome, retry_after=retry_after,
+                           tokens=tokens)
+        cooldown = 0.0
+        if outcome == "backpressure":
+            cooldown = min(float(retry_after) if retry_after and retry_after > 0
+                           else _DEFAULT_COOLDOWN, _MAX_COOLDOWN)
+        used = float(tokens or 0.0) if outcome == "ok" else 0.0
+        delta = used - ticket.reserved if ticket.reserved or used else 0.0
+        if ticket.lease is None and not cooldown:
+            return
+        if ticket.lease is not None:
+            self._leases.discard(ticket.lease)
+        if self._freed is not None:
+            self._freed.set()
+        if not self.conn.usable():
+            return  # the lease expires by itself; the cool-down held this replica
+        _, _, tpm = self.limits
+        tiv = 0.0 if tpm is None else 60000.0 / tpm
+        self.conn.spawn(self.conn.run(
+            _RELEASE, [self.keys["in-flight"], self.keys["tokens"], self.keys["cooldown"]],
+            [ticket.lease or "", tiv, delta if tiv else 0.0, cooldown * 1000.0]))
+
+    async def _renew(self) -> None:
+        if self._leases:
+            await self.conn.run(_RENEW, [self.keys["in-flight"]],
+                                [int(self.lease_ttl * 1000), *sorted(self._leases)])
+
+    # -- observing ---------------------------------------------------------------------------
+    def status(self) -> LimiterStatus:
+        st = self.local.status()
+        fleet_cd = max(0.0, self._fleet_cooldown_until - time.monotonic())
+        return LimiterStatus(in_flight=st.in_flight, waiting=st.waiting + self._queued,
+                             limit=st.limit, max_concurrency=st.max_concurrency,
+                             cooldown_s=max(st.cooldown_s, fleet_cd), rate=st.rate,
+                             backpressure_events=st.backpressure_events)
+
+    async def fleet_in_flight(self) -> int:
+        """Leases held across the fleet now (tests, /health)."""
+        n = await self.conn.command("zcard", self.keys["in-flight"])
+        return int(n)
+
+
+def fleet_limiters(conn: FleetConnection, *, lease_ttl: float = LEASE_TTL) -> LimiterBackend:
+    """The limiter backend of a replica of the fleet behind `conn`."""
+
+    def wrap(key: tuple[str, str, str], local: EndpointLimiter) -> Limiter:
+        return FleetLimiter(key, local, conn, lease_ttl=lease_ttl)
+
+    return wrap
+

@@ -1,0 +1,206 @@
+"""The fleet's shared limits against a real redis-server: replicas are FleetLimiters over their
+own FleetConnection and in-process limiter (as each `ensemble serve` process has), in one loop
+here; tests/serve/test_fleet.py drives real `ensemble serve` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ensemble.fleet import FleetConnection, FleetLimiter, FleetUnavailable
+from ensemble.providers.limiter import EndpointLimiter
+
+KEY = ("openai", "http://upstream.test/v1", "fp")
+
+
+async def _replicas(url: str, n: int, *, conc: int = 64, rpm: float | None = None,
+                    tpm: float | None = None, on_down: str = "refuse", replicas: int | None = None
+                    ) -> tuple[list[FleetConnection], list[FleetLimiter]]:
+    conns, lims = [], []
+    for _ in range(n):
+        conn = FleetConnection(url, heartbeat=0.2, probe_interval=0.1, on_down=on_down,
+                               replicas=replicas)
+        await conn.start()
+        lim = FleetLimiter(KEY, EndpointLimiter("up", max_concurrency=conc), conn)
+        lim.attach(max_concurrency=conc, rpm=rpm, tpm=tpm)
+        conns.append(conn)
+        lims.append(lim)
+    return conns, lims
+
+
+async def _close(conns: list[FleetConnection]) -> None:
+    for c in conns:
+        await c.aclose()
+
+
+async def _drive(lim: FleetLimiter, until: float, sent: list[float], *, tokens: float = 0,
+                 workers: int = 8) -> None:
+    async def worker() -> None:
+        while time.monotonic() < until:
+            try:
+                t = await asyncio.wait_for(lim.acquire(), max(0.01, until - time.monotonic()))
+            except asyncio.TimeoutError:
+                return
+            sent.append(time.monotonic())
+            lim.release(t, outcome="ok", tokens=tokens or None)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+def test_request_rate_is_shared_by_the_replicas(redis_server):
+    # three replicas, each with the whole limit (10 requests/s), pushing as hard as they can:
+    # alone each would send 10/s; together they send 10/s
+    async def go() -> list[float]:
+        conns, lims = await _replicas(redis_server.url, 3, rpm=600)
+        sent: list[float] = []
+        until = time.monotonic() + 2.0
+        await asyncio.gather(*(_drive(lim, until, sent) for lim in lims))
+        await _close(conns)
+        return sorted(sent)
+
+    sent = asyncio.run(go())
+    span = 2.0
+    assert 10 * span * 0.85 <= len(sent) <= 10 * span + 2, len(sent)
+    # any one second holds at most rate + the tolerance of one request (+1 for the boundary)
+    for t in sent:
+        assert sum(1 for u in sent if t <= u < t + 1.0) <= 10 + 2
+
+
+def test_in_flight_cap_is_fleet_wide_and_a_release_frees_a_slot(redis_server):
+    async def go() -> tuple[int, int]:
+        conns, lims = await _replicas(redis_server.url, 3, conc=2)
+        now = peak = 0
+        done = 0
+
+        async def one(lim: FleetLimiter) -> None:
+            nonlocal now, peak, done
+            t = await lim.acquire()
+            now += 1
+            peak = max(peak, now)
+            await asyncio.sleep(0.02)
+            now -= 1
+            lim.release(t)
+            done += 1
+
+        await asyncio.gather(*(one(lims[i % 3]) for i in range(30)))
+        await asyncio.sleep(0.05)
+        left = await lims[0].fleet_in_flight()
+        await _close(conns)
+        return peak, left + 0 * done
+
+    peak, left = asyncio.run(go())
+    assert peak == 2  # each replica alone would allow 2: three would run 6
+    assert left == 0  # every lease given back
+
+
+def test_a_429_on_one_replica_cools_down_every_replica(redis_server):
+    async def go() -> float:
+        conns, lims = await _replicas(redis_server.url, 2)
+        t = await lims[0].acquire()
+        lims[0].release(t, outcome="backpressure", retry_after=0.4)
+        await asyncio.sleep(0.05)  # the release reaches Redis in the background
+        t0 = time.monotonic()
+        t2 = await lims[1].acquire()  # the other replica waits out the Retry-After
+        waited = time.monotonic() - t0
+        lims[1].release(t2)
+        await _close(conns)
+        return waited
+
+    waited = asyncio.run(go())
+    assert 0.25 <= waited <= 1.0, waited
+
+
+def test_tokens_per_minute_are_reserved_and_refunded(redis_server):
+    # 12,000 tokens/min = 200/s; requests reserve the running mean (100 tokens) and are
+    # charged what they used: 50 tokens each lets about twice the requests through
+    async def go(used: float) -> int:
+        conns, lims = await _replicas(redis_server.url, 2, tpm=12000)
+        for lim in lims:  # the running mean the replicas reserve by
+            t = await lim.local.acquire()
+            lim.local.release(t, tokens=100)
+        sent: list[float] = []
+        until = time.monotonic() + 1.0
+        await asyncio.gather(*(_drive(lim, until, sent, tokens=used) for lim in lims))
+        for c in conns:
+            await c.command("flushdb")
+        await _close(conns)
+        return len(sent)
+
+    full = asyncio.run(go(100))
+    half = asyncio.run(go(50))
+    assert full <= 2 + 2, full  # 2 requests (100 tokens each) per second, both replicas
+    assert half > full, (half, full)
+
+
+def test_redis_down_at_start_is_one_clear_line_or_local_shares(redis_server):
+    url = redis_server.url
+    redis_server.stop()
+
+    async def refuse() -> str:
+        conn = FleetConnection(url)
+        try:
+            await conn.start()
+        except FleetUnavailable as exc:
+            return str(exc)
+        return ""
+
+    msg = asyncio.run(refuse())
+    assert "cannot reach Redis at redis://127.0.0.1" in msg and "on_redis_down: local" in msg
+    assert "\n" not in msg
+
+    async def local() -> tuple[bool, object, dict]:
+        conns, lims = await _replicas(url, 1, conc=9, rpm=900, on_down="local", replicas=3)
+        share = lims[0].local_share
+        doc = conns[0].describe()
+        await _close(conns)
+        return conns[0].healthy, share, doc
+
+    healthy, share, doc = asyncio.run(local())
+    assert not healthy and share == (3, 300.0, None)
+    assert doc["state"] == "down" and "local shares" in doc["limits"]
+
+
+def test_redis_lost_and_back_switches_to_local_shares_and_back(redis_server):
+    async def go() -> tuple[object, object, int]:
+        conns, lims = await _replicas(redis_server.url, 1, conc=8, rpm=600, replicas=2)
+        t = await lims[0].acquire()
+        lims[0].release(t)
+        redis_server.stop()
+        # the next request notices, falls back and is still granted (no request fails)
+        t = await asyncio.wait_for(lims[0].acquire(), 5)
+        lims[0].release(t)
+        down_share = lims[0].local_share
+        redis_server.start()
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if conns[0].healthy:
+                break
+        back_share = lims[0].local_share
+        t = await lims[0].acquire()
+        lims[0].release(t)
+        outages = conns[0].outages
+        await _close(conns)
+        return down_share, back_share, outages
+
+    down, back, outages = asyncio.run(go())
+    assert down == (4, 300.0, None)  # limit ÷ 2 replicas
+    assert back is None and outages == 1
+
+
+def test_the_password_of_the_redis_url_is_never_shown():
+    from ensemble.fleet import public_redis_url
+
+    assert public_redis_url("redis://:s3cretpass@10.0.0.1:6379/0") == "redis://:***@10.0.0.1:6379/0"
+    assert public_redis_url("redis://me:s3cretpass@h/1") == "redis://me:***@h/1"
+    assert public_redis_url("redis://h:6379") == "redis://h:6379"
+
+    async def go() -> str:
+        conn = FleetConnection("redis://:s3cretpass@127.0.0.1:1/0", timeout=0.2)
+        with pytest.raises(FleetUnavailable) as info:
+            await conn.start()
+        return str(info.value)
+
+    msg = asyncio.run(go())
+    assert "s3cretpass" not in msg and "redis://:***@127.0.0.1:1/0" in msg
