@@ -122,17 +122,63 @@ def test_draws_depend_only_on_seed_prompt_temperature_and_index(box_questions):
     assert a.stats.indices_served() and sorted(b.stats.served.values()) == [1] * 40
 
 
-def test_logprobs_carry_log_psi_and_short_replies_are_one_letter(box_questions):
+def _served(resp):
+    """(answer letter, {token: logprob} of its answer token) per choice."""
+    out = []
+    for c in resp.json()["choices"]:
+        first = c["logprobs"]["content"][0]
+        out.append((first["token"], {d["token"]: d["logprob"] for d in first["top_logprobs"]}))
+    return out
+
+
+def test_logprobs_are_each_samples_own_belief_around_psi(box_questions):
+    """Chain beliefs (ensemble.testing.expert, "Chain beliefs"): each sample's answer token
+    carries its own belief b ~ Dirichlet(κ·(ψ, 1 − ψ)) with the answer drawn from b, so the
+    beliefs differ between samples, average ψ, and favour the sample's own answer; κ = ∞ is
+    the old report of ψ itself; short replies are one letter."""
+    from ensemble.testing import ChainBeliefs
+
     q = next(q for q in box_questions if 0.7 < q.posterior < 0.8)
     lam1, t = 2.0, 1.0
-    with SimulatedServer(lam1=lam1) as srv:
-        resp = chat(srv.base_url, q.prompt, t=t, logprobs=True, top_logprobs=2, max_tokens=1)
-    choice = resp.json()["choices"][0]
-    assert choice["message"]["content"] in ("L", "R")
-    tops = {d["token"]: d["logprob"] for d in choice["logprobs"]["content"][0]["top_logprobs"]}
     p_l = sigmoid(2 * lam1 / t * (2 * q.posterior - 1))
-    assert tops["L"] == pytest.approx(math.log(p_l), rel=1e-9)
-    assert tops["R"] == pytest.approx(math.log(1 - p_l), rel=1e-9)
+    with SimulatedServer(lam1=lam1) as srv, \
+            SimulatedServer(lam1=lam1, beliefs=ChainBeliefs(kappa=math.inf)) as flat:
+        got = [x for i in range(0, 1200, 120) for x in _served(
+            chat(srv.base_url, q.prompt, t=t, n=120, index=i, logprobs=True, top_logprobs=2,
+                 max_tokens=1))]
+        same = _served(chat(flat.base_url, q.prompt, t=t, n=120, index=0, logprobs=True,
+                            top_logprobs=2, max_tokens=1))
+    assert {a for a, _ in got} == {"L", "R"}
+    b_l = np.array([math.exp(tops["L"]) for _, tops in got])
+    assert all(math.exp(tops["L"]) + math.exp(tops["R"]) == pytest.approx(1.0) for _, tops in got)
+    assert len(set(np.round(b_l, 9))) > 0.7 * len(b_l)  # each its own (some round to 1)
+    se = math.sqrt(p_l * (1 - p_l) / 2 / len(b_l))  # Var b = ψ(1 − ψ)/(κ + 1), κ = 1
+    assert abs(b_l.mean() - p_l) < 4 * se  # E[b] = ψ
+    own = np.array([math.exp(tops[a]) for a, tops in got])
+    assert own.mean() > 0.5  # a chain leans towards what it answered
+    # the answers are those of the old expert (the beliefs are drawn after them)
+    assert [a for a, _ in got[:120]] == [a for a, _ in same]
+    for _, tops in same:  # κ = ∞: every sample reports ψ itself
+        assert tops["L"] == pytest.approx(math.log(p_l), rel=1e-9)
+        assert tops["R"] == pytest.approx(math.log(1 - p_l), rel=1e-9)
+
+
+def test_noise_beliefs_say_nothing_about_the_question(box_questions):
+    """mode="noise": the belief in the sample's own answer is uniform on [1/2, 1] whatever
+    the question, so it does not tell a right answer from a wrong one."""
+    from ensemble.testing import ChainBeliefs
+
+    q = next(q for q in box_questions if 0.7 < q.posterior < 0.8)
+    with SimulatedServer(lam1=1.0, beliefs=ChainBeliefs(mode="noise")) as srv:
+        got = [x for i in range(0, 600, 120) for x in _served(
+            chat(srv.base_url, q.prompt, t=1.0, n=120, index=i, logprobs=True,
+                 top_logprobs=2, max_tokens=1))]
+    own = {a: [math.exp(tops[a]) for b, tops in got if b == a] for a in ("L", "R")}
+    assert min(own["L"] + own["R"]) >= 0.5 and max(own["L"] + own["R"]) <= 1.0
+    # right (L: posterior > 1/2) and wrong answers are equally confident
+    assert abs(np.mean(own["L"]) - np.mean(own["R"])) < 0.05
+    with pytest.raises(InputError, match="kappa"):
+        ChainBeliefs(kappa=0)
 
 
 def _mc_reference(a, b, K, lam, n, draws=200_000, seed=0):

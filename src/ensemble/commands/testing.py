@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
                    help="fraction of replies without an answer")
     s.add_argument("--answer-key", metavar="FILE",
                    help="JSON object: question text -> correct letter")
+    s.add_argument("--beliefs", choices=("informative", "noise"), default="informative",
+                   help="what each sample's answer-token logprobs say: informative (its own "
+                        "belief, Dirichlet(kappa * the QR distribution), the default) or noise "
+                        "(a confidence unrelated to the question)")
+    s.add_argument("--chain-kappa", type=float, default=None, metavar="K",
+                   help="the informative beliefs' concentration kappa > 0 (default 1; inf: "
+                        "every sample reports the QR distribution itself)")
     s.add_argument("--link", choices=("logit", "probit"), default="logit",
                    help="the expert's link: logit (quantal response) or probit (not QR)")
     s.add_argument("--rate-limit", type=_rate_limit, metavar="N/W",
@@ -171,6 +178,13 @@ def _open_modes(args: argparse.Namespace) -> dict[str, Any]:
             else None}
 
 
+def _beliefs(args: argparse.Namespace) -> Any:
+    from ..testing import CHAIN_KAPPA, ChainBeliefs
+
+    kappa = CHAIN_KAPPA if args.chain_kappa is None else args.chain_kappa
+    return ChainBeliefs(mode=args.beliefs, kappa=kappa)  # InputError names a bad kappa
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import sys
 
@@ -197,6 +211,7 @@ def run_serve(args: argparse.Namespace) -> int:
                              rate_limit_retry_after=args.rate_limit_retry_after,
                              refuse_rate=args.refuse_rate, echo_key=args.echo_key,
                              usage=args.report_usage, **plans,
+                             beliefs=_beliefs(args),
                              batch=BatchPlan(delay=args.batch_delay,
                                              fail_rate=args.batch_fail_rate,
                                              fail_first=args.batch_fail_first,

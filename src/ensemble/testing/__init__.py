@@ -15,7 +15,10 @@ model); `FaultPlan` injects faults into the server; `BatchPlan` sets how its Bat
 
 from .batchapi import BatchPlan
 from .expert import (
+    BELIEF_MODES,
+    CHAIN_KAPPA,
     LINKS,
+    ChainBeliefs,
     MCModel,
     Reply,
     SimulatedExpert,
@@ -31,7 +34,8 @@ from .openexpert import OpenAnswers, StructuredPlan, write_number
 from .server import INDEX_HEADER, ServedReply, ServerStats, SimulatedServer
 from .toolexpert import FormatPlan, ToolPlan
 
-__all__ = ["FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan", "FakeExpertProvider", "FaultPlan",
+__all__ = ["BELIEF_MODES", "CHAIN_KAPPA", "FAULT_KINDS", "INDEX_HEADER", "LINKS", "BatchPlan",
+           "ChainBeliefs", "FakeExpertProvider", "FaultPlan",
            "InProcessTransport",
            "FormatPlan", "MCModel", "OpenAnswers", "Reply", "ServedReply", "ServerStats",
            "SimulatedExpert", "SimulatedServer", "StructuredPlan", "ToolPlan",

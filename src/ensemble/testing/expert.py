@@ -14,7 +14,7 @@ the logistic (`link="logit"`, quantal response: F(z) = 1/(1+e^−z), so the bias
 F(z) = Φ(√(π/8)·z), an expert that is *not* quantal-response, for goodness-of-fit checks).
 At t = 0 it answers the argmax (a fair coin at p = 1/2 without bias; with a scaled bias the
 argmax of 2λ₁(2p − 1) + bias, so the bias moves the threshold). With `logprobs`, the
-first answer token carries log P(L) and log P(R) in its top_logprobs.
+first answer token carries the sample's own belief over L and R in its top_logprobs (below).
 
 Multiple-choice prompts (the paper's MathQA prompt: "### Question:" ... "### Options:" with
 lines "A) ..."), or any prompt listed in `answer_key` by `prompt_hash`: each question q has,
@@ -46,6 +46,24 @@ the correct one is `answer_key[prompt_hash(prompt)]` (matched without case) when
 the prompt, else one of them fixed by hash(seed, prompt). Any other prompt gets a generic reply
 whose answer is "OK".
 
+Chain beliefs (`ChainBeliefs`: what a sample's answer-token logprobs say). Each sample is one
+chain of reasoning with its own belief b over the options, and its answer-token `top_logprobs`
+are log b. With the question's quantal-response distribution π (box-ball: (ψ, 1 − ψ) at the
+question's posterior; multiple choice and listed answers: π = ρ_q·QR(correct) + (1 − ρ_q)·
+QR(distractor), the answer's distribution with the reading marginalised), the informative
+beliefs (the default) are b ~ Dirichlet(κ·π) with the answer drawn from b: a Dirichlet-
+categorical chain. The answers are drawn exactly as without beliefs (marginally π: every
+answer, test and benchmark of the hard votes is unchanged) and b is drawn after them from its
+conditional, Dirichlet(κ·π + e_answer), on a stream of its own, so E[b] = π exactly and a
+belief's variance is π(1 − π)/(κ + 1), a hard vote's π(1 − π). The chain noise κ is fixed at
+`CHAIN_KAPPA` = 1 (documented before any soft-vote measurement, not tuned to one): most chains
+are confident in what they answer (Beta(0.7, 0.3)-like beliefs piled near 0 and 1, as answer
+tokens after reasoning are), and one belief carries as much about π as two hard votes. κ = ∞
+is the old behaviour (every sample reports π itself). `mode="noise"`: the logprobs carry no
+signal beyond the sample's own answer: b(answer) is uniform on [1/K, 1], independent of the
+question, the rest split equally among the other options. At t = 0 every belief is the one-hot
+greedy answer.
+
 Every draw is a deterministic function of (seed, messages, temperature, sample index), so runs
 interrupted and resumed, or drawn through a Batch API, equal unbroken ones.
 """
@@ -67,7 +85,8 @@ from ..errors import InputError
 from .openexpert import OpenAnswers, StructuredPlan
 from .toolexpert import FormatPlan, ToolPlan, tool_call_of
 
-__all__ = ["BIAS_FORMS", "LINKS", "MCModel", "Reply", "SimulatedExpert",
+__all__ = ["BELIEF_MODES", "BIAS_FORMS", "CHAIN_KAPPA", "LINKS", "ChainBeliefs", "MCModel",
+           "Reply", "SimulatedExpert",
            "answer_key_from_questions", "listed_choices", "prompt_hash", "prompt_key",
            "question_text"]
 
@@ -139,6 +158,53 @@ def answer_key_from_questions(questions: Iterable[Any]) -> dict[str, str]:
     return key
 
 
+BELIEF_MODES = ("informative", "noise")
+#: the chain noise κ of the informative beliefs, fixed before measuring (module docstring)
+CHAIN_KAPPA = 1.0
+
+
+@dataclass(frozen=True)
+class ChainBeliefs:
+    """What each sample's answer-token logprobs say (module docstring, "Chain beliefs").
+
+    mode: "informative" (b ~ Dirichlet(κ·π), the answer drawn from b) or "noise" (b's weight
+    on the sample's own answer uniform on [1/K, 1], independent of the question).
+    kappa: κ > 0, the chains' concentration around π (math.inf: every belief is π).
+    """
+
+    mode: str = "informative"
+    kappa: float = CHAIN_KAPPA
+
+    def __post_init__(self) -> None:
+        if self.mode not in BELIEF_MODES:
+            raise InputError(f"chain beliefs: mode must be one of {', '.join(BELIEF_MODES)}, "
+                             f"got {self.mode!r}")
+        k = self.kappa
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or math.isnan(k) or k <= 0:
+            raise InputError(f"chain beliefs: kappa must be a number > 0 (or inf), got {k!r}")
+
+    def draw(self, probs: Sequence[float], answer: int, rng: np.random.Generator
+             ) -> list[float]:
+        """The belief of a sample that answered option `answer` of a question whose answer
+        distribution is `probs` (π)."""
+        pi = np.clip(np.asarray(probs, dtype=float), 0.0, None)
+        k = len(pi)
+        if self.mode == "noise":
+            conf = float(rng.uniform(1.0 / k, 1.0)) if k > 1 else 1.0
+            out = [(1.0 - conf) / (k - 1)] * k if k > 1 else [1.0]
+            out[answer] = conf
+            return out
+        if math.isinf(self.kappa):
+            return [float(x) for x in pi / pi.sum()]
+        alpha = self.kappa * pi / pi.sum()
+        alpha[answer] += 1.0
+        g = np.array([rng.standard_gamma(a) if a > 0 else 0.0 for a in alpha])
+        if not g.sum() > 0:  # every gamma underflowed: the answer's share is all of it
+            g = np.zeros(k)
+            g[answer] = 1.0
+        return [float(x) for x in g / g.sum()]
+
+
 @dataclass(frozen=True)
 class MCModel:
     """The multiple-choice accuracy model: reading accuracy ρ_q ~ Beta(a, b) per question."""
@@ -154,6 +220,14 @@ class Reply:
     text: str | None
     logprobs: dict[str, float] | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()  # a reply that calls tools (text then None)
+
+
+def _qr_options(k: int, read: int, lam: float) -> np.ndarray:
+    """Quantal response among k options, utility +1 for the option read, −1 for the others."""
+    logits = np.full(k, -2.0 * lam)
+    logits[read] = 2.0 * lam
+    probs = np.exp(logits - logits.max())
+    return probs / probs.sum()
 
 
 def _u64(*parts: Any) -> int:
@@ -176,7 +250,8 @@ class SimulatedExpert:
     "logit" (quantal response) or "probit";
     `mc_model` the multiple-choice reading accuracy; `invalid_rate` the
     share of replies without an answer; `posterior_of` reads a binary prompt's posterior (default:
-    the paper's box-and-ball format)."""
+    the paper's box-and-ball format); `beliefs` what each sample's answer-token logprobs say
+    (`ChainBeliefs`: informative with κ = CHAIN_KAPPA by default, or noise)."""
 
     def __init__(self, *, lam1: float = 10.0, bias: float = 0.0, link: str = "logit",
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
@@ -184,7 +259,8 @@ class SimulatedExpert:
                  posterior_of: Any = None, open_answers: OpenAnswers | None = None,
                  structured: StructuredPlan | None = None, bias_form: str = "fixed",
                  difficulty_seed: int | None = None,
-                 tools: ToolPlan | None = None, formats: FormatPlan | None = None) -> None:
+                 tools: ToolPlan | None = None, formats: FormatPlan | None = None,
+                 beliefs: ChainBeliefs | None = None) -> None:
         if not (isinstance(lam1, (int, float)) and lam1 >= 0 and not math.isnan(lam1)):
             raise InputError(f"lam1 must be a number >= 0 (or inf), got {lam1!r}")
         if link not in LINKS:
@@ -211,6 +287,7 @@ class SimulatedExpert:
         self.structured = structured
         self.tools = tools
         self.formats = formats
+        self.beliefs = beliefs or ChainBeliefs()
 
     def lam(self, temperature: float) -> float:
         """λ at temperature t: λ₁ / t (∞ at t = 0)."""
@@ -275,21 +352,28 @@ class SimulatedExpert:
                 return Reply(self.open_answers.reply(qkey, temperature, rng, self.seed))
         post = self.posterior_of(prompt)
         if post is not None:
-            if self.difficulty_seed is not None and rng.random() >= self._rho(prompt):
-                post = 1.0 - post  # misread: the other box, the question's one distractor
-            return self._binary(post, temperature, rng, short=short)
+            marginal = None
+            if self.difficulty_seed is not None:
+                rho = self._rho(prompt)
+                marginal = (rho * self.prob_first(post, temperature)
+                            + (1.0 - rho) * self.prob_first(1.0 - post, temperature))
+                if rng.random() >= rho:
+                    post = 1.0 - post  # misread: the other box, the question's one distractor
+            return self._binary(post, temperature, rng, short=short, marginal=marginal,
+                                belief_rng=self._rng("belief", pkey, index))
+        brng = self._rng("belief", pkey, index)  # after the answer's draws: answers unchanged
         q = question_text(prompt)
         if q is not None:
             letters = _OPTION.findall(prompt[prompt.find("### Options:"):])
-            return Reply(self._mc(q, letters or list("ABCDE"), temperature, rng))
+            return self._mc(q, letters or list("ABCDE"), temperature, rng, brng)
         h = prompt_hash(prompt)
         listed = listed_choices(prompt)
         key = self.answer_key.get(h)
         if key is not None and key not in (c.upper() for c in listed):
             letters = _OPTION.findall(prompt) or list("ABCDE")
-            return Reply(self._mc(h, letters, temperature, rng))
+            return self._mc(h, letters, temperature, rng, brng)
         if listed:  # "positive or negative", "Answer with one of: A, B, C"
-            return Reply(self._mc(h, listed, temperature, rng))
+            return self._mc(h, listed, temperature, rng, brng)
         return Reply("<reason>simulated: a generic reply.</reason>\n<answer>OK</answer>")
 
     def _question_rng(self, question: str) -> np.random.Generator:
@@ -307,18 +391,20 @@ class SimulatedExpert:
         u = float(self._question_rng(question).random())
         return float(betaincinv(self.mc.a, self.mc.b, u))
 
-    def _binary(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool
-                ) -> Reply:
+    def _binary(self, p: float, temperature: float, rng: np.random.Generator, *, short: bool,
+                belief_rng: np.random.Generator, marginal: float | None = None) -> Reply:
         prob_l = self.prob_first(p, temperature)
         letter = "L" if rng.random() < prob_l else "R"
-        lp = {"L": math.log(max(prob_l, 1e-300)), "R": math.log(max(1 - prob_l, 1e-300))}
+        pi_l = prob_l if marginal is None else marginal  # the reading marginalised
+        b = self.beliefs.draw([pi_l, 1.0 - pi_l], 0 if letter == "L" else 1, belief_rng)
+        lp = {"L": math.log(max(b[0], 1e-300)), "R": math.log(max(b[1], 1e-300))}
         if short:
             return Reply(letter, lp)
         return Reply(f"<reason>simulated: posterior P(left) = {p:.4f}</reason>\n"
                      f"<answer>{letter}</answer>", lp)
 
     def _mc(self, question: str, letters: list[str], temperature: float,
-            rng: np.random.Generator) -> str:
+            rng: np.random.Generator, belief_rng: np.random.Generator) -> Reply:
         qrng = self._question_rng(question)
         if self.difficulty_seed is None:
             rho = float(qrng.beta(self.mc.a, self.mc.b))
@@ -341,15 +427,18 @@ class SimulatedExpert:
         lam = self.lam(temperature)
         if math.isinf(lam):
             choice = read = ci if frozen_u < rho else di
+            pi = np.zeros(k)
+            pi[choice] = 1.0
         else:
             read = ci if rng.random() < rho else di
-            logits = np.full(k, -2.0 * lam)
-            logits[read] = 2.0 * lam
-            probs = np.exp(logits - logits.max())
-            probs /= probs.sum()
+            probs = _qr_options(k, read, lam)
             choice = int(rng.choice(k, p=probs))
-        return (f"<reason>simulated: read option {letters[read]}</reason>\n"
-                f"<answer>{letters[choice]}</answer>")
+            # the answer's distribution with the reading marginalised: what the chains vary around
+            pi = rho * _qr_options(k, ci, lam) + (1.0 - rho) * _qr_options(k, di, lam)
+        b = self.beliefs.draw(pi, choice, belief_rng)
+        lp = {letters[j]: math.log(max(b[j], 1e-300)) for j in range(k)}
+        return Reply(f"<reason>simulated: read option {letters[read]}</reason>\n"
+                     f"<answer>{letters[choice]}</answer>", lp)
 
     def logprobs_for(self, reply: Reply, top: int, key: str, index: int) -> dict[str, Any]:
         """The OpenAI `logprobs` object of sample `index` of a prompt (`key`): the answer token

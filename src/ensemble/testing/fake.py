@@ -27,7 +27,7 @@ from ..providers.options import ProviderOptions
 from ..providers.params import SamplingParams
 from ..providers.registry import register_provider
 from ..providers.toolcalls import reply_text
-from .expert import MCModel, SimulatedExpert, prompt_key
+from .expert import ChainBeliefs, MCModel, SimulatedExpert, prompt_key
 
 __all__ = ["FakeExpertProvider"]
 
@@ -38,7 +38,7 @@ class FakeExpertProvider:
     """A provider (see `ensemble.providers.Provider`) answering from a planted expert.
 
     Expert options as for `SimulatedExpert` (`lam1`, `bias`, `link`, `answer_key`, `mc_model`,
-    `invalid_rate`, `seed`) or a ready `expert`. `latency`: seconds per request.
+    `invalid_rate`, `seed`, `beliefs`) or a ready `expert`. `latency`: seconds per request.
     `price_per_token`: (prompt, completion) USD per token, so cost accounting can be tested
     (None: unknown price). `supports_n`: honour the provider's `n`.
     """
@@ -49,10 +49,12 @@ class FakeExpertProvider:
                  answer_key: Mapping[str, str] | None = None, mc_model: MCModel | None = None,
                  invalid_rate: float = 0.0, seed: int = 0, latency: float = 0.0,
                  price_per_token: tuple[float, float] | None = None, supports_n: bool = True,
-                 expert: SimulatedExpert | None = None, model: str = "sim-expert") -> None:
+                 expert: SimulatedExpert | None = None, model: str = "sim-expert",
+                 beliefs: ChainBeliefs | None = None) -> None:
         self.expert = expert or SimulatedExpert(lam1=lam1, bias=bias, link=link,
                                                 answer_key=answer_key, mc_model=mc_model,
-                                                invalid_rate=invalid_rate, seed=seed)
+                                                invalid_rate=invalid_rate, seed=seed,
+                                                beliefs=beliefs)
         self.model = model
         self.api_base: str | None = None
         self.latency = float(latency)

@@ -47,6 +47,7 @@ from .._sync import LoopThread
 from ..providers.base import INDEX_HEADER
 from .batchapi import BatchPlan, SimulatedBatchAPI
 from .expert import (
+    ChainBeliefs,
     MCModel,
     SimulatedExpert,
     answer_key_from_questions,
@@ -131,6 +132,7 @@ class SimulatedServer:
     and `structured` (JSON replies for a `response_format` schema or JSON mode), see
     `ensemble.testing.openexpert`; `tools` (tool calls for a request with `tools`) and
     `formats` (replies in DSPy's or inspect_ai's format), see `ensemble.testing.toolexpert`;
+    `beliefs` (what each sample's answer-token logprobs say: `ChainBeliefs`);
     or pass a ready `expert`. Provider behaviour: `latency`
     (seconds per request), `faults`, `rate_limit=(N, W)` with `rate_limit_retry_after`,
     `refuse_rate`, `reject_n`, `require_api_key`, `models`, `max_n`; `batch`: the Batch API's
@@ -154,14 +156,15 @@ class SimulatedServer:
                  echo_key: bool = False, usage: tuple[int, int] | None = None,
                  keep_replies: bool = False, open_answers: OpenAnswers | None = None,
                  structured: StructuredPlan | None = None, bias_form: str = "fixed",
-                 tools: ToolPlan | None = None, formats: FormatPlan | None = None) -> None:
+                 tools: ToolPlan | None = None, formats: FormatPlan | None = None,
+                 beliefs: ChainBeliefs | None = None) -> None:
         from ..errors import InputError
 
         self.expert = expert or SimulatedExpert(
             lam1=lam1, bias=bias, link=link, answer_key=answer_key,
             mc_model=mc_model or MCModel(mc_a, mc_b), invalid_rate=invalid_rate, seed=seed,
             open_answers=open_answers, structured=structured, bias_form=bias_form,
-            tools=tools, formats=formats)
+            tools=tools, formats=formats, beliefs=beliefs)
         if rate_limit is not None and (int(rate_limit[0]) < 1 or not float(rate_limit[1]) > 0):
             raise InputError(f"rate_limit must be (requests >= 1, window seconds > 0), got "
                              f"{rate_limit!r}")
