@@ -183,7 +183,7 @@ class ChainBeliefs:
         if isinstance(k, bool) or not isinstance(k, (int, float)) or math.isnan(k) or k <= 0:
             raise InputError(f"chain beliefs: kappa must be a number > 0 (or inf), got {k!r}")
 
-    def draw(self, probs: Sequence[float], answer: int, rng: np.random.Generator
+    def draw(self, probs: Sequence[float] | np.ndarray, answer: int, rng: np.random.Generator
              ) -> list[float]:
         """The belief of a sample that answered option `answer` of a question whose answer
         distribution is `probs` (π)."""
