@@ -175,3 +175,47 @@ def test_a_fresh_ensembles_stopping_rule_does_not_believe_its_first_two_votes():
     assert all(d.stop_prior == prior for d in ds)
     assert "uniform Beta(1, 1), the default until 30" in str(prior)
     assert ds[0].to_dict()["stop_prior"]["source"] == "default"
+
+
+class _TokenBudget:
+    """A plug-in stopping plan (`ensemble.stopping.StopPlan`), not a table: one sample at a
+    time until the question's completion tokens reach `tokens` (issue 40.3's token-aware
+    stopping in its simplest form); it keeps what each decision spent."""
+
+    stop = "tokens"
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    def budgets(self, ns):
+        return tuple(ns)
+
+    def pilot_draw(self, i, budgets, memory):
+        return tuple(1 for _ in budgets)
+
+    def fit(self, pilots, memory, context):
+        return self
+
+    def remember(self, memory, pilot, drawn):
+        memory.part("tokens", list).append(drawn.tokens)
+
+    def next(self, drawn):
+        if drawn.tokens is not None and drawn.tokens >= self.tokens:
+            return tuple(0 for _ in drawn.members)
+        return tuple(1 if left else 0 for left in drawn.left())
+
+
+def test_any_stop_plan_drives_the_one_draw_loop_and_reads_tokens(server):
+    """Issue 36.5/36.8: the Python API draws through one loop for every rule; a plan that is
+    not a table (a plug-in) gets each sample's tokens through the wire and decides when to
+    stop; the Ensemble keeps what it remembers."""
+    plan = _TokenBudget(60)
+    with Ensemble("openai/sim-expert", api_base=server.base_url, temperature=1.0, n=12,
+                  stop=plan, choices=["L", "R"]) as ens:
+        ds = ens.decide_many([CLEAR_L.prompt, CLEAR_R.prompt])
+        kept = ens.stop_memory.get("tokens")
+    for d in ds:
+        tokens = [s.completion_tokens for s in d.samples]
+        assert d.stop == "tokens" and all(t for t in tokens)
+        assert sum(tokens) >= 60 and sum(tokens[:-1]) < 60 and len(tokens) < 12
+    assert kept == [d.completion_tokens for d in ds]

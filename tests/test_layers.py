@@ -288,7 +288,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("public", ("ensemble",)),
     ("servers", ("ensemble.serve", "ensemble.testing", "ensemble.integrations")),
     ("fleet", ("ensemble.fleet",)),
-    ("api", ("ensemble.vote", "ensemble.api", "ensemble.pooling", "ensemble.spending",
+    ("api", ("ensemble.vote", "ensemble.api", "ensemble.drawing", "ensemble.spending",
              "ensemble.decision", "ensemble.members", "ensemble.profile")),
     ("answers", ("ensemble.answers",)),
     ("sampling", ("ensemble.sampling",)),

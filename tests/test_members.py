@@ -151,7 +151,7 @@ def test_stop_bayes_uses_fewer_samples_and_a_rerun_costs_nothing(tmp_path):
     assert all(d.stop == "bayes" for d in ds) and max(used) <= 10
     assert sum(used) / len(used) < 10 * 0.6, used
     assert [d.decision for d in ds2] == [d.decision for d in ds]
-    assert len(ens._history) == len(qs)  # pilots kept for the next decisions' prior
+    assert len(ens.stop_memory.get("pilots:bayes")) == len(qs)  # kept for the next prior
 
 
 def test_a_member_behind_a_hostile_endpoint_costs_only_its_prompts():

@@ -399,3 +399,92 @@ def test_bayes_on_pilots_split_as_often_as_coin_flips_takes_the_uniform_prior():
     some = [1] * 30 + [2] * 70, [1] * 30 + [0] * 70
     fitted = spec.rule_from_counts(*some)
     assert isinstance(fitted, BayesRule) and fitted.prior != UNINFORMED
+
+
+# -- the stop-rule interface: plans, policies, what a question has drawn -----------------------
+def test_drawn_reduces_a_questions_samples_to_what_rules_read():
+    from ensemble.stopping import Drawn, Observation
+
+    d = Drawn(((Observation("A", tokens=10, cost_usd=1.0), Observation(None, tokens=5,
+                                                                       cost_usd=0.5)),
+               (Observation("B", tokens=7, cost_usd=2.0), Observation("A", tokens=3,
+                                                                      cost_usd=2.0))),
+              budgets=(4, 2))
+    assert d.drawn == 4 and d.counts() == (2, 2) and d.left() == (2, 0) and d.budget == 6
+    assert d.top_two() == (4, 2, 1) and d.top_two(count_invalid=True) == (4, 2, 1)
+    assert d.tokens == 25 and d.cost_usd == pytest.approx(5.5)
+    assert d.tallies() == {"A": 2.0, "B": 1.0}
+    a, b, leaders = d.member_counts([1.0, 5.0])  # A: 1 + 5, B: 5
+    assert leaders == ("A", "B") and (a, b) == ([1, 1], [0, 1])
+    assert d.member_counts([1.0, 1.0])[2] == ("A", "B")
+    assert d.head((1, 0)).pooled() == ["A"]
+    # soft evidence: a sample adds weight x its shares; unknown tokens or dollars are unknown
+    soft = Drawn(((Observation("A", shares={"A": 0.6, "B": 0.4}),
+                   Observation("B", weight=0.5)),), budgets=(5,))
+    assert soft.tallies() == pytest.approx({"A": 0.6, "B": 0.9})
+    assert soft.tokens is None and soft.cost_usd is None
+    with pytest.raises(InputError):
+        Drawn(((),), budgets=(1, 2))
+
+
+def test_every_table_rule_answers_next_for_one_member_or_pooled_members():
+    """One member: the rule's lossless k, at most the budget left; several: while the rule
+    reads the pooled votes and goes on, a round of one vote from each member with budget."""
+    from ensemble.stopping import Drawn
+
+    rules = [FixedRule(max_n=8), BetaRule(max_n=8), BayesRule(max_n=8, prior=BetaPrior(0.3))]
+    for rule in rules:
+        for keys in ([], ["A"], ["A", "A"], ["A", "B"], ["A", "A", "A", "A"], [None, "A"]):
+            one = Drawn.of([keys], [8])
+            assert rule.next(one) == (min(rule.more(keys), 8 - len(keys)),)
+        pooled = Drawn.of([["A", "A"], ["A"]], [2, 6])
+        k = rule.more(["A", "A", "A"])
+        assert rule.next(pooled) == ((0, 1) if k else (0, 0))
+    assert BetaRule(max_n=8).next(Drawn.of([["A"] * 5, ["A"]], [5, 3])) == (0, 0)
+
+
+def test_the_stop_spec_as_a_plan_pilots_fits_on_its_memory_and_remembers():
+    from ensemble.stopping import Drawn, FitContext, StopMemory, plan_for
+
+    spec = StopSpec("bayes", max_n=20)
+    memory = StopMemory()
+    assert spec.budgets([20]) == (20,) and spec.budgets([6, 6]) == (6, 6)
+    assert spec.pilot_draw(0, (20,), memory) == (2,)
+    assert spec.pilot_draw(0, (6, 6), memory) == (1, 1)  # one round reaches 2 pooled votes
+    assert spec.pilot_draw(0, (6, 6, 6), memory) == (1, 1, 1)
+    assert spec.pilot_draw(0, (0, 6), memory) == (0, 2)  # a member without budget sits out
+    ctx = FitContext(budgets=(20,), lams=(None,))
+    pilots = [Drawn.of([["A", "A"]], [20]) for _ in range(10)]
+    first = spec.fit(pilots, memory, ctx)
+    assert first.prior_used.source == "default" and first.prior_used.questions == 10
+    for p in pilots:  # a complete pilot is kept; one whose pilot is short is not
+        spec.remember(memory, p, p)
+    spec.remember(memory, Drawn.of([["A"]], [20]), Drawn.of([["A"]], [20]))
+    assert list(memory.get("pilots:bayes")) == [(2, 0)] * 10
+    now = [Drawn.of([["A", "B"]], [20])] * 5 + [Drawn.of([["B", "B"]], [20])] * 15
+    later = spec.fit(now, memory, ctx)
+    assert later.prior_used.source == "fitted" and later.prior_used.questions == 30
+    assert later.prior == fit_prior([1] * 5 + [2] * 25, [1] * 5 + [0] * 25)
+    assert spec.fit([None, *pilots], memory, ctx).prior_used.questions == 20  # None: failed
+    # a rule without a prior needs no pilot to be fitted on
+    beta = StopSpec("beta", max_n=20)
+    assert beta.pilot_draw(0, (20,), memory) == (4,)
+    assert isinstance(beta.fit([], memory, ctx), BetaRule)
+    # a name stands for its plan; the cost rule's is its own spec
+    from ensemble.cost.spec import CostSpec
+
+    assert plan_for("bayes", max_n=9) == StopSpec("bayes", max_n=9)
+    assert plan_for("cost", max_n=9) == CostSpec()
+    with pytest.raises(InputError, match="bayes"):
+        plan_for("nope", max_n=9)
+
+
+def test_fixed_n_is_the_plan_that_draws_every_budget_at_once():
+    from ensemble.stopping import Drawn, FitContext, StopMemory, fixed_plan
+
+    plan = fixed_plan()
+    memory = StopMemory()
+    assert plan.budgets([3, 5]) == (3, 5) and plan.pilot_draw(7, (3, 5), memory) == (3, 5)
+    policy = plan.fit([], memory, FitContext(budgets=(3, 5), lams=(None, None)))
+    assert policy.next(Drawn.of([["A"] * 3, ["B"] * 5], [3, 5])) == (0, 0)
+    assert policy.next(Drawn.of([["A"], []], [3, 5])) == (2, 5)

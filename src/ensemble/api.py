@@ -12,7 +12,6 @@ work inside and outside a running event loop (Jupyter included).
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import sys
@@ -35,7 +34,8 @@ from .providers.params import SamplingParams
 from .providers.registry import provider_for
 from .rules import DEFAULT_AGGREGATOR
 from .sampling.parsing import check_choices, choice_parser, extract_answer
-from .sampling.types import Message, Sample, SampleRequest, as_messages
+from .sampling.types import Message, Sample, as_messages
+from .stopping.plan import HISTORY_MAX as HISTORY_MAX
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -46,15 +46,14 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .answers import Choice, Math, Number, Text, ToolCall
-    from .cost.rule import CostRule
-    from .cost.spec import CostSpec
-    from .stopping import PriorUsed, StopSpec
+    from .cost.spec import CostMemory
+    from .stopping.drawn import Observation
+    from .stopping.plan import StopPlan, StopPolicy
 
 __all__ = ["HISTORY_MAX", "Ensemble", "EnsembleKwargs", "Prompt"]
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound="BaseModel")
-HISTORY_MAX = 20_000  # earlier decisions' pilots the bayes stopping rule's prior is fitted from
 
 Prompt = str | Sequence[Message]
 
@@ -86,7 +85,7 @@ class EnsembleKwargs(ProviderKwargs, total=False):
     seed: int | None
     lam: float | None
     calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
-    stop: str | StopSpec | CostSpec | None
+    stop: str | StopPlan | None
     max_n: int | None
     system: str | None
     store: str | os.PathLike[str] | None
@@ -149,7 +148,8 @@ class Ensemble(Generic[AnswerT]):
                   prior is fitted from the pilots of this Ensemble's earlier decisions too
                   (the most recent HISTORY_MAX = 20,000), once 30 questions' pilots are in
                   (`StopSpec.fit_after`): until then it is the uniform one (the spec's
-                  `default_prior`), and `Decision.stop_prior` says which.
+                  `default_prior`), and `Decision.stop_prior` says which. One draw loop
+                  (`ensemble.drawing`) serves fixed n, every stopping rule and the cost rule.
                   With members, the rule reads the pooled votes, drawn in rounds of one more
                   vote per member (each up to its own n; max_n does not apply).
     tie:          "random" (seeded by `seed`) or "fractional"; never list order.
@@ -213,7 +213,7 @@ class Ensemble(Generic[AnswerT]):
                  tie: str = "random",
                  invalid: str = "ignore", seed: int | None = None, lam: float | None = None,
                  calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
-                 None = None, stop: str | StopSpec | CostSpec | None = None,
+                 None = None, stop: str | StopPlan | None = None,
                  max_n: int | None = None,
                  system: str | None = None, store: str | os.PathLike[str] | None = None,
                  options: ProviderOptions | None = None, provider: Provider | None = None,
@@ -266,13 +266,12 @@ class Ensemble(Generic[AnswerT]):
         self.aggregator_info = aggregator_info(aggregator)  # unknown: one line, the known ones
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
         self.stop_spec = self._stop_spec(stop, max_n)
-        # (top, second) pilot counts for the bayes prior: the most recent HISTORY_MAX, so that
-        # a long-lived Ensemble (`ensemble serve`) neither grows nor slows without bound
-        self._history: collections.deque[tuple[int, int]] = collections.deque(
-            maxlen=HISTORY_MAX)
-        from .spending import CostMemory
+        from .stopping.plan import StopMemory
 
-        self.cost_memory = CostMemory()  # the cost rule's data across calls (stop="cost")
+        # what the stopping rule keeps between calls (the bayes rule's pilots, the cost rule's
+        # counts and prices): the most recent HISTORY_MAX decisions, so that a long-lived
+        # Ensemble (`ensemble serve`) neither grows nor slows without bound
+        self.stop_memory = StopMemory()
         # the cost rule breaks its ties as the aggregator would (its own seeded stream)
         self._tie = (tie, invalid, as_rng(seed))
         self.system = system
@@ -336,10 +335,9 @@ class Ensemble(Generic[AnswerT]):
             return get_aggregator(name, open=True, **opts)
         return get_aggregator(name, choices=self.choices, **opts)
 
-    def _stop_spec(self, stop: str | StopSpec | CostSpec | None, max_n: int | None
-                   ) -> StopSpec | CostSpec | None:
-        from .cost.spec import CostSpec
-        from .stopping import StopSpec, stop_rules
+    def _stop_spec(self, stop: str | StopPlan | None, max_n: int | None) -> StopPlan | None:
+        from .stopping.plan import StopPlan
+        from .stopping.spec import plan_for
 
         if stop is None:
             if max_n is not None:
@@ -349,14 +347,20 @@ class Ensemble(Generic[AnswerT]):
         if max_n is not None and len(self.members) > 1:
             raise InputError("max_n= is for one model; with members each Member's n is the "
                              "most votes it gives a decision")
-        if isinstance(stop, (StopSpec, CostSpec)):
+        if isinstance(stop, StopPlan):
             return stop
         if not isinstance(stop, str):
             raise InputError(f"stop must be a stopping rule's name or a StopSpec, got {stop!r}")
-        rule = stop_rules.get(stop)  # unknown: one line listing the known rules
-        if getattr(rule, "over_members", False):
-            return rule.default_spec()
-        return StopSpec(stop=stop, max_n=self.n if max_n is None else max_n)
+        # unknown: one line listing the known rules
+        return plan_for(stop, max_n=self.n if max_n is None else max_n)
+
+    @property
+    def cost_memory(self) -> CostMemory:
+        """What the cost rule keeps between calls (stop="cost"): every decision's counts, the
+        members' prices per vote, the last rule (`ensemble.cost.spec.CostMemory`)."""
+        from .cost.spec import CostMemory
+
+        return self.stop_memory.part("cost", CostMemory)
 
     def __repr__(self) -> str:
         if len(self.members) == 1:
@@ -430,10 +434,22 @@ class Ensemble(Generic[AnswerT]):
             messages = ({"role": "system", "content": self.system},) + messages
         return messages
 
-    def _decide(self, rows: Sequence[Sequence[Sample]], rule: CostRule | None = None
+    def _observe(self, rows: Sequence[Sequence[Sample]]) -> tuple[tuple[Observation, ...], ...]:
+        """What a stopping rule reads of one question's samples (`ensemble.stopping.drawn`):
+        each sample's answer as the Decision counts it (open answers merged over every
+        member's samples so far), its tokens and dollars."""
+        from .answers import member_keys
+        from .stopping.drawn import Observation
+
+        keys = member_keys(self.answer_kind, [[s.answer for s in row] for row in rows])
+        return tuple(tuple(Observation(k, tokens=s.completion_tokens, cost_usd=s.cost_usd)
+                           for k, s in zip(krow, row, strict=True))
+                     for krow, row in zip(keys, rows, strict=True))
+
+    def _decide(self, rows: Sequence[Sequence[Sample]], policy: StopPolicy | None = None
                 ) -> Decision[AnswerT]:
-        """The Decision over each member's samples: the aggregator's, or with the cost rule
-        (`rule`, stop="cost") the rule's own, the aggregator's reported alongside."""
+        """The Decision over each member's samples: the aggregator's, or with a stopping rule
+        that decides (the cost rule) the rule's own, the aggregator's reported alongside."""
         choices = None if self.answer_kind.is_open else self.choices
         evidence = ([evidence_of(s) for row in rows for s in row]
                     if self.aggregator_info.requests.logprobs else None)
@@ -441,67 +457,30 @@ class Ensemble(Generic[AnswerT]):
         def aggregate(keys: list[str | None], groups: list[int] | None) -> Vote:
             return self.aggregator(keys, choices=choices, groups=groups, evidence=evidence)
 
-        stop = self.stop_spec.stop if self.stop_spec is not None else None
+        plan = self.stop_spec
+        stop = plan.stop if plan is not None else None
         lams = tuple(m.lam for m in self.members)
         d = tally(rows, kind=self.answer_kind, aggregate=aggregate, lams=lams, stop=stop)
-        if rule is None:
+        used = getattr(policy, "prior_used", None)
+        if used is not None:
+            d = replace(d, stop_prior=used)
+        if policy is None or not getattr(plan, "decides", False):
             return d
         from .decision import CostRuleOutcome
         from .spending import CostVote
 
         tie, invalid, rng = self._tie
-        by_rule = CostVote(rule, tie=tie, invalid=invalid, rng=rng,
-                           open=self.answer_kind.is_open)
+        by_rule = CostVote(policy, plan.choose,  # type: ignore[union-attr]
+                           tie=tie, invalid=invalid, rng=rng, open=self.answer_kind.is_open)
         out = tally(rows, kind=self.answer_kind, lams=lams, stop=stop,
                     aggregate=lambda keys, groups: by_rule(keys, choices=choices,
                                                            groups=groups))
         choice, vote = by_rule.made[0]  # the whole answer's (parts follow)
         win = None if vote.decision is None else choice.win.get(vote.decision)
-        return replace(out, cost_rule=CostRuleOutcome(
+        return replace(out, stop_prior=used, cost_rule=CostRuleOutcome(
             win=win, drawn=tuple(len(row) for row in rows), leaders=choice.leaders,
-            tied=choice.tied, value_usd=rule.value_usd, aggregator=d.aggregator,
-            aggregator_decision=d.decision))
-
-    async def _sample_member(self, g: int, messages: Sequence[tuple[dict[str, str], ...]],
-                             priors: list[PriorUsed | None]) -> Any:
-        from .sampling.sampler import Sampler
-
-        m = self.members[g]
-        requests = [SampleRequest(msgs, self._params[g], m.n) for msgs in messages]
-        # whether the provider honours n is learned once per Ensemble: later calls neither
-        # probe nor pay for a rejected request again
-        learned = self._n_ok[g]
-        sampler = Sampler(m.model, options=m.options, provider=self._provider_for(m),
-                          store=self._get_store(), use_n="auto" if learned is None else learned)
-        from .cost.spec import CostSpec
-
-        spec = self.stop_spec
-        try:
-            async with sampler:
-                if spec is None or isinstance(spec, CostSpec):  # (the cost rule: draw_by_cost)
-                    return await sampler.run(requests, parser=self.parser)
-                from .stopping import StoppingRule, StopSpec, answer_counts
-
-                assert isinstance(spec, StopSpec)
-
-                def fit(counts: list[tuple[int, int]]) -> StoppingRule:
-                    # the prior from this call's pilots and the earlier decisions' together
-                    both = counts + list(self._history)
-                    rule = spec.rule_from_counts([c[0] for c in both], [c[1] for c in both])
-                    priors.append(rule.prior_used)
-                    return rule
-
-                result = await sampler.run_adaptive(requests, spec, parser=self.parser, fit=fit)
-                first = spec.first_draw()
-                for row in result.rows:
-                    pilot = [s.answer for s in row[:first] if s is not None]
-                    if len(pilot) == first:
-                        _, top, second = answer_counts(pilot)
-                        self._history.append((top, second))
-                return result
-        finally:
-            if sampler.run_state.n_ok is not None:
-                self._n_ok[g] = sampler.run_state.n_ok
+            tied=choice.tied, value_usd=float(getattr(policy, "value_usd", float("nan"))),
+            aggregator=d.aggregator, aggregator_decision=d.decision))
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
@@ -521,8 +500,6 @@ class Ensemble(Generic[AnswerT]):
         they all finish and are stored. Then `on_error="raise"` raises `SamplingFailed` naming
         the failures; `on_error="return"` puts the error in that prompt's place in the list.
         """
-        import asyncio
-
         if on_error not in ("raise", "return"):
             raise InputError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         if isinstance(prompts, str):
@@ -531,31 +508,21 @@ class Ensemble(Generic[AnswerT]):
             raise InputError("decide_many / adecide_many take a list of prompts, got "
                              f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
-        from .cost.spec import CostSpec
+        from .cost.spec import two_fixed_choices
+        from .drawing import draw_all
+        from .stopping.plan import FitContext, fixed_plan
 
-        spec = self.stop_spec
-        rule: CostRule | None = None
-        priors: list[PriorUsed | None] = []  # the prior the stopping rule decided with
-        if isinstance(spec, CostSpec):
-            from .spending import draw_by_cost
-
-            by_cost = await draw_by_cost(
-                self.members, self._params, messages, spec, parser=self.parser,
-                kind=self.answer_kind, choices=self.choices, memory=self.cost_memory,
-                store=self._get_store(), provider_for=self._provider_for)
-            results, rule = by_cost.results, by_cost.rule
-            priors.append(rule.prior_used)
-        elif spec is not None and len(self.members) > 1:
-            from .pooling import sample_pooled
-
-            results, used = await sample_pooled(
-                self.members, self._params, messages, spec, parser=self.parser,
-                history=self._history, store=self._get_store(), provider_for=self._provider_for)
-            priors.append(used)
-        else:
-            results = list(await asyncio.gather(*(self._sample_member(g, messages, priors)
-                                                  for g in range(len(self.members)))))
-        prior = priors[0] if priors else None
+        plan = self.stop_spec if self.stop_spec is not None else fixed_plan()
+        ns = [m.n for m in self.members]
+        context = FitContext(budgets=plan.budgets(ns), lams=tuple(m.lam for m in self.members),
+                             two_choices=two_fixed_choices(self.choices,
+                                                           is_open=self.answer_kind.is_open))
+        drawing = await draw_all(self.members, self._params, messages, plan,
+                                 observe=self._observe, memory=self.stop_memory,
+                                 context=context, parser=self.parser, store=self._get_store(),
+                                 provider_for=self._provider_for, use_n=self._n_ok)
+        results = drawing.results
+        policy = drawing.policy if self.stop_spec is not None else None
         failures = [f for r in results for f in r.failures]
         if on_error == "raise":
             from .sampling.results import raise_for_failures
@@ -572,8 +539,7 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                d = self._decide(rows, rule)
-                out.append(d if prior is None else replace(d, stop_prior=prior))
+                out.append(self._decide(rows, policy))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:

@@ -312,3 +312,42 @@ def test_cost_spec_carries_the_credit():
     assert other.credit == "reference" and not other.two_choices
     with pytest.raises(InputError, match="credit"):
         CostSpec(credit="planted")
+
+
+def test_the_cost_rule_as_a_policy_and_its_spec_as_a_plan():
+    """The stop-rule interface: the rule answers `next(drawn)` with one vote of the member it
+    would ask (none with its budget spent); its spec pilots the first `pilot_questions`
+    questions, fits on them and on the memory's counts and prices, and remembers each
+    decision's counts and what its later votes cost."""
+    from ensemble.cost.spec import CostMemory, CostSpec
+    from ensemble.stopping import Drawn, FitContext, Observation, StopMemory
+
+    spec = CostSpec(value_usd=0.01, pilot=(2, 1), pilot_questions=3)
+    memory = StopMemory()
+    assert spec.budgets([6, 2]) == (6, 2)
+    assert [spec.pilot_draw(i, (6, 2), memory) for i in range(5)] == [(2, 1)] * 3 + [(0, 0)] * 2
+    assert CostSpec(prior=JointPrior.of([[0.9, 0.9]])).pilot_draw(0, (6, 2), memory) == (0, 0)
+
+    def priced(keys, costs=(1e-5, 2e-4)):
+        return Drawn(tuple(tuple(Observation(k, cost_usd=c) for k in row)
+                           for row, c in zip(keys, costs, strict=True)), budgets=(6, 2))
+
+    pilots = [priced([["A", "A"], ["A"]]), priced([["A", "B"], ["B"]]),
+              priced([["B", "B"], ["B"]]), priced([[], []])]
+    rule = spec.fit(pilots, memory, FitContext(budgets=(6, 2), lams=(1.5, 6.0),
+                                               two_choices=True))
+    mem = memory.get("cost")
+    assert isinstance(mem, CostMemory) and mem.rule is rule
+    assert rule.prices == pytest.approx((1e-5, 2e-4)) and rule.two_choices
+    assert rule.prior_used.source == "fitted" and rule.prior_used.questions == 3
+    for d in pilots:
+        ask = rule.next(d)
+        assert sum(ask) <= 1 and all(k <= m for k, m in zip(ask, d.left(), strict=True))
+        if sum(ask):
+            g = ask.index(1)
+            a, b, _ = d.member_counts(rule.lams)
+            assert rule.next_member(a, b, [m > 0 for m in d.left()]) == g
+    assert rule.next(priced([["A"] * 6, ["A", "A"]])) == (0, 0)  # every budget spent
+    spec.remember(memory, pilots[0], priced([["A", "A", "A"], ["A"]]))
+    assert mem.counts[-1] == ((3, 1), (0, 0)) and mem.votes == [7, 3]
+    assert mem.spent == pytest.approx([7e-5, 6e-4])

@@ -56,12 +56,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from ..errors import InputError
+from ..stopping.drawn import member_counts
 from .joint import JointPrior
 
 if TYPE_CHECKING:
+    from ..stopping.drawn import Drawn
     from ..stopping.priors import PriorUsed
 
 __all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
@@ -190,27 +192,6 @@ def _induction(st: _States, terminal: NDArray[np.float64], costs: NDArray[np.flo
     return T, cont
 
 
-def member_counts(answers: Sequence[Sequence[str | None]], weights: ArrayLike
-                  ) -> tuple[list[int], list[int], tuple[str | None, str | None]]:
-    """(a, b, (answer 1, answer 2)): each member's votes for the two leading answers, the
-    leaders ranked by their votes weighed by `weights` (λ) over the pooled votes (ties: the
-    answer seen first). None answers (invalid) vote for nothing."""
-    lw = np.asarray(weights, dtype=float).ravel()
-    score: dict[str, float] = {}
-    first: dict[str, int] = {}
-    for g, row in enumerate(answers):
-        for x in row:
-            if x is not None:
-                score[x] = score.get(x, 0.0) + float(lw[g])
-                first.setdefault(x, len(first))
-    ranked = sorted(score, key=lambda x: (-score[x], first[x]))
-    one = ranked[0] if ranked else None
-    two = ranked[1] if len(ranked) > 1 else None
-    a = [sum(1 for x in row if x is not None and x == one) for row in answers]
-    b = [sum(1 for x in row if x is not None and x == two) for row in answers]
-    return a, b, (one, two)
-
-
 class CostRule:
     """The cost-aware rule over members (see the module docstring).
 
@@ -308,6 +289,14 @@ class CostRule:
             cont[~np.asarray(available, dtype=bool)] = -np.inf
         g = int(np.argmax(cont))
         return g if cont[g] > self._T[s] + _EPS else None
+
+    def next(self, drawn: Drawn) -> tuple[int, ...]:
+        """The stop-rule interface (`StopPolicy`): one vote of the member to ask next at the
+        question's counts (each member's votes for the two leaders, ranked by the rule's λ),
+        among those with budget left; all zeros: stop and decide."""
+        a, b, _ = drawn.member_counts(self.lams)
+        g = self.next_member(a, b, [m > 0 for m in drawn.left()])
+        return tuple(1 if h == g else 0 for h in range(len(self.max_n)))
 
     def win(self, a: Sequence[int], b: Sequence[int]) -> float:
         """P(answer 1 is the reference answer | counts); with credit "qr", P(answer 1 is

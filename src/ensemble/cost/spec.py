@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..stopping.drawn import Drawn
+from ..stopping.plan import HISTORY_MAX, FitContext, StopMemory
 from ..stopping.priors import PriorUsed
 from ..stopping.registry import register_stop_rule
+from .choice import CostChoice, cost_choice
 from .joint import JointPrior, fit_joint_prior, joint_grid
 from .rule import CREDITS, REFERENCES, CostRule
 
-__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostSpec", "two_fixed_choices", "uniform_joint_prior"]
+__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostMemory", "CostSpec", "two_fixed_choices",
+           "uniform_joint_prior"]
 
 #: Questions that get a full pilot (every member's `pilot` votes) before the joint prior is
 #: fitted; later questions are asked by the rule alone, and their counts refit the prior.
@@ -34,6 +39,50 @@ def uniform_joint_prior(members: int) -> JointPrior:
 
 
 _GRID = {1: 41, 2: 21, 3: 11}  # nodes per member, as fit_joint_prior's default grid
+
+
+@dataclass
+class CostMemory:
+    """What an Ensemble keeps between calls for its cost rule: every decision's per-member
+    counts (the prior's data), each member's spend and votes (its price per vote) and the
+    last rule, with the number of decisions it was fitted on."""
+
+    counts: deque[tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_MAX))
+    spent: list[float] = field(default_factory=list)
+    votes: list[int] = field(default_factory=list)
+    rule: CostRule | None = None
+    fitted_on: int = 0  # the decisions the rule's prior was fitted on
+
+    def price(self, g: int) -> float | None:
+        return self.spent[g] / self.votes[g] if self.votes and self.votes[g] else None
+
+    def paid(self, drawn: Drawn, skip: Sequence[int] | None = None) -> None:
+        """Count what each member's samples cost (those after `skip[g]` of member g's): a
+        member's price per vote is its mean. A sample without a price tells none, and a stored
+        sample tells the price as well as a new one."""
+        if not self.spent:
+            self.spent, self.votes = [0.0] * len(drawn.members), [0] * len(drawn.members)
+        for g, obs in enumerate(drawn.members):
+            new = obs[skip[g]:] if skip is not None else obs
+            costs = [o.cost_usd for o in new]
+            if None not in costs:
+                self.spent[g] += float(sum(c or 0.0 for c in costs))
+                self.votes[g] += len(new)
+
+    def still_fits(self, decisions: int, prices: Sequence[float]) -> bool:
+        """The rule built last time serves again until the data grew by a tenth or a price
+        moved by 5% (a served Ensemble decides one prompt per call: refitting the prior and
+        the induction on every call would cost ~0.1 s each), or, on its default prior,
+        until enough decisions are in to fit one."""
+        rule = self.rule
+        if rule is None or decisions > 1.1 * self.fitted_on:
+            return False
+        used = rule.prior_used  # the default prior gives way to a fit once enough are seen
+        if used is not None and used.source == "default" and decisions >= used.needed:
+            return False
+        return all(abs(p - q) <= 0.05 * max(q, 1e-300) for p, q in zip(prices, rule.prices,
+                                                                      strict=True))
 
 
 @register_stop_rule
@@ -77,11 +126,19 @@ class CostSpec:
                                          "pilot_questions", "prior", "prices", "default_prior")
     needs_prior: ClassVar[bool] = True
     over_members: ClassVar[bool] = True
+    #: the rule decides the answer too (`choose`): the Decision is the rule's, not a count
+    decides: ClassVar[bool] = True
 
     @classmethod
     def default_spec(cls) -> CostSpec:
         """The spec `Ensemble(stop="cost")` runs."""
         return cls()
+
+    @classmethod
+    def default_plan(cls, *, max_n: int | None = None) -> CostSpec:
+        """The plan `stop="cost"` stands for (`ensemble.stopping.plan_for`): the default spec
+        (each member draws up to its own n; `max_n` does not apply)."""
+        return cls.default_spec()
 
     def __post_init__(self) -> None:
         if self.value_usd is not None and self.target_loss is not None:
@@ -147,6 +204,75 @@ class CostSpec:
                         credit=self.credit, two_choices=two_choices)
         rule.prior_used = used
         return rule
+
+
+    # -- the stop-rule interface (`StopPlan`) ------------------------------------------------
+    def budgets(self, ns: Sequence[int]) -> tuple[int, ...]:
+        """Each member's own n."""
+        return tuple(int(n) for n in ns)
+
+    def pilot_draw(self, i: int, budgets: Sequence[int], memory: StopMemory) -> tuple[int, ...]:
+        """Every member's `pilot` votes on question i while fewer than `pilot_questions`
+        decisions are in (this call's first ones and the memory's together); none after, nor
+        with a prior given: the rule asks from the first vote."""
+        seen = len(self._memory(memory).counts)
+        if self.prior is not None or i >= self.pilot_questions - seen:
+            return tuple(0 for _ in budgets)
+        return self.pilot_for(budgets)
+
+    def fit(self, pilots: Sequence[Drawn | None], memory: StopMemory,
+            context: FitContext) -> CostRule:
+        """The rule, from this call's pilots and every earlier decision's counts: its prior by
+        `prior_for`, each member's price per vote the mean cost of its samples so far (or
+        `prices`); the last rule again while it still fits (`CostMemory.still_fits`)."""
+        mem = self._memory(memory)
+        lams = context.lams
+        weights = None if any(x is None for x in lams) else [float(x) for x in lams]  # type: ignore[arg-type]
+        drawn = [d for d in pilots if d is not None and d.drawn]
+        for d in drawn:
+            mem.paid(d)
+        G = len(lams)
+        data = list(mem.counts)
+        for d in drawn:  # pilots before the rule exists: members ranked by λ, or alike
+            a, b, _ = d.member_counts(weights or [1.0] * G)
+            data.append((tuple(a), tuple(b)))
+        prices = []
+        for g in range(G):
+            price = mem.price(g) if mem.spent else None
+            if price is None and self.prices is None:
+                raise InputError(f"the cost rule needs member {g}'s price per vote and its "
+                                 "samples have none: give the member price_per_1k=(in, out) "
+                                 "USD per 1,000 tokens, or CostSpec(prices=...)")
+            prices.append(price or 0.0)
+        rule = mem.rule if mem.still_fits(len(data), prices) else None
+        if rule is None:
+            rule = self.build(a=[d[0] for d in data] if data else None,
+                              b=[d[1] for d in data] if data else None,
+                              prices=prices, max_n=context.budgets, lams=weights,
+                              two_choices=context.two_choices)
+            mem.rule, mem.fitted_on = rule, len(data)
+        return rule
+
+    def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
+        """Keep a decided question's per-member counts (the next fits' data: the likelihood
+        does not depend on whom the rule chose to ask) and what its later votes cost."""
+        mem = self._memory(memory)
+        mem.paid(drawn, skip=pilot.counts())
+        rule = mem.rule
+        lw = rule.lams if rule is not None else [1.0] * len(drawn.members)
+        a, b, _ = drawn.member_counts(lw)
+        mem.counts.append((tuple(a), tuple(b)))
+
+    @staticmethod
+    def choose(rule: CostRule, answers: Sequence[Sequence[str | None]],
+               options: Sequence[str] | None = None) -> CostChoice:
+        """The rule's decision over each member's answers (`cost_choice`; `options`: the
+        fixed choices, when they are)."""
+        return cost_choice(rule, answers, options=options)
+
+    @staticmethod
+    def _memory(memory: StopMemory) -> CostMemory:
+        return memory.part("cost", CostMemory)
 
 
 def two_fixed_choices(choices: Sequence[str] | None, *, is_open: bool = False) -> bool:

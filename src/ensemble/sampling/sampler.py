@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._sync import outlive_caller
-from ..errors import ContentRefusedError, EnsembleError, InputError, ProviderError
+from ..errors import ContentRefusedError, InputError, ProviderError
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter, limiter_for
 from ..providers.options import ProviderKwargs, ProviderOptions
@@ -310,84 +310,41 @@ class Sampler:
         ctx.check_complete(rows, failures, "the sampler")
         return SampleResult(rows=rows, failures=failures, stopped=stopped)
 
-    async def run_adaptive(self, requests: Sequence[SampleRequest], spec: Any, *,
-                           parser: Parser | None = None, fit: Any = None) -> SampleResult:
-        """Draw each request's samples adaptively: a `StopSpec` (ensemble.stopping) decides,
-        per question, after each batch of answers, whether to stop or how many more to draw,
-        up to `spec.max_n` (each request's `k` is ignored).
+    async def draw(self, req: SampleRequest, start: int, k: int, *, request: int = 0,
+                   parser: Parser | None = None
+                   ) -> tuple[list[Sample | None], list[SampleFailure]]:
+        """Samples start..start+k−1 of one request (sample i of a prompt is stored sample i):
+        read from the store, waited for while another run of the store draws them, or
+        requested, through the provider's `n` (at most `max_n` a request). Returns them in
+        order (None where one failed for good, or was not asked because the run was stopped:
+        `run_state.stop` says why) and the failures (naming `request`).
 
-        Every question first gets `spec.first_draw()` samples (the pilot; a rule that needs a
-        prior is then built by `fit(counts)`, counts the (top, second) pilot counts of every
-        question whose pilot was drawn, by default `spec.rule_from_counts`: an Ensemble adds
-        its earlier decisions' pilots). Then all open questions proceed
-        concurrently within the endpoint's limits, each drawing its next batch (the rule's
-        lossless k, through the provider's `n`) as soon as its answers arrive. Sample i of a
-        question is the same stored sample as in a fixed run: samples already stored cost no
-        request. Rows hold the samples drawn, indices 0..m-1 (m varies by question).
+        The step of adaptive drawing: whoever draws decides from the samples so far what to
+        draw next (`ensemble.drawing`, the Python API's one draw loop), after a `run` of every
+        question's first samples. Online only: a batch returns its answers hours later.
         """
-        from dataclasses import replace
-
         if self.mode == "batch":
             raise InputError("adaptive sampling needs answers as they arrive; batch mode returns "
                              "them hours later: sample online, or score --adaptive on a fixed "
                              "batch run (eval --adaptive replays the drawn samples)")
-
-        from ..stopping import answer_counts
-
         ctx = self.run_state
-        first = spec.first_draw()
-        pilot_reqs = [replace(r, k=first) for r in requests]
-        pilot = await self.run(pilot_reqs, parser=parser)
-        if pilot.stopped is not None or not requests:
-            return pilot
-        failed = {f.request for f in pilot.failures}
-        answers = [[s.answer for s in row if s is not None] for row in pilot.rows]
-        if spec.needs_pilot:
-            counts = [answer_counts(a)[1:] for i, a in enumerate(answers) if i not in failed]
-            rule = (fit(counts) if fit is not None else
-                    spec.rule_from_counts([c[0] for c in counts], [c[1] for c in counts]))
-        else:
-            rule = spec.rule()
-        rows: list[list[Sample | None]] = [
-            list(pilot.rows[i]) + [None] * max(0, spec.max_n - len(pilot.rows[i]))
-            for i in range(len(requests))]
-        failures = list(pilot.failures)
-        t0 = time.perf_counter()
-        order = iter([i for i in range(len(requests)) if i not in failed])
-
-        async def worker() -> None:
-            for ri in order:
-                if ctx.stop is not None:
-                    return
-                req = replace(requests[ri], k=spec.max_n)
-                key = self.key_of(req)
-                row = rows[ri]
-                drawn = first
-                while ctx.stop is None:
-                    k = rule.more([s.answer for s in row[:drawn] if s is not None])
-                    k = min(k, spec.max_n - drawn)
-                    if k <= 0:
-                        break
-                    idx = list(range(drawn, drawn + k))
-                    self.stats.samples_total += k
-                    if not await self._draw_indices(ri, req, key, idx, row, failures):
-                        break
-                    drawn += k
-
-        ctx.start_progress()
-        try:
-            n_workers = max(1, min(len(requests), self.options.limits.max_concurrency))
-            await asyncio.gather(*(worker() for _ in range(n_workers)))
-        finally:
-            self.stats.wall_time_s += time.perf_counter() - t0
-            ctx.stop_progress()
-        out = [[s for s in row if s is not None] for row in rows]
-        for ri, row in enumerate(rows):  # drawn samples form a prefix 0..m-1
-            m = len(out[ri])
-            if any(s is None for s in row[:m]) and not any(f.request == ri for f in failures):
-                raise EnsembleError(f"{self.model}: adaptive sampling left a gap in the "
-                                    "samples; this is a bug, please report it")
-        return SampleResult(rows=out, failures=failures, stopped=ctx.stop)  # type: ignore
+        if parser is not None:
+            ctx.parse = parser
+        await self._resolve()
+        if self._probe is None:
+            self._probe = asyncio.Lock()
+        row: list[Sample | None] = [None] * (start + k)
+        failures: list[SampleFailure] = []
+        if k <= 0 or ctx.stop is not None:
+            return row[start:], failures
+        key = self.key_of(req)
+        self.stats.samples_total += k
+        per = 1 if ctx.n_ok is False else self.max_n
+        await asyncio.gather(*(
+            self._draw_indices(request, req, key, list(range(i, min(i + per, start + k))), row,
+                               failures) for i in range(start, start + k, per)))
+        self.stats.failed += sum(len(f.indices) for f in failures)
+        return row[start:], failures
 
     async def _draw_indices(self, ri: int, req: SampleRequest, key: str, indices: list[int],
                             row: list[Sample | None], failures: list[SampleFailure]) -> bool:

@@ -44,15 +44,21 @@ prior `prior_from_calibration(lam, posteriors)`: q = ψ_λ(p) over the task's po
 
 Rules are registered by name (`register_stop_rule`, the entry-point group
 `ensemble.stop_rules`); every consumer asks the registry (`stop_rule_names`, `StopSpec`).
-The package: `table` (the state and the table every rule is), `priors` (priors and their
-fits), `rules` (fixed, beta), `bayes` (the Bayes rule and `expected_performance`), `registry`,
-`spec` (`StopSpec`).
+The stop-rule interface every consumer uses (`plan`): a run's plan (`StopPlan`: `StopSpec`
+here, `ensemble.cost.spec.CostSpec` for the cost rule over members) pilots, fits and remembers;
+its policy (`StopPolicy`: every `StoppingRule`, `CostRule`) says after each batch what to draw
+next from each member, reading a question's `Drawn` (each sample's answer, weight and shares,
+tokens and dollars, per member: `drawn`). The package: `table` (the state and the table every
+rule is), `priors` (priors and their fits), `rules` (fixed, beta), `bayes` (the Bayes rule and
+`expected_performance`), `registry`, `spec` (`StopSpec`), `drawn`, `plan`.
 
 Tables are cached per (prior, max_n, cost, pilot): building one takes milliseconds for
 max_n = 20 (~0.2 s at max_n = 200, the largest supported).
 """
 
 from .bayes import DEFAULT_COST, DEFAULT_PILOT, BayesRule, PolicySummary, expected_performance
+from .drawn import Drawn, Observation
+from .plan import HISTORY_MAX, FitContext, StopMemory, StopPlan, StopPolicy, fixed_plan
 from .priors import BetaPrior, GridPrior, Prior, PriorUsed, fit_prior, prior_from_calibration
 from .registry import (
     get_stopping_rule,
@@ -62,7 +68,7 @@ from .registry import (
     stop_rules,
 )
 from .rules import DEFAULT_THRESHOLD, BetaRule, FixedRule
-from .spec import FIT_AFTER, UNIFORM, StopSpec
+from .spec import FIT_AFTER, UNIFORM, StopSpec, plan_for
 from .table import MAX_N_LIMIT, StoppingRule, answer_counts, lookahead
 
 __all__ = [
@@ -70,24 +76,33 @@ __all__ = [
     "DEFAULT_PILOT",
     "DEFAULT_THRESHOLD",
     "FIT_AFTER",
+    "HISTORY_MAX",
     "MAX_N_LIMIT",
     "UNIFORM",
     "BayesRule",
     "BetaPrior",
     "BetaRule",
+    "Drawn",
+    "FitContext",
     "FixedRule",
     "GridPrior",
+    "Observation",
     "PolicySummary",
     "Prior",
     "PriorUsed",
+    "StopMemory",
+    "StopPlan",
+    "StopPolicy",
     "StopSpec",
     "StoppingRule",
     "answer_counts",
     "expected_performance",
     "fit_prior",
+    "fixed_plan",
     "get_stopping_rule",
     "is_over_members",
     "lookahead",
+    "plan_for",
     "prior_from_calibration",
     "register_stop_rule",
     "stop_rule_names",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from .bayes import DEFAULT_PILOT
+from .drawn import Drawn
+from .plan import HISTORY_MAX, FitContext, StopMemory, StopPlan, StopPolicy
 from .priors import (
     ALPHA_MAX,
     PRIOR_FAMILIES,
@@ -24,7 +27,7 @@ from .registry import stop_rules
 from .rules import DEFAULT_THRESHOLD
 from .table import StoppingRule, answer_counts, validate_max_n
 
-__all__ = ["FIT_AFTER", "UNIFORM", "UNINFORMED", "StopSpec"]
+__all__ = ["FIT_AFTER", "UNIFORM", "UNINFORMED", "StopSpec", "plan_for"]
 
 #: The default prior of a rule fitted from pilots, until enough pilots are seen, and when they
 #: say nothing about the spread: the uniform Beta(1, 1), the prior Adaptive-Consistency's
@@ -55,7 +58,11 @@ class StopSpec:
 
     The sampler's loop: draw `spec.first_draw()` samples for every question; build
     `rule = spec.rule(answers_so_far)`; then for each question draw `rule.more(answers)` more
-    whenever its answers arrive, until it returns 0.
+    whenever its answers arrive, until it returns 0. As a `StopPlan` (`ensemble.stopping.plan`,
+    what the Python API's draw loop asks): one member draws up to `max_n`; several members
+    each up to their own n, the rule reading their pooled votes, in rounds of one vote each;
+    the pilot of a rule that needs a prior is fitted on together with the pilots an Ensemble
+    kept of its earlier decisions (`StopMemory`).
     """
 
     stop: str
@@ -174,6 +181,56 @@ class StopSpec:
         if isinstance(prior, BetaPrior) and prior.alpha >= ALPHA_MAX * (1 - 1e-6):
             return PriorUsed("uninformative", self.default_prior, informative, self.fit_after)
         return PriorUsed("fitted", prior, informative, self.fit_after)
+
+
+    # -- the stop-rule interface (`StopPlan`) ------------------------------------------------
+    def budgets(self, ns: Sequence[int]) -> tuple[int, ...]:
+        """One member: `max_n`; several: each member's own n (the rule reads their pooled
+        votes, at most max_n of them)."""
+        return (self.max_n,) if len(ns) == 1 else tuple(int(n) for n in ns)
+
+    def pilot_draw(self, i: int, budgets: Sequence[int], memory: StopMemory) -> tuple[int, ...]:
+        """Every question's first draw (`first_draw`): over several members, rounds of one
+        vote each until the pooled votes reach it (each member within its budget)."""
+        first = self.first_draw()
+        if len(budgets) == 1:
+            return (min(first, int(budgets[0])),)
+        rounds = 0
+        while sum(min(rounds, b) for b in budgets) < first and rounds < max(budgets):
+            rounds += 1
+        return tuple(min(rounds, int(b)) for b in budgets)
+
+    def fit(self, pilots: Sequence[Drawn | None], memory: StopMemory,
+            context: FitContext) -> StopPolicy:
+        """The rule; a prior it needs is chosen by `prior_for` from the pooled top-two counts
+        of this call's pilots (None: a question whose pilot failed) and of the pilots the
+        memory kept."""
+        if not self.needs_pilot:
+            return self.build()
+        kept = self._history(memory)
+        counts = [d.top_two()[1:] for d in pilots if d is not None] + list(kept)
+        return self.rule_from_counts([c[0] for c in counts], [c[1] for c in counts])
+
+    def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
+        """Keep a decided question's pilot counts (a complete pilot only): the next calls'
+        prior is fitted on them too."""
+        if self.needs_pilot and pilot.drawn == sum(self.pilot_draw(0, pilot.budgets, memory)):
+            self._history(memory).append(pilot.top_two()[1:])
+
+    def _history(self, memory: StopMemory) -> deque[tuple[int, int]]:
+        return memory.part(f"pilots:{self.stop}",
+                           lambda: deque[tuple[int, int]](maxlen=HISTORY_MAX))
+
+
+def plan_for(stop: str, *, max_n: int) -> StopPlan:
+    """The plan a registered rule's name stands for: the rule's own `default_plan` (a rule
+    over members: the cost rule's `CostSpec()`), else `StopSpec(stop, max_n=max_n)`. An
+    unknown name is one line listing the known rules."""
+    cls = stop_rules.get(stop)
+    make = getattr(cls, "default_plan", None)
+    if make is not None:
+        return make(max_n=max_n)
+    return StopSpec(stop=stop, max_n=max_n)
 
 
 _FIELDS = frozenset(f for f in StopSpec.__dataclass_fields__

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from ..errors import InputError
 
 if TYPE_CHECKING:
+    from .drawn import Drawn
     from .priors import PriorUsed
 
 __all__ = ["MAX_N_LIMIT", "StoppingRule", "answer_counts", "lookahead", "validate_max_n"]
@@ -73,6 +74,18 @@ class StoppingRule:
             raise InputError(f"impossible counts: drawn={drawn}, top={top}, second={second} "
                              "(need 0 <= second <= top and top + second <= drawn)")
         return int(self._table[drawn, top, second])
+
+    def next(self, drawn: Drawn) -> tuple[int, ...]:
+        """What to draw next for a question (the stop-rule interface, `StopPolicy`): over one
+        member, the rule's lossless batch k, at most the budget left; over several, the rule
+        reads the pooled votes and, while it goes on, asks for a round: one more vote from
+        every member with budget left. All zeros: stop."""
+        left = drawn.left()
+        n, top, second = drawn.top_two(count_invalid=self.count_invalid)
+        k = self.more_counts(drawn=n, top=top, second=second)
+        if len(left) == 1:
+            return (min(k, left[0]),)
+        return tuple(1 if k > 0 and m > 0 else 0 for m in left)
 
     def stops(self, *, drawn: int, top: int, second: int) -> bool:
         """Whether the rule stops in this state."""
