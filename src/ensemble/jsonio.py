@@ -12,6 +12,12 @@ non-finite number under key `k` is written as `null` *and* a sibling `k_inf` say
 (`k_inf` holds "nan" for a NaN, which is neither.) A `null` without a `k_inf` is a missing value.
 `from_jsonable` reverses the encoding, so ±∞ round-trip distinctly through every file and every
 `--json` document. Numpy values, dataclasses, pydantic models and tuples become plain JSON.
+
+Every document `ensemble` writes carries its format under one name, `schema_version` (an
+integer; a document written before formats were numbered has none and is format 1), and is read
+through `upgrade`: an older format migrated forward one step at a time, a newer one refused in
+one line (inspect_ai's `EvalLog.version` is the model; the sample store keeps its own in
+SQLite's `user_version`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["dumps", "emit_json", "from_jsonable", "loads", "to_jsonable", "write_atomic"]
+__all__ = ["VERSION_KEY", "dumps", "emit_json", "from_jsonable", "loads", "to_jsonable",
+           "upgrade", "write_atomic"]
+
+VERSION_KEY = "schema_version"
 
 _MARK = {math.inf: "+", -math.inf: "-"}
 
@@ -136,3 +146,41 @@ def write_atomic(path: os.PathLike[str] | str, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def upgrade(doc: Any, *, current: int, migrations: Mapping[int, Migration] | None = None,
+            where: str, fix: str) -> Any:
+    """A document as read (JSON values, before `from_jsonable`) brought to format `current`.
+
+    Its `schema_version` (absent: 1) is checked: a newer format is refused, an older one is
+    migrated by `migrations[v]` (format v to v + 1) step by step, and the result says
+    `current`. A step raises `ValueError(why)` for a document it cannot bring forward. Every
+    refusal is one `InputError` line: `where` (the file) first, then why, then `fix` (what
+    rewrites an old document; a newer one asks for a newer ensemble). Anything but a JSON
+    object is returned as it is, for its model to refuse."""
+    from .errors import InputError
+
+    if not isinstance(doc, dict):
+        return doc
+    v = doc.get(VERSION_KEY, 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise InputError(f"{where}: {VERSION_KEY} {json.dumps(v)} is not a format number (an "
+                         f"integer >= 1); {fix}")
+    if v > current:
+        raise InputError(f"{where} was written by a newer ensemble ({VERSION_KEY} {v}, this "
+                         f"one reads {current} and older); upgrade ensemble-qr to read it")
+    while v < current:
+        step = (migrations or {}).get(v)
+        try:
+            if step is None:
+                raise ValueError(f"format {v} is no longer read")
+            doc = step(dict(doc))
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}; {fix}") from None
+        v += 1
+    if doc.get(VERSION_KEY) != current:
+        doc = {VERSION_KEY: current, **{k: x for k, x in doc.items() if k != VERSION_KEY}}
+    return doc

@@ -14,7 +14,9 @@ the version of `ensemble` that wrote it.
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units. On disk ±∞ are written as `ensemble.jsonio` writes
 them everywhere: `null` plus a sibling `k_inf: "+" | "-"` (`{"lam": null, "lam_inf": "+"}`).
 `CalibrationProfile.model_json_schema()` is the schema of the model in memory; the file has, in
-addition, those `_inf` siblings next to any infinite number.
+addition, those `_inf` siblings next to any infinite number. Every field is declared (a field
+the model does not know is refused on loading), and `schema_version` says the file's format
+(`ensemble.jsonio.upgrade`): a profile of a newer format is refused in one line.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ SCHEMA_VERSION = 1
 class TemperatureFit(BaseModel):
     """The quantal-response fit at one temperature (λ in ψ_λ units; bias on the logit scale)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     t: float
     lam: float = Field(description="λ at this temperature; +∞ when the answers are separated")
@@ -56,9 +58,9 @@ class TemperatureFit(BaseModel):
 class CalibrationProfile(BaseModel):
     """One model's calibration: λ₁ with its interval, the per-temperature fits, the context."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(default=SCHEMA_VERSION, description="the file's format")
     model: str
     api_base: str | None = Field(None, description="the endpoint calibrated (never a key)")
     endpoint: str | None = Field(
@@ -131,7 +133,9 @@ class CalibrationProfile(BaseModel):
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationProfile:
         """Read a profile file (or the profile.json of a calibration folder)."""
-        from .jsonio import loads
+        import json
+
+        from .jsonio import from_jsonable, upgrade
 
         p = Path(path)
         if p.is_dir():
@@ -144,10 +148,12 @@ class CalibrationProfile(BaseModel):
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read calibration profile {p}: {exc}") from None
         try:
-            doc = loads(text)
+            raw = json.loads(text)
         except ValueError as exc:
             raise InputError(f"calibration profile {p} is not JSON ({exc}); rerun "
                              "`ensemble calibrate` to rewrite it") from None
+        doc = from_jsonable(upgrade(raw, current=SCHEMA_VERSION, where=f"calibration profile {p}",
+                                    fix="rerun `ensemble calibrate` to rewrite it"))
         try:
             return cls.model_validate(doc)
         except ValidationError as exc:

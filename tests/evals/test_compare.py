@@ -64,10 +64,12 @@ def test_cli_json_and_table(runs, run_cli):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert {"t", "n", "aggregator", "a", "b", "diff", "ci", "items"} <= set(doc["results"][0])
-    # a real process (the command's end-to-end check), with a bare environment
+    # a real process (the command's end-to-end check), with a bare environment (but the
+    # tree under test, when one is given: the package it wrote these runs with)
+    tree = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
     t = subprocess.run([sys.executable, "-m", "ensemble", "compare", str(tmp / "a"),
                         str(tmp / "b")], capture_output=True, text=True, timeout=120,
-                       env={"COLUMNS": "160", "PATH": ""})
+                       env={"COLUMNS": "160", "PATH": "", **tree})
     assert t.returncode == 0, t.stderr
     assert "B − A" in t.stdout and "15 shared scenarios" in t.stdout
     assert "for these 15" in t.stdout and "random-follow" in t.stdout

@@ -4,9 +4,9 @@ A question fails when a request for one of its samples fails for good (refused b
 retries used up) at any temperature. The sampler has already drawn and stored every other
 sample. Then:
 
-- the failures are written to RUN/failures.jsonl (one line per failed request: question id,
-  temperature, sample indices, error, status, reason, message), and the file is removed when a
-  rerun has none;
+- the failures are written to RUN/failures.jsonl (one line per failed request,
+  `records.FailureRecord`: question id, temperature, sample indices, error, status, reason,
+  message), and the file is removed when a rerun has none;
 - without `--fail-on-error`, or when more questions failed than it accepts, the run exits
   non-zero with one line naming the count, the reasons and the fix;
 - with `--fail-on-error F` (a share below 1, or a count from 1 up) and few enough failures, the
@@ -27,7 +27,7 @@ from typing import Any
 from ensemble.errors import RunStopped, SamplingFailed
 from ensemble.sampling.results import SampleResult
 
-from .records import JsonlWriter
+from .records import RECORDS_VERSION, JsonlWriter
 
 __all__ = ["FAILURES_FILE", "FailedQuestions", "apply_failure_policy", "without_failed"]
 
@@ -64,7 +64,7 @@ def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
     failed_ids: list[str] = []
     seen: set[str] = set()
     if result.failures:
-        with JsonlWriter(path) as w:
+        with JsonlWriter(path, version=RECORDS_VERSION) as w:
             for f in result.failures:
                 ti, qi = divmod(f.request, q)
                 qid = question_ids[qi]

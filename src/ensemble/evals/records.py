@@ -19,7 +19,9 @@ Calibration runs (`ensemble calibrate`) write questions.jsonl (with each questio
 single answers (the share of the first choice, "L", against the posterior), it takes no vote.
 
 Each record type is a pydantic model: `SampleRecord.model_json_schema()` is its schema, and
-`read_samples` / `read_questions` / `read_votes` validate what they read.
+`read_samples` / `read_questions` / `read_votes` validate what they read. Every line says its
+format, `schema_version` (RECORDS_VERSION; a line without one, written before formats were
+numbered, is format 1, the same fields): a line of a newer format is refused in one line.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ensemble.jsonio import VERSION_KEY
 from ensemble.rules import RANDOM_FOLLOW
 
 __all__ = [
     "QUESTIONS_FILE",
+    "RECORDS_VERSION",
     "SAMPLES_FILE",
     "VOTES_FILE",
+    "FailureRecord",
     "JsonlWriter",
     "default_run_dir",
     "endpoint_slug",
@@ -61,6 +66,7 @@ __all__ = [
 QUESTIONS_FILE = "questions.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 VOTES_FILE = "votes.jsonl"
+RECORDS_VERSION = 1  # the format of every line of the three files
 
 Source = Literal["cache", "online", "batch"]
 
@@ -75,6 +81,8 @@ class QuestionRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = RECORDS_VERSION  # the line's format
+
     id: str
     prompt: str
     choices: list[str]
@@ -87,6 +95,8 @@ class SampleRecord(BaseModel):
     """One sample drawn for the run (from the store or online)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RECORDS_VERSION  # the line's format
 
     id: str  # the question's id in the task (see questions.jsonl for its prompt)
     t: float
@@ -114,6 +124,8 @@ class VoteRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = RECORDS_VERSION  # the line's format
+
     id: str
     t: float | None
     member: str | None = None
@@ -129,22 +141,44 @@ class VoteRecord(BaseModel):
     correct: bool | None
 
 
-class JsonlWriter:
-    """Write records as JSON lines into `path`, through one buffered file, replaced atomically.
+class FailureRecord(BaseModel):
+    """One request that failed for good (failures.jsonl, evals/failures.py): the question, its
+    temperature and the sample indices it carried, and the provider's error."""
 
-        with JsonlWriter(out / SAMPLES_FILE) as w:
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RECORDS_VERSION  # the line's format
+    id: str
+    t: float
+    indices: list[int]
+    error: str  # the error's class name, e.g. "ContentRefusedError"
+    status: int | None  # the HTTP status, if the provider answered
+    reason: str  # a short label: "400 content policy", "timeout", ...
+    message: str  # one line, keys redacted
+
+
+class JsonlWriter:
+    """Write records as JSON lines into `path`, through one buffered file, replaced atomically;
+    with `version`, a dict record without its own `schema_version` gets that one, first.
+
+        with JsonlWriter(out / SAMPLES_FILE, version=RECORDS_VERSION) as w:
             w.write({...})          # a dict (fast path) or a pydantic model
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, buffer: int = 1 << 20) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, buffer: int = 1 << 20,
+                 version: int | None = None) -> None:
         self.path = Path(path)
         self._tmp = self.path.with_name(self.path.name + ".tmp")
         self._fh = open(self._tmp, "w", encoding="utf-8", buffering=buffer)  # noqa: SIM115
+        self._head = None if version is None else f'{{"{VERSION_KEY}": {int(version)}, '
         self.lines = 0
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
         doc = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
-        self._fh.write(json.dumps(doc, ensure_ascii=False, allow_nan=False))
+        text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
+        if self._head is not None and doc and VERSION_KEY not in doc:
+            text = self._head + text[1:]  # the version first, without copying the record
+        self._fh.write(text)
         self._fh.write("\n")
         self.lines += 1
 
@@ -191,11 +225,36 @@ def _read(path: Path, model: type[BaseModel]) -> Iterator[Any]:
             if not line.strip():
                 continue
             try:
-                yield model.model_validate_json(line)
+                rec = model.model_validate_json(line)
             except ValueError as exc:
-                first = str(exc).splitlines()[0]
-                raise DataError(f"not a valid {model.__name__}: {first}", path=str(path),
-                                row=i) from None
+                rec, error = None, str(exc).splitlines()[0]
+            if rec is not None and getattr(rec, VERSION_KEY) == RECORDS_VERSION:
+                yield rec
+                continue
+            yield _upgraded(line, model, path, i, error if rec is None else None)
+
+
+def _upgraded(line: str, model: type[BaseModel], path: Path, row: int, error: str | None
+              ) -> Any:
+    """A line of another format than RECORDS_VERSION (or one that did not validate: `error`):
+    refused in one line when it is newer, else brought forward and validated."""
+    from ensemble.errors import DataError, InputError
+    from ensemble.jsonio import upgrade
+
+    try:
+        doc = json.loads(line)
+        doc = upgrade(doc, current=RECORDS_VERSION, where=f"{path}, row {row}",
+                      fix="rerun the command that wrote the run to rewrite it")
+    except InputError:
+        raise
+    except ValueError:
+        doc = None
+    if error is None and doc is not None:
+        try:
+            return model.model_validate(doc)
+        except ValueError as exc:
+            error = str(exc).splitlines()[0]
+    raise DataError(f"not a valid {model.__name__}: {error}", path=str(path), row=row)
 
 
 def read_questions(run: str | os.PathLike[str]) -> Iterator[QuestionRecord]:
@@ -255,7 +314,7 @@ def write_run_log(out: str | os.PathLike[str], questions: Any, members: Sequence
 
 def write_questions(out: str | os.PathLike[str], questions: Any) -> int:
     """Write questions.jsonl (one QuestionRecord per question); returns the lines written."""
-    with JsonlWriter(Path(out) / QUESTIONS_FILE) as w:
+    with JsonlWriter(Path(out) / QUESTIONS_FILE, version=RECORDS_VERSION) as w:
         for q in questions:
             w.write({"id": q.id, "prompt": q.prompt, "choices": list(q.choices),
                      "correct": q.correct, "posterior": q.posterior,
@@ -273,7 +332,7 @@ def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any
     (mixed ensembles), written as each sample's `member` and `model`.
     """
     Q = len(questions)
-    with JsonlWriter(Path(out) / SAMPLES_FILE) as w:
+    with JsonlWriter(Path(out) / SAMPLES_FILE, version=RECORDS_VERSION) as w:
         for i, row in enumerate(rows):
             ti, qi = divmod(i, Q)
             q, t = questions[qi], float(temperatures[ti])
@@ -299,7 +358,7 @@ def write_votes(out: str | os.PathLike[str], questions: Any, members: Sequence[V
     its n (with its `member` label in a mixed ensemble; random-follow for a single model's
     members), then, when `ensemble` is given, the ensemble's decision under each of its rules
     (`member` "ensemble", t null, n the total votes)."""
-    with JsonlWriter(Path(out) / VOTES_FILE) as w:
+    with JsonlWriter(Path(out) / VOTES_FILE, version=RECORDS_VERSION) as w:
         for qi, q in enumerate(questions):
             rows = [list(answers[g][qi]) for g in range(len(members))]
             for m, row in zip(members, rows, strict=True):

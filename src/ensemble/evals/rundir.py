@@ -36,7 +36,13 @@ from .records import (
     read_samples,
     read_votes,
 )
-from .schemas import CalibrationSummary, EvalSummary
+from .schemas import (
+    CALIBRATION_VERSION,
+    SUMMARY_VERSION,
+    CalibrationSummary,
+    EvalSummary,
+    read_document,
+)
 
 __all__ = ["CALIBRATION_FILE", "STORE_FILE", "SUMMARY_FILE", "RunFolder", "claim_run_dir",
            "eval_summary", "read_run", "read_summary", "title_of"]
@@ -125,24 +131,27 @@ def _kind(path: Path) -> str | None:
 
 
 def read_summary(path: Path, kind: str) -> EvalSummary | CalibrationSummary:
-    """A run's document, validated by its model; InputError naming the file and the fix when
-    it cannot be read or is not one (a damaged file, or one written by an older version)."""
-    from ensemble.jsonio import loads
-
+    """A run's document, validated by its model (an older format migrated, `read_document`);
+    InputError naming the file and the fix when it cannot be read or is not one (a damaged
+    file, or one written by a newer or a much older version)."""
     doc_file = path / (CALIBRATION_FILE if kind == "calibration" else SUMMARY_FILE)
     model: type[EvalSummary | CalibrationSummary] = (
         CalibrationSummary if kind == "calibration" else EvalSummary)
+    fix = (f"rerun the `{_COMMAND[kind]}` command that wrote it to rewrite it (from its store, "
+           "no request)")
     try:
-        return model.model_validate(loads(doc_file.read_text(encoding="utf-8")))
+        return read_document(model, doc_file.read_text(encoding="utf-8"), where=str(doc_file),
+                             fix=f"rerun the `{_COMMAND[kind]}` command that wrote it")
     except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
         if isinstance(exc, ValidationError):
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err["loc"]) or "(top level)"
             why = f"not a {model.__name__} ({where}: {err['msg'].lower()})"
         else:
             why = f"cannot read it ({exc})"
-        raise InputError(f"{doc_file}: {why}; rerun the `{_COMMAND[kind]}` command that wrote "
-                         "it to rewrite it (from its store, no request)") from None
+        raise InputError(f"{doc_file}: {why}; {fix}") from None
 
 
 def read_run(path: str | os.PathLike[str], *, kinds: tuple[str, ...] = ("eval", "calibration"),
@@ -206,29 +215,25 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
     """Refuse (one line, before any request) to write a run into a folder holding another:
     another kind (a calibration in an eval's folder, or back), task or model, or (`identity`:
     `spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
-    source of samples. The same run again resumes there. `title`: the task as the messages
-    name it (a task file's name; default `task`)."""
+    source of samples. The same run again resumes there, a run whose document this version
+    cannot read (damaged, or too old to migrate) included: it rewrites it. `title`: the task
+    as the messages name it (a task file's name; default `task`)."""
     _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
         _refuse_foreign(out, kind=kind, title=title or task, model=model, identity=identity)
         _mark_run_dir(out)
         return
-    doc = read_summary(out, there)
-    had_task = doc.task if isinstance(doc, EvalSummary) else doc.meta.task
-    had = (there, had_task, doc.model)
+    was = _held(out, there)
     title = title or task
-    if had != (kind, task, model):
-        raise InputError(f"--out {out} holds another run ({_COMMAND[had[0]]} of "
-                         f"{title_of(doc)} with {had[2]}); writing {_COMMAND[kind]} of {title} "
+    if (there, was.task, was.model) != (kind, task, model):
+        raise InputError(f"--out {out} holds another run ({_COMMAND[there]} of "
+                         f"{was.title} with {was.model}); writing {_COMMAND[kind]} of {title} "
                          f"with {model} there "
                          "would mix or overwrite its files: give another --out")
-    if identity is None:
+    if identity is None or was.identity is None:
         return
-    was = _identity_there(out, doc)
-    if was is None:
-        return
-    diff = _first_difference(was, identity)
+    diff = _first_difference(was.identity, identity)
     if diff is not None:
         field, a, b = diff
         raise InputError(f"--out {out} holds another run ({_COMMAND[kind]} of {title} with "
@@ -280,16 +285,58 @@ def _mark_run_dir(out: Path) -> None:
         raise InputError(f"--out {out}: {exc}; give a folder you can write to") from None
 
 
-def _identity_there(out: Path, doc: EvalSummary | CalibrationSummary) -> dict[str, Any] | None:
-    """What identifies the run in `out`: its spec.json (evals), or a calibration's endpoint
-    and data; None when the folder does not say (a run written before its spec was)."""
-    if isinstance(doc, CalibrationSummary):
-        return calibration_identity(doc.meta.api_base, doc.meta.data)
+@dataclass(frozen=True)
+class _Held:
+    """The run a folder holds, as `claim_run_dir` compares it: its task, model and title, and
+    what it draws from (None: the folder does not say)."""
+
+    task: str
+    model: str
+    title: str
+    identity: dict[str, Any] | None
+
+
+def _held(out: Path, kind: str) -> _Held:
+    """The run in `out`, read through its typed document; when this version cannot read that
+    (too old to migrate, or fields damaged), its task and model as written, so that
+    rerunning the command that wrote it rewrites it rather than being refused forever. A
+    document that is not JSON, or was written by a newer ensemble, is refused in one line."""
     from .spec import SPEC_FILE, load_spec
 
-    if not (out / SPEC_FILE).is_file():
-        return None
-    return spec_identity(load_spec(out / SPEC_FILE, flag="--out"))
+    spec = out / SPEC_FILE
+    drawn = spec_identity(load_spec(spec, flag="--out")) if spec.is_file() else None
+    try:
+        doc = read_summary(out, kind)
+    except InputError as exc:
+        raw = _raw_head(out, kind, exc)
+        return _Held(raw[0], raw[1], raw[0], drawn)
+    if isinstance(doc, CalibrationSummary):
+        return _Held(doc.meta.task, doc.model, title_of(doc),
+                     calibration_identity(doc.meta.api_base, doc.meta.data))
+    return _Held(doc.task, doc.model, title_of(doc), drawn)
+
+
+def _raw_head(out: Path, kind: str, exc: InputError) -> tuple[str, str]:
+    """(task, model) of a document `read_summary` refused, from its JSON as written; `exc`
+    again when even that cannot be read or it is newer than this version."""
+    import json
+
+    from ensemble.jsonio import VERSION_KEY
+
+    name = CALIBRATION_FILE if kind == "calibration" else SUMMARY_FILE
+    try:
+        raw = json.loads((out / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = None
+    current = CALIBRATION_VERSION if kind == "calibration" else SUMMARY_VERSION
+    newer = isinstance(raw, dict) and not isinstance(raw.get(VERSION_KEY, 1), int) or (
+        isinstance(raw, dict) and raw.get(VERSION_KEY, 1) > current)
+    if not isinstance(raw, dict) or newer:
+        raise InputError(f"--out {out} holds a run whose {name} cannot be read ({exc}); give "
+                         "another --out") from None
+    meta = raw.get("meta") if kind == "calibration" else raw
+    task = meta.get("task") if isinstance(meta, dict) else None
+    return str(task), str(raw.get("model"))
 
 
 def spec_identity(spec: Any) -> dict[str, Any]:

@@ -6,17 +6,26 @@ eval-summary`, `ensemble schema calibration`).
 
 Numbers that may be infinite (λ) are plain floats here; on disk they follow ensemble.jsonio's
 encoding (null plus a `k_inf` sign marker), which the reader reverses.
+
+Each document says its format in `schema_version` (`ensemble.jsonio.upgrade`): summary.json
+and calibration.json are format 2; a document without one (written before formats were
+numbered, format 1) is migrated on reading (`read_document`), filling in what the versions of
+that time did not write yet, and one too early to bring forward, or newer than this ensemble,
+is refused in one line.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from ensemble.jsonio import VERSION_KEY
 from ensemble.tasks import TaskLayout
 
 __all__ = [
+    "CALIBRATION_VERSION",
+    "SUMMARY_VERSION",
     "AdaptiveRow",
     "CalibrationFit",
     "CalibrationJoint",
@@ -34,7 +43,12 @@ __all__ = [
     "ProviderInfo",
     "Recommendation",
     "ResultRow",
+    "dump",
+    "read_document",
 ]
+
+SUMMARY_VERSION = 2  # summary.json (1: before formats were numbered)
+CALIBRATION_VERSION = 2  # calibration.json (1: before formats were numbered)
 
 
 class _Model(BaseModel):
@@ -242,6 +256,8 @@ class EvalSummary(_Model):
     (k members scored alone at each n) and a mixed ensemble (`ensemble`: its members, voting
     together) have the same fields, built in one place (`evals.runner`)."""
 
+    schema_version: int = Field(default=SUMMARY_VERSION,
+                                description="the format of this document")
     task: str  # the registered task the spec names (a task file: "taskfile", its path in data)
     model: str
     # the task's name for people: the task's, or a task file's `name` or stem (None: a run
@@ -398,6 +414,8 @@ class CalibrationMeta(_Model):
 class CalibrationSummary(_Model):
     """calibration.json of `ensemble calibrate` (and its `--json` document)."""
 
+    schema_version: int = Field(default=CALIBRATION_VERSION,
+                                description="the format of this document")
     model: str
     endpoint: str | None  # where the samples came from (see EvalSummary.endpoint)
     meta: CalibrationMeta
@@ -417,5 +435,126 @@ class CalibrationSummary(_Model):
 
 def dump(doc: BaseModel) -> dict[str, Any]:
     """A document as the JSON it is written as (fields left at their defaults in rows are
-    left out, as the rows' builders leave them)."""
-    return doc.model_dump(mode="python", exclude_unset=True)
+    left out, as the rows' builders leave them; its format always said)."""
+    out = doc.model_dump(mode="python", exclude_unset=True)
+    version = getattr(doc, VERSION_KEY, None)
+    return out if version is None else {VERSION_KEY: version, **out}
+
+
+def read_document(model: type[EvalSummary] | type[CalibrationSummary], text: str, *,
+                  where: str, fix: str) -> EvalSummary | CalibrationSummary:
+    """summary.json (`EvalSummary`) or calibration.json (`CalibrationSummary`) from its text:
+    its format brought to this version's (`ensemble.jsonio.upgrade`: an older one migrated,
+    a newer one refused in one InputError line beginning with `where`, `fix` saying what
+    rewrites an old one), then validated by its model (a pydantic ValidationError, for the
+    caller to name the field; a JSON error as ValueError)."""
+    import json
+
+    from ensemble.jsonio import from_jsonable, upgrade
+
+    if model is EvalSummary:
+        current, steps = SUMMARY_VERSION, {1: _summary_from_1}
+    else:
+        current, steps = CALIBRATION_VERSION, {1: _calibration_from_1}
+    doc = upgrade(json.loads(text), current=current, migrations=steps, where=where, fix=fix)
+    return model.model_validate(from_jsonable(doc))
+
+
+# -- migrations: format 1 (unnumbered, as written up to 2026-11-25) to 2 -----------------------
+# They work on the JSON as written (±∞ still as null plus a `_inf` marker), before decoding.
+
+def _endpoint(api_base: Any) -> str | None:
+    """Where the samples of an old run came from: the store key's endpoint of its api_base."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    return normalise_api_base(api_base) if isinstance(api_base, str) and api_base else None
+
+
+def _summary_from_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """summary.json before formats were numbered. Those of 2026-11-23 to 25 lack what later
+    versions added (the rules scored, the task's layout, one model's λ₁, adaptive rows, where
+    the samples came from, the provider that drew them) and wrote a mixed ensemble's provider
+    options per member and an infinite member λ as a boolean `lam_inf`: filled in and
+    rewritten as now. Earlier ones, without the intervals for the questions run, cannot be."""
+    from ensemble.errors import InputError
+    from ensemble.rules import RANDOM_FOLLOW
+    from ensemble.tasks import layout_of
+
+    rows = doc.get("results")
+    if (not isinstance(rows, list) or any(k not in doc for k in ("estimator", "population",
+                                                                  "intervals"))
+            or any(isinstance(r, dict) and "ci_questions" not in r for r in rows)):
+        raise ValueError("written by an early version of ensemble (before summaries had the "
+                         "intervals for the questions run, 2026-11-23), which this one cannot "
+                         "read; its store keys samples without their endpoint, so a rerun draws "
+                         "them again")
+    ens = doc.setdefault("ensemble", None)
+    members = [m for m in (ens.get("members") or []) if isinstance(m, dict)] if isinstance(
+        ens, dict) else []
+    for m in members:
+        if isinstance(m.get("lam_inf"), bool):
+            # the flag of 2026-11-23 meant λ = +∞ (λ >= 0); now the sign marker of jsonio
+            if m.pop("lam_inf"):
+                m["lam"], m["lam_inf"] = None, "+"
+        m.setdefault("endpoint", _endpoint(m.get("api_base")))
+    if "aggregators" not in doc:
+        if isinstance(ens, dict) and isinstance(ens.get("aggregators"), list):
+            doc["aggregators"] = list(ens["aggregators"])
+        else:  # one model: its rows' rules, the main vote (the first row's) first
+            names = [r.get("aggregator") for r in rows if isinstance(r, dict)]
+            doc["aggregators"] = [a for a in dict.fromkeys(names) if a and a != RANDOM_FOLLOW]
+    if "layout" not in doc:
+        import dataclasses
+
+        try:
+            layout = layout_of(str(doc.get("task")))
+        except InputError:  # a task no longer registered: the default layout
+            layout = TaskLayout()
+        doc["layout"] = dataclasses.asdict(layout)
+    provider = doc.get("provider")
+    if isinstance(provider, dict) and provider and all(
+            isinstance(v, dict) for v in provider.values()):
+        # a mixed ensemble's options per member label: one set when they agree; else the
+        # first member's limits without an endpoint (each member names its own api_base)
+        infos = list(provider.values())
+        one = dict(infos[0])
+        if any(i != infos[0] for i in infos[1:]):
+            one["api_base"] = None
+        doc["provider"] = one
+    if "endpoint" not in doc:  # one endpoint for all the samples, or None
+        if members:
+            ends = {m["endpoint"] for m in members}
+            doc["endpoint"] = ends.pop() if len(ends) == 1 else None
+        elif isinstance(doc.get("provider"), dict):
+            doc["endpoint"] = _endpoint(doc["provider"].get("api_base"))
+    for key in ("lam1", "served_by"):
+        doc.setdefault(key, None)
+    doc.setdefault("adaptive", [])
+    return doc
+
+
+def _calibration_from_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """calibration.json before formats were numbered: those of 2026-11-23 to 25 lack where the
+    samples came from and who drew them, the bootstrap behind the p-values and the bias form
+    of the joint fit; filled in (unknown: null). Earlier ones, without `meta`, cannot be."""
+    meta = doc.get("meta")
+    if not isinstance(meta, dict) or not isinstance(doc.get("fits"), list):
+        raise ValueError("written by an early version of ensemble (before calibrations "
+                         "recorded what they ran, `meta`, 2026-11-23), which this one cannot "
+                         "read; its store keys samples without their endpoint, so a rerun draws "
+                         "them again")
+    endpoint = _endpoint(meta.get("api_base"))
+    doc.setdefault("endpoint", endpoint)
+    meta.setdefault("endpoint", endpoint)
+    for key in ("served_by", "bootstrap"):
+        meta.setdefault(key, None)
+    for fit in doc["fits"]:
+        if isinstance(fit, dict):
+            for key in ("deviance_pvalue", "gof_reps", "boot_seed"):
+                fit.setdefault(key, None)
+    joint = doc.get("joint")
+    if isinstance(joint, dict):
+        for key in ("gof_pvalue", "deviance_pvalue", "bias_form", "biases", "gof_reps",
+                    "boot_seed"):
+            joint.setdefault(key, None)
+    return doc

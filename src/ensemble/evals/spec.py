@@ -22,6 +22,9 @@ replaces the file's field. Every run records the spec it ran in `RUN/spec.json`
 
 λ is in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units: a member's `lam` at its temperature, `lam1` the one
 model's λ at t = 1 (λ = λ₁ / t).
+
+A recorded spec says its format (`"schema_version": 1`, SPEC_VERSION); a hand-written one may
+leave it out (it is read as this version's), and one of a newer format is refused in one line.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensemble.errors import InputError
 
-__all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "EnsembleSpec", "MemberSpec", "RunSpec",
+__all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "SPEC_VERSION", "EnsembleSpec", "MemberSpec",
+           "RunSpec",
            "bootstrap_of", "check", "from_flags", "load_spec", "one_model", "profile_lam1",
            "recorded_spec", "seed_of", "spec_folder", "spec_schema", "task_name", "write_spec"]
 
 SPEC_FILE = "spec.json"
+SPEC_VERSION = 1  # the format of a spec (a spec without `schema_version` is read as this one)
 
 
 class MemberSpec(BaseModel):
@@ -69,6 +74,8 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int | None = Field(
+        None, description=f"the spec's format ({SPEC_VERSION}; leave it out in a spec you write)")
     task: str | None = Field(None, description="mathqa | boxball | jsonl | a registered task "
                                                "(or the command's TASK)")
     members: list[MemberSpec] = Field(min_length=1)
@@ -220,6 +227,11 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
     except RecursionError:
         raise InputError(f"{flag} {path}: nested too deeply to read (a spec is an object of "
                          "a few levels); give the JSON spec of the run") from None
+    from ensemble.jsonio import upgrade
+
+    doc = upgrade(doc, current=SPEC_VERSION, where=f"{flag} {path}",
+                  fix="write it as `ensemble schema run-spec` describes (schema_version may be "
+                      "left out)")
     if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
         doc["calibration"] = [doc["calibration"]]
     if isinstance(doc, dict) and isinstance(doc.get("n"), int):
@@ -493,6 +505,7 @@ def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
                                     "calibration": _absolute(m.calibration)})
                for m in spec.members]
     return spec.model_copy(update={
+        "schema_version": SPEC_VERSION,
         "members": members, "seed": seed_of(spec), "bootstrap": bootstrap_of(spec),
         "data": _absolute(spec.data), "open": spec.open or None,
         "calibration": [_absolute(c) for c in spec.calibration] if spec.calibration else None})

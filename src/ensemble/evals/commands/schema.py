@@ -25,6 +25,8 @@ _FILES = {
                       "a line of samples.jsonl in a run folder"),
     "vote-record": ("ensemble.evals.records", "VoteRecord",
                     "a line of votes.jsonl in an eval's run folder"),
+    "failure-record": ("ensemble.evals.records", "FailureRecord",
+                       "a line of failures.jsonl (the requests that failed for good)"),
     "profile": ("ensemble.profile", "CalibrationProfile",
                 "profile.json of `ensemble calibrate` (CalibrationProfile.load)"),
 }
