@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import EnsembleError, InputError, RunStopped
 from ..providers.base import Choice
+from .logprobs import compact as compact_logprobs
 from .parsing import extract_answer
 from .results import SampleFailure
 from .store import SampleStore
@@ -145,12 +146,15 @@ class RunContext:
                  if completion_tokens is not None and None not in own
                  and sum(x or 0 for x in own) == completion_tokens
                  else [each + (j < extra) for j in range(share)])
-        return [Sample(key=key, index=start + j, text=ch.text, answer=self.answer(ch.text),
+        answers = [self.answer(ch.text) for ch in choices]
+        return [Sample(key=key, index=start + j, text=ch.text, answer=answers[j],
                        finish_reason=ch.finish_reason,
                        prompt_tokens=prompt_tokens if j == 0 else 0,
                        completion_tokens=(None if completion_tokens is None else split[j]),
                        cost_usd=None if cost is None else cost / share, latency_s=latency,
-                       logprobs=ch.logprobs, source=source)
+                       logprobs=ch.logprobs, source=source,
+                       answer_lp=None if ch.logprobs is None
+                       else compact_logprobs(ch.logprobs, answers[j], self.parse))
                 for j, ch in enumerate(choices)]
 
     def took(self, n: int, invalid: int, *, cached: int = 0, shared: int = 0) -> None:

@@ -26,7 +26,12 @@ Schema versions (`PRAGMA user_version`), migrated forward on open, in one transa
 of a key come from (the key hashes it too). Keys written before 4 carry no endpoint: they are
 read only by runs against a provider's own public endpoint (no api_base), whose keys have none
 either; a run against an api_base or a local model has keys of its own, so it never reads
-another server's samples (it draws its own).
+another server's samples (it draws its own); 5 adds `samples.answer_lp`, the compact logprobs
+the soft rules read (`ensemble.sampling.logprobs`: the answer span's token logprobs, the top-k
+at its first token, the trace's confidence summary), written with each sample drawn with
+logprobs. Rows stored before 5 with their full logprobs get it when read (computed then with
+the reader's parser); rows drawn without logprobs have none, and a rule that needs them says so
+(the store key includes whether logprobs were asked for, so getting them means drawing again).
 """
 
 from __future__ import annotations
@@ -45,12 +50,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from .logprobs import compact as compact_logprobs
 from .types import Parser, Sample
 
 __all__ = ["BATCH_LIVE", "SCHEMA_VERSION", "BatchLine", "BatchRecord", "Claim", "SampleStore",
            "batch_holder", "is_sample_store", "new_holder"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -95,6 +101,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     4: (
         "ALTER TABLE prompts ADD COLUMN endpoint TEXT",
+    ),
+    5: (
+        "ALTER TABLE samples ADD COLUMN answer_lp TEXT",
     ),
 }
 
@@ -335,18 +344,24 @@ class SampleStore:
             try:
                 rows = self._conn.execute(
                     "SELECT idx, text, finish_reason, prompt_tokens, completion_tokens, cost_usd,"
-                    " latency_s, logprobs, source FROM samples WHERE key = ?", (key,)).fetchall()
+                    " latency_s, logprobs, source, answer_lp FROM samples WHERE key = ?",
+                    (key,)).fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot read the sample store {self.path}: {exc}") from None
         out = {}
-        for idx, text, fr, pt, ct, cost, lat, lp, source in rows:
+        for idx, text, fr, pt, ct, cost, lat, lp, source, alp in rows:
             if idx in wanted:
+                answer = _parse(parser, text)
+                full = json.loads(lp) if lp else None
+                # a row stored before schema 5 with its full logprobs: compacted on reading
+                small = (json.loads(alp) if alp else None if full is None
+                         else compact_logprobs(full, answer, parser))
                 # the few finish reasons and sources shared, not one string per sample
                 out[idx] = Sample(key=key, index=idx, text=text,
-                                  answer=_parse(parser, text), finish_reason=_shared(fr),
+                                  answer=answer, finish_reason=_shared(fr),
                                   prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
-                                  latency_s=lat, logprobs=json.loads(lp) if lp else None,
-                                  cached=True, source=_shared(source))
+                                  latency_s=lat, logprobs=full,
+                                  cached=True, source=_shared(source), answer_lp=small)
         return out
 
     def put(self, sample: Sample, *, model: str, request_json: str | dict[str, Any] | None = None,
@@ -375,7 +390,9 @@ class SampleStore:
         now = time.time()
         rows = [(s.key, s.index, model, s.text, s.finish_reason, s.prompt_tokens,
                  s.completion_tokens, s.cost_usd, s.latency_s,
-                 json.dumps(s.logprobs) if s.logprobs is not None else None, now, s.source)
+                 json.dumps(s.logprobs) if s.logprobs is not None else None, now, s.source,
+                 json.dumps(s.answer_lp, separators=(",", ":")) if s.answer_lp is not None
+                 else None)
                 for s in samples]
         with self._lock:
             try:
@@ -392,7 +409,7 @@ class SampleStore:
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO samples (key, idx, model, text, finish_reason,"
                     " prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs, created,"
-                    " source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    " source, answer_lp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
                 if holder is not None:
                     self._conn.executemany(
                         "DELETE FROM leases WHERE key = ? AND idx = ? AND holder = ?",

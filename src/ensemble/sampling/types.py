@@ -168,6 +168,9 @@ class Sample:
     logprobs: Any = None
     cached: bool = False
     source: str = "online"  # how it was drawn: "online" or "batch" (kept in the store)
+    # the compact logprobs the soft rules read (`ensemble.sampling.logprobs`: the answer span's
+    # token logprobs, the top-k at its first token, the trace's confidence summary)
+    answer_lp: Any = None
 
     @property
     def valid(self) -> bool:
