@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from .answers import Choice, Math, Number, Text, ToolCall
     from .cost.spec import CostMemory
+    from .sampling.store import SampleStore
     from .stopping.drawn import Observation
     from .stopping.plan import StopPlan, StopPolicy
 
@@ -88,9 +89,10 @@ class EnsembleKwargs(ProviderKwargs, total=False):
     stop: str | StopPlan | None
     max_n: int | None
     system: str | None
-    store: str | os.PathLike[str] | None
+    store: str | os.PathLike[str] | SampleStore | None
     options: ProviderOptions | None
     provider: Provider | None
+    providers: Callable[[Member], Provider] | None
     extra_body: dict[str, Any] | None
     tool_choice: Any
     top_p: float | None
@@ -163,6 +165,11 @@ class Ensemble(Generic[AnswerT]):
                   Ensemble, Sampler and concurrent `adecide` call on one endpoint shares them.
     provider:     a provider object to use instead of the model string's (one model; e.g.
                   `ensemble.testing.FakeExpertProvider` in unit tests).
+    providers:    where each member's provider comes from (`providers(member)`), shared with
+                  other Ensembles: many Ensembles on one upstream (`ensemble serve`'s variants
+                  per request format) then share its connections. The caller owns them: the
+                  Ensemble does not close them. `store=` may likewise be an open `SampleStore`
+                  that the caller owns and closes.
     Sampling parameters: top_p, max_tokens, sampling_seed, stop_sequences (the provider's
     `stop`; `stop=` here is the stopping rule), logprobs, top_logprobs; provider-specific
     parameters go in `extra_body={...}`. Unknown keywords are an error that names the closest
@@ -215,8 +222,10 @@ class Ensemble(Generic[AnswerT]):
                  calibration: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
                  None = None, stop: str | StopPlan | None = None,
                  max_n: int | None = None,
-                 system: str | None = None, store: str | os.PathLike[str] | None = None,
+                 system: str | None = None,
+                 store: str | os.PathLike[str] | SampleStore | None = None,
                  options: ProviderOptions | None = None, provider: Provider | None = None,
+                 providers: Callable[[Member], Provider] | None = None,
                  extra_body: dict[str, Any] | None = None,
                  tools: Sequence[dict[str, Any]] | None = None, tool_choice: Any = None,
                  **kwargs: Any) -> None:
@@ -297,9 +306,13 @@ class Ensemble(Generic[AnswerT]):
                         f"{' at ' + where if where else ''}) would read each other's stored "
                         "samples (one endpoint, model, prompt and sampling parameters): merge "
                         "them into one Member with the summed n")
-        self._store_path = store
-        self._store: Any = None
+        shared_store = store is not None and not isinstance(store, (str, os.PathLike))
+        self._store_path: str | os.PathLike[str] | None = \
+            store if isinstance(store, (str, os.PathLike)) else None
+        self._store: Any = store if shared_store else None
+        self._own_store = not shared_store
         self._given_provider = provider
+        self._shared_providers = providers
         self._n_ok: list[bool | None] = [None] * len(self.members)  # learned: honours n?
         self._providers: dict[tuple[str, ProviderOptions], Provider] = {}
         self._lock = threading.Lock()
@@ -374,6 +387,8 @@ class Ensemble(Generic[AnswerT]):
         with self._lock:
             if self._given_provider is not None:
                 return self._given_provider
+            if self._shared_providers is not None:
+                return self._shared_providers(m)
             key = (m.model, m.options)
             if key not in self._providers:
                 self._providers[key] = provider_for(m.model, m.options)
@@ -391,7 +406,8 @@ class Ensemble(Generic[AnswerT]):
         """Stop what the Ensemble started (local models' servers) and close its store."""
         with self._lock:
             providers, self._providers = list(self._providers.values()), {}
-            store, self._store = self._store, None
+            store, self._store = (self._store, None) if self._own_store else (None,
+                                                                               self._store)
         for p in providers:
             await p.aclose()
         if store is not None:
@@ -586,7 +602,8 @@ _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logp
 _ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "answer",
                    "parser",
                    "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
-                   "store", "options", "provider", "extra_body", "tools", "tool_choice")
+                   "store", "options", "provider", "providers", "extra_body", "tools",
+                   "tool_choice")
 
 
 async def _started() -> None:

@@ -68,7 +68,7 @@ def _taken_port():
 
 
 @pytest.mark.parametrize("case", ["no-model", "missing-config", "bad-yaml", "unknown-field",
-                                  "unset-key", "short-key", "port-taken"])
+                                  "unset-key", "short-key", "port-taken", "store"])
 def test_bad_input_is_one_line_and_a_nonzero_exit(case, tmp_path, capsys, monkeypatch):
     """In-process (`ensemble.cli.main`, what the command runs): each fails before serving."""
     from ensemble.cli import main
@@ -96,6 +96,10 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(case, tmp_path, capsys, monkey
         sock = _taken_port()
         args = ["--model", "openai/x", "--port", str(sock.getsockname()[1])]
         expect = "cannot serve on 127.0.0.1:"
+    elif case == "store":  # issue 41 item 12: at start, not a 502 on every request
+        (tmp_path / "file").write_text("not a folder")
+        args = ["--model", "openai/x", "--store", str(tmp_path / "file" / "s.sqlite")]
+        expect = "the endpoint's store (--store, store:)"
     try:
         code = main(["serve", *args])
     finally:

@@ -55,8 +55,9 @@ def register(subparsers: Any) -> None:
                    help="largest n a request may ask for through extra_body "
                         "{\"ensemble\": {\"n\": ...}} (default: --max-n or --n)")
     e.add_argument("--system", help="system message put before every request's messages")
-    e.add_argument("--max-concurrency", type=positive_int, default=8,
-                   help="requests in flight upstream at most, all clients together (default 8)")
+    e.add_argument("--max-concurrency", type=positive_int,
+                   help="requests in flight upstream at most, all clients together (default "
+                        "64; a local model's own slots bound it further)")
     e.add_argument("--rpm", type=positive_float, help="upstream requests per minute at most")
     e.add_argument("--timeout", type=positive_float, help="seconds per upstream request")
     e.add_argument("--max-attempts", type=positive_int,

@@ -10,6 +10,7 @@ ensemble's vote (docs/serve.md).
 from .app import VotingApp, upstream_failure
 from .config import (
     SERVE_KEY_ENV,
+    SERVE_MAX_CONCURRENCY,
     EndpointConfig,
     MemberConfig,
     ServeConfig,
@@ -22,7 +23,8 @@ from .logs import RequestLog, RequestRecord
 from .server import VotingServer
 from .wire import ChatRequest, RequestRejected, completion_doc, error_doc, parse_chat_request
 
-__all__ = ["SERVE_KEY_ENV", "ChatRequest", "EndpointConfig", "MemberConfig", "Overrides",
+__all__ = ["SERVE_KEY_ENV", "SERVE_MAX_CONCURRENCY", "ChatRequest", "EndpointConfig",
+           "MemberConfig", "Overrides",
            "RequestLog", "RequestRecord", "RequestRejected", "ServeConfig", "ServedEnsembles",
            "ServedModel", "VotingApp", "VotingServer", "build_ensemble", "completion_doc",
            "error_doc", "load_config", "parse_chat_request", "parse_config", "parse_overrides",

@@ -3,25 +3,34 @@
 Every request to a name goes through that name's Ensemble, so its members' endpoints are
 reached through the library's process-wide limiters: never more requests in flight upstream
 than the configured `max_concurrency`, whatever the number of clients. A request that
-overrides n or the stopping rule (within the configured bounds) gets a variant of the
-Ensemble, built on first use and kept; variants reach the same endpoints, hence the same
-limiters.
+overrides n or the stopping rule (within the configured bounds), or brings its own schema or
+tools, gets a variant of the Ensemble, built on first use and kept while it is among the
+`max_variants` most recently used; variants reach the same providers (one per upstream), hence
+the same connections and limiters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..answers import ClientFormat, JsonObject
 from ..api import Ensemble
-from ..errors import InputError
+from ..errors import EnsembleError, InputError
 from ..members import Member
+from ..providers.base import Provider
+from ..providers.options import ProviderOptions
+from ..providers.registry import provider_for
 from ..stopping import is_over_members
 from .config import ServeConfig, ServedModel
 
-__all__ = ["OVERRIDE_KEYS", "Overrides", "ServedEnsembles", "build_ensemble", "parse_overrides"]
+if TYPE_CHECKING:
+    from ..sampling.store import SampleStore
+
+__all__ = ["OVERRIDE_KEYS", "Overrides", "ServedEnsembles", "build_ensemble", "open_store",
+           "parse_overrides"]
 
 OVERRIDE_KEYS = ("n", "stop", "max_n")
 
@@ -78,18 +87,32 @@ def parse_overrides(doc: Any, served: ServedModel) -> Overrides:
     return Overrides(n=ints["n"], stop=stop, max_n=ints["max_n"])
 
 
+def open_store(path: str) -> SampleStore:
+    """The server's sample store, opened at start: a path it cannot write is one line naming
+    the store (`--store`), not a 502 on every request."""
+    from ..sampling.store import SampleStore
+
+    try:
+        return SampleStore(path)
+    except (OSError, EnsembleError) as exc:
+        raise InputError(f"the endpoint's store (--store, store:): {exc}; give a writable "
+                         "path") from None
+
+
 def _members(served: ServedModel) -> list[Member]:
     return [Member(mc.model, n=mc.n, temperature=mc.temperature, lam=mc.lam,
                    calibration=mc.calibration, **mc.provider_options())
             for mc in served.members or []]
 
 
-def build_ensemble(served: ServedModel, *, store: str | None = None,
+def build_ensemble(served: ServedModel, *, store: str | SampleStore | None = None,
                    overrides: Overrides | None = None, answer: Any = None,
-                   sampling: tuple[tuple[str, Any], ...] = ()) -> Ensemble:
+                   sampling: tuple[tuple[str, Any], ...] = (),
+                   providers: Callable[[Member], Provider] | None = None) -> Ensemble[Any]:
     """The Ensemble a served name stands for, with a request's overrides applied (`answer`: a
     request's structured-output model, in place of the served answer kind; `sampling`: the
-    Ensemble keywords a request adds, e.g. logprobs)."""
+    Ensemble keywords a request adds, e.g. logprobs; `providers`: where its members' providers
+    come from, shared with the server's other Ensembles)."""
     overrides = overrides or Overrides()
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
@@ -100,7 +123,7 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
                           "answer": answer,
                           "stop": stop, "calibration": served.calibration,
                           "system": served.system, "seed": served.seed, "store": store,
-                          **dict(sampling)}
+                          "providers": providers, **dict(sampling)}
     if served.max_tokens is not None:
         kw["max_tokens"] = served.max_tokens
     if stop is not None and served.cost is not None and is_over_members(stop):
@@ -116,34 +139,68 @@ def build_ensemble(served: ServedModel, *, store: str | None = None,
 
 
 class ServedEnsembles:
-    """Name -> Ensemble for the whole server (built at start-up, so a bad config fails then)."""
+    """Name -> Ensemble for the whole server (built at start-up, so a bad config fails then),
+    and the variants requests ask for (a schema, tools, overrides, logprobs), built on first
+    use and kept, the least recently used dropped past `config.max_variants`.
+
+    Every Ensemble, variants included, reaches its upstreams through one provider per
+    (model, endpoint options), owned here: a variant holds no connection of its own, so
+    thousands of distinct schemas leave the sockets and the memory where they were. With a
+    store, they share one open store too."""
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self._built: dict[tuple[str, Overrides, str, tuple[tuple[str, Any], ...]],
-                          Ensemble] = {}
-        self._models: dict[str, Any] = {}  # schema digest -> its pydantic model
+        self._providers: dict[tuple[str, ProviderOptions], Provider] = {}
+        self._store: SampleStore | None = None
+        if config.store is not None:
+            self._store = open_store(config.store)
+        self._base: dict[str, Ensemble[Any]] = {}
+        self._variants: OrderedDict[tuple[str, Overrides, str, tuple[tuple[str, Any], ...]],
+                                    Ensemble[Any]] = OrderedDict()
+        self._models: OrderedDict[str, Any] = OrderedDict()  # schema digest -> its model
         for name, served in config.models.items():
             try:
-                self._built[(name, Overrides(), "", ())] = build_ensemble(served,
-                                                                          store=config.store)
+                self._base[name] = self._build(served)
             except InputError as exc:
                 raise InputError(f"served model {name!r}: {exc}") from None
+
+    def provider(self, member: Member) -> Provider:
+        """The one provider of a member's upstream (model and endpoint options), shared by
+        every Ensemble of the server."""
+        key = (member.model, member.options)
+        p = self._providers.get(key)
+        if p is None:
+            p = self._providers[key] = provider_for(member.model, member.options)
+        return p
+
+    def _build(self, served: ServedModel, **kw: Any) -> Ensemble[Any]:
+        return build_ensemble(served, store=self._store, providers=self.provider, **kw)
 
     @property
     def names(self) -> list[str]:
         return list(self.config.models)
+
+    @property
+    def variants(self) -> int:
+        """How many request variants are built and kept now."""
+        return len(self._variants)
+
+    @property
+    def connections(self) -> int:
+        """How many upstream providers (each with its connection pool) the server holds."""
+        return len(self._providers)
 
     def served(self, name: str) -> ServedModel | None:
         return self.config.models.get(name)
 
     def get(self, name: str, overrides: Overrides | None = None,
             response_format: Any = None, sampling: tuple[tuple[str, Any], ...] = (),
-            tools: Sequence[Any] | None = None, tool_choice: Any = None) -> Ensemble:
+            tools: Sequence[Any] | None = None, tool_choice: Any = None) -> Ensemble[Any]:
         """The Ensemble for a served name, a request's overrides, its structured-output
         schema (or JSON mode), the sampling keywords it adds (`ChatRequest.sampling`:
         logprobs) and its tools (sent upstream, voted: `ensemble.answers.toolcalls`); each
-        variant built once: one limiter per upstream whatever the variant."""
+        variant built once and kept while it is among the `max_variants` most recently used;
+        every variant reaches the same providers, hence the same limiters."""
         answer: Any = None
         schema = ""
         if tools is not None:
@@ -162,27 +219,40 @@ class ServedEnsembles:
                 digest = schema_key(*spec)
                 answer = self._models.get(digest)
                 if answer is None:
-                    answer = self._models[digest] = model_from_schema(*spec)
+                    answer = model_from_schema(*spec)
+                self._keep(self._models, digest, answer)
                 schema += digest
-        key = (name, overrides or Overrides(), schema,
-               tuple(kv for kv in sampling if kv[0] not in ("tools", "tool_choice")))
-        ens = self._built.get(key)
+        overrides = overrides or Overrides()
+        plain = tuple(kv for kv in sampling if kv[0] not in ("tools", "tool_choice"))
+        if not schema and not plain and overrides.empty:
+            return self._base[name]
+        key = (name, overrides, schema, plain)
+        ens = self._variants.get(key)
         if ens is None:
             try:
-                ens = build_ensemble(self.config.models[name], store=self.config.store,
-                                     overrides=overrides, answer=answer, sampling=sampling)
+                ens = self._build(self.config.models[name], overrides=overrides,
+                                  answer=answer, sampling=sampling)
             except InputError as exc:
                 if tools is not None and str(exc).startswith("tools"):
                     from .wire import RequestRejected
 
                     raise RequestRejected(str(exc), param="tools") from None
                 raise
-            self._built[key] = ens
+        self._keep(self._variants, key, ens)
         return ens
+
+    def _keep(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """Put `key` last (the most recently used); drop the least recently used past the
+        bound. A dropped variant owns nothing (its providers and store are the server's), so
+        a request still deciding with it carries on."""
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self.config.max_variants:
+            cache.popitem(last=False)
 
     def describe(self, name: str) -> dict[str, Any]:
         """What `GET /v1/models` says about a served name (no endpoint, no key)."""
-        ens = self._built[(name, Overrides(), "", ())]
+        ens = self._base[name]
         return {"members": [{"model": m.model, "n": m.n, "temperature": m.temperature}
                             for m in ens.members],
                 "aggregator": ens.aggregator_name,
@@ -197,12 +267,19 @@ class ServedEnsembles:
         from ..providers.openai import serves
 
         if any(not is_local_model(m.model) and not serves(m.model)
-               for ens in self._built.values() for m in ens.members):
+               for ens in self._base.values() for m in ens.members):
             from ..providers.litellm_lib import litellm
 
             litellm()
 
     async def aclose(self) -> None:
-        built, self._built = list(self._built.values()), {}
+        built = list(self._base.values()) + list(self._variants.values())
+        self._base, self._variants = {}, OrderedDict()
         for ens in built:
             await ens.aclose()
+        providers, self._providers = list(self._providers.values()), {}
+        for p in providers:
+            await p.aclose()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
