@@ -292,20 +292,7 @@ class Ensemble(Generic[AnswerT]):
                         for m in self.members]
         self.params = self._params[0]
         if store is not None:
-            from .providers.endpoints import normalise_api_base
-
-            seen: dict[tuple[str, str | None, str], int] = {}
-            for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
-                where = normalise_api_base(m.api_base) if m.api_base else None
-                # parameters by value: extra_body and response_format are dicts (unhashable)
-                same = json.dumps(prm.as_dict(), sort_keys=True, default=str)
-                first = seen.setdefault((m.model, where, same), g)
-                if first != g:
-                    raise InputError(
-                        f"members {first} and {g} ({m.model} at t = {m.temperature:g}"
-                        f"{' at ' + where if where else ''}) would read each other's stored "
-                        "samples (one endpoint, model, prompt and sampling parameters): merge "
-                        "them into one Member with the summed n")
+            self._check_stored_apart()
         shared_store = store is not None and not isinstance(store, (str, os.PathLike))
         self._store_path: str | os.PathLike[str] | None = \
             store if isinstance(store, (str, os.PathLike)) else None
@@ -318,6 +305,23 @@ class Ensemble(Generic[AnswerT]):
         self._lock = threading.Lock()
         self._loop = LoopThread("ensemble-sync")
         self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def _check_stored_apart(self) -> None:
+        """Members whose samples would share store keys are refused (merge them)."""
+        from .providers.endpoints import normalise_api_base
+
+        seen: dict[tuple[str, str | None, str], int] = {}
+        for g, (m, prm) in enumerate(zip(self.members, self._params, strict=True)):
+            where = normalise_api_base(m.api_base) if m.api_base else None
+            # parameters by value: extra_body and response_format are dicts (unhashable)
+            same = json.dumps(prm.as_dict(), sort_keys=True, default=str)
+            first = seen.setdefault((m.model, where, same), g)
+            if first != g:
+                raise InputError(
+                    f"members {first} and {g} ({m.model} at t = {m.temperature:g}"
+                    f"{' at ' + where if where else ''}) would read each other's stored "
+                    "samples (one endpoint, model, prompt and sampling parameters): merge "
+                    "them into one Member with the summed n")
 
     def _make_aggregator(self, name: str, *, tie: str, invalid: str, seed: int | None) -> Any:
         from .aggregators import aggregator_names
