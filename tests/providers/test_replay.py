@@ -96,3 +96,34 @@ def test_a_mixed_run_is_replayed_member_by_member(tmp_path):
     cheap = ReplayProvider(f"replay/{tmp_path}#cheap")
     assert [s.text for s in cheap.recording.get("P?", 1.0) or ()] == \
         ["<answer>L</answer>", "<answer>L</answer>", "<answer>R</answer>"]
+
+
+def test_a_recordings_compact_logprobs_are_served_back_when_asked(tmp_path):
+    """A recording's per-sample "lp" reaches the samples of a request that asks for logprobs
+    (as drawn: the same answer span and top-k), not one that does not; a recording without
+    them refuses a request for them in one line instead of serving samples without."""
+    import asyncio
+
+    from ensemble.sampling.parsing import choice_parser
+    from ensemble.sampling.sampler import Sampler
+    from ensemble.sampling.types import SampleRequest
+
+    lp = {"s": "Yes", "at": 0, "lp": [-0.2], "top": [["Yes", -0.2], ["No", -1.8]],
+          "trace": [3, -0.4, 1.2, 1.2, 1.2]}
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(json.dumps({"prompt": "Is it? Answer yes or no.", "t": 1.0, "samples": [
+        {"text": "Yes.", "tokens": 3, "lp": lp}, {"text": "No", "tokens": 1, "lp": None}]}) + "\n"
+        + json.dumps({"prompt": "Bare?", "samples": ["yes", "no"]}) + "\n")
+    parse = choice_parser(["yes", "no"])
+
+    async def draw(prompt, **params):
+        async with Sampler(f"replay/{rec}", store=None) as s:
+            rows = await s.sample([SampleRequest.of(prompt, temperature=1.0, k=1, **params)],
+                                  parser=parse)
+            return rows[0][0]
+
+    got = asyncio.run(draw("Is it? Answer yes or no.", logprobs=True, top_logprobs=5))
+    assert got.answer == "yes" and got.answer_lp == lp
+    assert asyncio.run(draw("Is it? Answer yes or no.")).answer_lp is None
+    with pytest.raises(RecordingExhausted, match="holds no logprobs"):
+        asyncio.run(draw("Bare?", logprobs=True))

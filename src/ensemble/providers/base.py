@@ -44,6 +44,8 @@ class Choice:
     finish_reason: str | None
     logprobs: Any = None
     tokens: int | None = None  # its own completion tokens, where the provider knows them
+    # logprobs already compact (`ensemble.sampling.logprobs`), as a replay recorded them
+    answer_lp: Any = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,11 @@ of a mixed run (`replay/runs/mixed#cheap`). The path is
 - a minimal JSONL recording, one line per prompt: `{"prompt": "...", "samples": [...]}` or
   `{"id": "q1", "samples": [...]}` (the prompt then read from a `questions.jsonl` beside the
   file, as in a run folder), optionally `"t"`; each sample is the reply's text, or an object
-  `{"text": ..., "tokens": ..., "cost_usd": ...}`. Without `t` it serves every temperature.
+  `{"text": ..., "tokens": ..., "cost_usd": ..., "lp": ...}`. Without `t` it serves every
+  temperature. `"lp"` is the sample's compact logprobs (`ensemble.sampling.logprobs`: the
+  answer span's token logprobs, the top-k at its first token, the trace's confidences), served
+  back to a request that asks for logprobs; a request for logprobs to a recording without
+  them is refused in one line (a replay cannot invent them).
 
 Sample i of a prompt is recorded sample i, always: a request for samples `first_index` ..
 `first_index + n - 1` gets exactly those recorded replies, with their recorded completion
@@ -51,11 +55,13 @@ class RecordingExhausted(ProviderError):
 
 @dataclass(frozen=True)
 class RecordedSample:
-    """One recorded reply: its text, completion tokens and cost (None: unknown)."""
+    """One recorded reply: its text, completion tokens, cost (None: unknown) and compact
+    logprobs (None: recorded without them)."""
 
     text: str | None
     tokens: int | None = None
     cost_usd: float | None = None
+    lp: Any = None
 
 
 @dataclass(frozen=True)
@@ -115,10 +121,13 @@ def _sample(x: Any, where: str) -> RecordedSample:
     if x is None or isinstance(x, str):
         return RecordedSample(x)
     if isinstance(x, dict):
-        tok, cost = x.get("tokens"), x.get("cost_usd")
+        tok, cost, lp = x.get("tokens"), x.get("cost_usd"), x.get("lp", x.get("answer_lp"))
+        if lp is not None and not isinstance(lp, dict):
+            raise InputError(f"replay: {where}: a sample's \"lp\" is its compact logprobs, an "
+                             f"object (ensemble.sampling.logprobs), got {type(lp).__name__}")
         return RecordedSample(None if x.get("text") is None else str(x["text"]),
                               None if tok is None else int(tok),
-                              None if cost is None else float(cost))
+                              None if cost is None else float(cost), lp)
     raise InputError(f"replay: {where}: a sample is its reply text or an object with "
                      f"\"text\", got {type(x).__name__}")
 
@@ -236,11 +245,18 @@ class ReplayProvider:
                 f"a replay never invents one; ask for at most {len(rec)} samples",
                 model=self.model, provider="replay", reason="past the recording")
         got = rec[first_index:first_index + n]
+        if params.logprobs and any(s.lp is None for s in got):
+            raise RecordingExhausted(
+                f"{where} holds no logprobs for the prompt {prompt[:60]!r} at t = {t:g}, and "
+                "this request asks for them: a replay cannot invent them (record them, or use "
+                "a rule that reads hard answers only)",
+                model=self.model, provider="replay", reason="no logprobs recorded")
         self.requests += 1
         tokens = [s.tokens for s in got]
         costs = [self._cost(s) for s in got]
         return Completion(
-            choices=tuple(Choice(text=s.text, finish_reason="stop", tokens=s.tokens)
+            choices=tuple(Choice(text=s.text, finish_reason="stop", tokens=s.tokens,
+                                 answer_lp=s.lp if params.logprobs else None)
                           for s in got),
             prompt_tokens=None,
             completion_tokens=None if None in tokens else sum(x or 0 for x in tokens),

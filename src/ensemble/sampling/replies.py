@@ -72,7 +72,8 @@ def checked(comp: Completion) -> Completion:
     """`comp` with keys redacted from its choices and impossible usage made unknown."""
     choices = tuple(Choice(text=checked_text(c.text), finish_reason=c.finish_reason,
                            logprobs=checked_logprobs(c.logprobs),
-                           tokens=usable_tokens(c.tokens) if c.tokens is not None else None)
+                           tokens=usable_tokens(c.tokens) if c.tokens is not None else None,
+                           answer_lp=checked_logprobs(c.answer_lp))
                     for c in comp.choices)
     pt = usable_tokens(comp.prompt_tokens) if comp.prompt_tokens is not None else None
     ct = usable_tokens(comp.completion_tokens) if comp.completion_tokens is not None else None

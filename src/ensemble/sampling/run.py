@@ -153,7 +153,8 @@ class RunContext:
                        completion_tokens=(None if completion_tokens is None else split[j]),
                        cost_usd=None if cost is None else cost / share, latency_s=latency,
                        logprobs=ch.logprobs, source=source,
-                       answer_lp=None if ch.logprobs is None
+                       answer_lp=ch.answer_lp if ch.answer_lp is not None
+                       else None if ch.logprobs is None
                        else compact_logprobs(ch.logprobs, answers[j], self.parse))
                 for j, ch in enumerate(choices)]
 
