@@ -253,7 +253,7 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
     entries = sorted(p.name for p in out.iterdir())
     if not entries:
         return
-    if not is_sample_store(out / STORE_FILE):
+    if not _store_there(out, entries):
         shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more"
                                           if len(entries) > 3 else "")
         raise InputError(f"--out {out} is not a run folder (it holds {shown}, which this "
@@ -274,6 +274,14 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
                              f"{field} is {a}, this run's {b}); writing it there would overwrite "
                              f"its spec: give another --out, or resume that run with `ensemble "
                              f"eval --spec {out}`")
+
+
+def _store_there(out: Path, entries: list[str]) -> bool:
+    """Whether `out` holds a sample store; a store file alone that is not one yet may be
+    another run's being made this moment (two runs started at once on one new folder):
+    wait a little for it."""
+    alone = all(e.startswith(STORE_FILE) for e in entries)
+    return is_sample_store(out / STORE_FILE, wait=10.0 if alone else 0.0)
 
 
 def _mark_run_dir(out: Path) -> None:

@@ -224,25 +224,43 @@ class Claim:
         self.busy: list[int] = []
 
 
-def is_sample_store(path: str | os.PathLike[str]) -> bool:
+def is_sample_store(path: str | os.PathLike[str], *, wait: float = 0.0) -> bool:
     """Whether `path` is a sample store (a SQLite file with this module's tables), read without
-    writing to it: how a run folder is told from a folder of someone else's files."""
+    writing to it: how a run folder is told from a folder of someone else's files. `wait`:
+    seconds to wait for a file that may be a store being made this moment by another process
+    (empty, locked, or a database without tables yet); a database with other tables is not
+    waited for."""
     p = Path(path)
+    deadline = time.monotonic() + wait
+    while True:
+        state = _store_state(p)
+        if state != "making" or time.monotonic() >= deadline:
+            return state == "store"
+        time.sleep(0.05)
+
+
+def _store_state(p: Path) -> str:
+    """"store", "other" (no file, not a database, other tables) or "making" (empty, locked,
+    or no tables yet)."""
     if not p.is_file():
-        return False
+        return "other"
     try:
         conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
-        return False
+        return "other"
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = {r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:  # not a database, or one this process cannot read
-        return False
+    except sqlite3.OperationalError as exc:  # locked while another process makes it
+        return "making" if "locked" in str(exc) else "other"
+    except sqlite3.Error:  # not a database
+        return "other"
     finally:
         conn.close()
-    return version >= 1 and {"samples", "prompts"} <= tables
+    if version >= 1 and {"samples", "prompts"} <= tables:
+        return "store"
+    return "making" if not tables else "other"
 
 
 class SampleStore:
