@@ -154,10 +154,13 @@ class LoopThread:
         loop.close()
 
 
-async def outlive_caller(coro: Coroutine[Any, Any, T]) -> T:
+async def outlive_caller(coro: Coroutine[Any, Any, T], *,
+                         keep: set[asyncio.Task[Any]] | None = None) -> T:
     """Await `coro` as a task that outlives its caller: when the caller is cancelled, the
     task goes on alone (a request already sent, whose reply is to be stored); an error it
-    ends with then is no one's to report (nor does `asyncio.run`'s shutdown report it)."""
+    ends with then is no one's to report (nor does `asyncio.run`'s shutdown report it), and it
+    returns None. `keep`: a set holding the task until it ends, for whoever waits for such
+    tasks before closing what they use (an interrupted run, for its replies in flight)."""
     gone = False
 
     async def alone() -> T | None:
@@ -169,6 +172,9 @@ async def outlive_caller(coro: Coroutine[Any, Any, T]) -> T:
             raise
 
     task = asyncio.ensure_future(alone())
+    if keep is not None:
+        keep.add(task)
+        task.add_done_callback(keep.discard)
     try:
         got = await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -24,12 +24,15 @@ from .results import SampleFailure
 from .store import SampleStore
 from .types import JobStats, Parser, Sample, SampleRequest
 
-__all__ = ["BUSY_POLL", "LEASE_TTL", "STATUS_EVERY_ENV", "RunContext", "contiguous",
-           "default_parser", "request_meta", "status_interval"]
+__all__ = ["BUSY_POLL", "IN_FLIGHT_GRACE", "LEASE_TTL", "STATUS_EVERY_ENV", "RunContext",
+           "contiguous", "default_parser", "request_meta", "status_interval"]
 
 LEASE_TTL = 60.0  # seconds a lease lives without renewal (renewed every TTL / 3)
 BUSY_POLL = 0.5  # seconds between checks for samples another process is drawing
 OWN_POLL = 0.02  # seconds between checks for samples another request of this run is drawing
+# seconds an interrupted run waits for the replies of its requests in flight (paid for
+# already) to store them; a second Ctrl-C ends the wait
+IN_FLIGHT_GRACE = 15.0
 log = logging.getLogger("ensemble.sampling")
 
 _SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|authorization|access_token|"
@@ -118,6 +121,36 @@ class RunContext:
         if self.stop is None:
             self.stop = RunStopped(message, cause=cause) if cause is not None \
                 else RunStopped(message)
+
+    async def settle(self, in_flight: Sequence[asyncio.Task[Any]], *, why: str) -> None:
+        """Before the sampler closes its provider and store: its requests already sent whose
+        callers are gone (`in_flight`, each storing its reply; the run was interrupted) are
+        paid for, so wait a little (`IN_FLIGHT_GRACE` s) for their replies rather than throw
+        them away (a rerun would pay for them again), and say how many there were. A second
+        interruption ends the wait."""
+        if not in_flight:
+            return
+        n = len(in_flight)
+        self.stop_progress()
+        self.say(f"{why}: waiting up to {IN_FLIGHT_GRACE:g} s for the {_requests(n)} in "
+                 "flight, to store their replies (Ctrl-C again to drop them)")
+        try:
+            done, pending = await asyncio.wait(in_flight, timeout=IN_FLIGHT_GRACE)
+        except asyncio.CancelledError:
+            left = sum(not t.done() for t in in_flight)
+            self.say(f"dropped {_requests(left)} of the {n} in flight: a rerun asks for "
+                     f"{'it' if left == 1 else 'them'} again")
+            raise
+        stored = sum(not t.cancelled() and t.exception() is None and t.result() is not None
+                     for t in done)
+        if stored == n:
+            self.say(f"stored the replies of all {_requests(n)} in flight")
+            return
+        self.say(f"stored the replies of {stored} of the {_requests(n)} in flight; "
+                 f"{n - stored} did not return (or failed) within {IN_FLIGHT_GRACE:g} s: a "
+                 f"rerun asks for {'it' if n - stored == 1 else 'them'} again")
+        for t in pending:
+            t.cancel()
 
     # -- samples ---------------------------------------------------------------------------------
     def account(self, prompt_tokens: int | None, completion_tokens: int | None,
@@ -263,6 +296,10 @@ class RunContext:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _requests(n: int) -> str:
+    return f"{n} request{'' if n == 1 else 's'}"
 
 
 STATUS_EVERY_ENV = "ENSEMBLE_STATUS_EVERY"  # seconds between "waiting: ..." lines (default 10)

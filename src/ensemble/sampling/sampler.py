@@ -160,6 +160,7 @@ class Sampler:
         # again for samples the store keeps only once
         self._drawing: set[tuple[str, int]] = set()
         self._consecutive_failures = 0
+        self._in_flight: set[asyncio.Task[Any]] = set()  # requests sent: see _settle_in_flight
         self._online = OnlineRequests(self.run_state, self.provider, self.options,
                                       max_cost=self.max_cost, extra_headers=self.extra_headers,
                                       stored=lambda: self.store is not None)
@@ -198,11 +199,24 @@ class Sampler:
         await self._resolve()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        interrupted = exc_type in (asyncio.CancelledError, KeyboardInterrupt)
+        await self.aclose(why="interrupted" if interrupted else "closing")
 
-    async def aclose(self) -> None:
-        """Close what this sampler opened: its own provider (not one passed in) and store."""
+    async def aclose(self, *, why: str = "closing") -> None:
+        """Close what this sampler opened: its own provider (not one passed in) and store.
+        Requests still in flight (their caller cancelled: Ctrl-C) would die with them: they
+        are waited for briefly first, so that their replies, paid for, are stored
+        (`RunContext.settle`). With a provider and a store passed in (an Ensemble's, which
+        outlive this sampler) they go on alone, and closing does not wait for them."""
+        try:
+            if self._own_store or self._own_provider:
+                await self.run_state.settle([t for t in self._in_flight if not t.done()],
+                                            why=why)
+        finally:
+            await self._close()
+
+    async def _close(self) -> None:
         if self._limiter is not None:
             self._limiter.detach(self._limiter_token)
             self._limiter = self._online.limiter = None
@@ -576,7 +590,7 @@ class Sampler:
 
         if self.store is None:
             return await fetch()
-        return await outlive_caller(fetch())
+        return await outlive_caller(fetch(), keep=self._in_flight)
 
     def _learn_n(self, asked: int, got: int) -> None:
         """What one n > 1 reply says about the provider's support for n."""
