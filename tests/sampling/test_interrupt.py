@@ -39,4 +39,4 @@ def test_ctrl_c_stores_the_replies_in_flight_and_the_rerun_pays_none_twice(tmp_p
         r = run_cli(*_eval(srv.base_url, out)[3:])
         assert r.returncode == 0, r.stderr
         twice = sum(c - 1 for c in srv.stats.served.values())
-    assert twice == 0  # every sample drawn, none paid for twice
+    assert twice == 0, err  # every sample drawn, none paid for twice

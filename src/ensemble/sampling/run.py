@@ -122,35 +122,40 @@ class RunContext:
             self.stop = RunStopped(message, cause=cause) if cause is not None \
                 else RunStopped(message)
 
-    async def settle(self, in_flight: Sequence[asyncio.Task[Any]], *, why: str) -> None:
-        """Before the sampler closes its provider and store: its requests already sent whose
-        callers are gone (`in_flight`, each storing its reply; the run was interrupted) are
-        paid for, so wait a little (`IN_FLIGHT_GRACE` s) for their replies rather than throw
-        them away (a rerun would pay for them again), and say how many there were. A second
+    async def settle(self, tasks: Sequence[asyncio.Task[Any]], *, sent: int, why: str) -> None:
+        """Before the sampler closes its provider and store: its requests whose callers are
+        gone (the run was interrupted; `tasks`, each storing its reply) are paid for once
+        sent (`sent` of them are), so wait a little (`IN_FLIGHT_GRACE` s) for their replies
+        rather than throw them away (a rerun would pay for them again), and say how many
+        there were. The others (waiting to be sent) end at once: the run is stopped. A second
         interruption ends the wait."""
-        if not in_flight:
+        if not tasks:
             return
-        n = len(in_flight)
-        self.stop_progress()
-        self.say(f"{why}: waiting up to {IN_FLIGHT_GRACE:g} s for the {_requests(n)} in "
-                 "flight, to store their replies (Ctrl-C again to drop them)")
+        if sent:
+            self.stop_progress()
+            self.say(f"{why}: waiting up to {IN_FLIGHT_GRACE:g} s for the {_requests(sent)} "
+                     "in flight, to store their replies (Ctrl-C again to drop them)")
         try:
-            done, pending = await asyncio.wait(in_flight, timeout=IN_FLIGHT_GRACE)
+            done, pending = await asyncio.wait(tasks, timeout=IN_FLIGHT_GRACE)
         except asyncio.CancelledError:
-            left = sum(not t.done() for t in in_flight)
-            self.say(f"dropped {_requests(left)} of the {n} in flight: a rerun asks for "
-                     f"{'it' if left == 1 else 'them'} again")
+            left = min(sent, sum(not t.done() for t in tasks))
+            if left:
+                self.say(f"dropped {_requests(left)} of the {sent} in flight: a rerun asks "
+                         f"for {'it' if left == 1 else 'them'} again")
             raise
-        stored = sum(not t.cancelled() and t.exception() is None and t.result() is not None
-                     for t in done)
-        if stored == n:
-            self.say(f"stored the replies of all {_requests(n)} in flight")
-            return
-        self.say(f"stored the replies of {stored} of the {_requests(n)} in flight; "
-                 f"{n - stored} did not return (or failed) within {IN_FLIGHT_GRACE:g} s: a "
-                 f"rerun asks for {'it' if n - stored == 1 else 'them'} again")
         for t in pending:
             t.cancel()
+        if not sent:
+            return
+        stored = min(sent, sum(not t.cancelled() and t.exception() is None
+                               and t.result() is not None for t in done))
+        if stored == sent:
+            self.say(f"stored the replies of all {_requests(sent)} in flight")
+            return
+        lost = sent - stored
+        self.say(f"stored the replies of {stored} of the {_requests(sent)} in flight; {lost} "
+                 f"did not return (or failed) within {IN_FLIGHT_GRACE:g} s: a rerun asks for "
+                 f"{'it' if lost == 1 else 'them'} again")
 
     # -- samples ---------------------------------------------------------------------------------
     def account(self, prompt_tokens: int | None, completion_tokens: int | None,

@@ -212,7 +212,7 @@ class Sampler:
         try:
             if self._own_store or self._own_provider:
                 await self.run_state.settle([t for t in self._in_flight if not t.done()],
-                                            why=why)
+                                            sent=self._online.in_flight, why=why)
         finally:
             await self._close()
 
