@@ -1,9 +1,10 @@
 """The openai provider's aiohttp sessions are closed on every path that ends them: an Ensemble
 closed, collected without being closed, used from loops of `asyncio.run` that have ended, a
 provider dropped while its loop runs on, `ensemble eval`, and the voting endpoint's shutdown.
-Each runs against the simulated server over 127.0.0.1 (the aiohttp path: an in-process
-transport goes through the SDK's client instead) and must leave no "Unclosed client session",
-"Unclosed connector" or "Task was destroyed but it is pending" behind."""
+Each runs against the simulated server over 127.0.0.1, and the Ensemble's paths in this
+process as well (`server.transport()`: the same aiohttp session on a Unix socket of the
+caller's loop, whose server must close with the loop too), and must leave no "Unclosed client
+session", "Unclosed connector" or "Task was destroyed but it is pending" behind."""
 
 from __future__ import annotations
 
@@ -29,8 +30,15 @@ def server():
         yield srv
 
 
-def _ensemble(server) -> Ensemble:
-    return Ensemble("openai/sim-expert", api_base=server.base_url, n=3, choices=["yes", "no"])
+@pytest.fixture(params=["tcp", "in-process"])
+def via(request):
+    return request.param
+
+
+def _ensemble(server, via="tcp") -> Ensemble:
+    transport = server.transport() if via == "in-process" else None
+    return Ensemble("openai/sim-expert", api_base=server.base_url, n=3, choices=["yes", "no"],
+                    transport=transport)
 
 
 @contextmanager
@@ -50,31 +58,31 @@ def no_leaks(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert not leaks, leaks
 
 
-def test_a_closed_ensemble_closes_its_session(server, caplog):
+def test_a_closed_ensemble_closes_its_session(server, via, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server)
+        ens = _ensemble(server, via)
         assert ens.decide(PROMPT).decision in ("yes", "no")
         ens.close()
 
 
-def test_an_ensemble_collected_without_close_closes_its_session(server, caplog):
+def test_an_ensemble_collected_without_close_closes_its_session(server, via, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server)
+        ens = _ensemble(server, via)
         ens.decide(PROMPT)
         del ens  # its finaliser ends the loop of its sync calls (and waits for it)
 
 
-def test_sessions_of_ended_asyncio_run_loops_are_closed(server, caplog):
+def test_sessions_of_ended_asyncio_run_loops_are_closed(server, via, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server)
+        ens = _ensemble(server, via)
         asyncio.run(ens.adecide(PROMPT))  # one session in this loop, which then ends
         asyncio.run(ens.adecide("Is 5 odd? Answer yes or no."))  # another in another
         ens.close()  # from no loop: a third loop, in which neither session lives
 
 
-async def test_a_provider_dropped_while_its_loop_runs_on_is_closed(server, caplog):
+async def test_a_provider_dropped_while_its_loop_runs_on_is_closed(server, via, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server)
+        ens = _ensemble(server, via)
         await ens.adecide(PROMPT)
         del ens
         gc.collect()

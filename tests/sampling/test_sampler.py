@@ -1,6 +1,7 @@
 """End-to-end: the sampler through both providers against the simulated server, in this
-process (`server.transport()`: the server's own handlers, no socket); the faults a socket
-shows (drops, hangs, malformed bodies) over real HTTP on 127.0.0.1 as well."""
+process (`server.transport()`: the server on a Unix socket of the test's loop, reached by the
+providers' production clients); the faults a socket shows (drops, hangs, malformed bodies)
+over TCP on 127.0.0.1 as well."""
 
 import asyncio
 import math

@@ -1,7 +1,8 @@
-"""The in-process transport answers as the HTTP server does: the same bytes for the same
-requests (two servers with the same settings, one behind a socket), the same errors where a
-socket misbehaves, the Batch API's multipart upload, and both providers through the
-`transport=` provider option."""
+"""The in-process transport is the HTTP server in this process, reached by the providers'
+production clients: the same bytes for the same requests as over TCP (two servers with the
+same settings), the same errors where a socket misbehaves, every fault reaching the openai
+provider as the same error it raises over TCP (its one POST, timeout and error path), the
+Batch API's multipart upload, and both providers through the `transport=` provider option."""
 
 import asyncio
 import json
@@ -11,7 +12,11 @@ import httpx2 as httpx
 import pytest
 
 from ensemble import Ensemble
+from ensemble.errors import InputError, ProviderError
 from ensemble.providers.base import INDEX_HEADER
+from ensemble.providers.openai import OpenAIProvider
+from ensemble.providers.options import ProviderOptions
+from ensemble.providers.params import SamplingParams
 from ensemble.tasks import get_task
 from ensemble.testing import FaultPlan, InProcessTransport, SimulatedServer
 
@@ -143,7 +148,52 @@ def test_both_providers_take_the_transport(provider, monkeypatch):
     with Ensemble("openai/sim-expert", api_base=srv.base_url, transport=transport, n=3,
                   choices=["L", "R"]) as ens:
         ds = ens.decide_many([q.prompt for q in QS[:4]])
-    assert srv.stats.requests == 4 and srv.stats.connections == 1
+    # real connections now: up to one per request in flight, then reused
+    assert srv.stats.requests == 4 and 1 <= srv.stats.connections <= 4
     assert [sum(d.votes.values()) + d.n_invalid for d in ds] == [3] * 4
     served = {r.prompt: r.texts for r in srv.stats.replies}
     assert [tuple(s.text for s in d.samples) for d in ds] == [served[q.prompt] for q in QS[:4]]
+
+
+FAULTS = ["429", "500", "503", "timeout", "slow", "malformed", "drop", "short_n"]
+
+
+async def _outcome(api_base, transport):
+    """What the openai provider makes of the server's first reply: its error (type, reason,
+    status, Retry-After, message), or the choices it got."""
+    provider = OpenAIProvider("openai/sim-expert", ProviderOptions(
+        api_base=api_base, api_key="sk-x", transport=transport))
+    try:
+        c = await provider.complete(MESSAGES, SamplingParams(temperature=1.0), n=4,
+                                    timeout=0.4)
+        return "ok", len(c.choices)
+    except ProviderError as e:
+        return type(e).__name__, e.reason, e.status, e.retry_after, str(e)
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_every_fault_reaches_the_openai_provider_as_over_tcp(fault):
+    """One POST, one timeout, one error path: the in-process server gives the provider what
+    the server over TCP gives it, error for error."""
+    plan = FaultPlan(first=1, kinds=(fault,), hang=3.0, slow=0.05, retry_after=2.0)
+    with SimulatedServer(faults=plan) as tcp:
+        over_tcp = asyncio.run(_outcome(tcp.base_url, None))
+    local = SimulatedServer(faults=plan)  # the same URL: the transport answers any host
+    in_process = asyncio.run(_outcome(tcp.base_url, local.transport()))
+    assert in_process == over_tcp
+    assert local.stats.faults[fault] == 1
+    expected = {"429": "RateLimitError", "500": "ServerError", "503": "ServerError",
+                "timeout": "ProviderTimeoutError", "malformed": "MalformedResponseError",
+                "drop": "ProviderConnectionError"}
+    assert in_process[0] == expected.get(fault, "ok")
+    if fault == "short_n":
+        assert in_process == ("ok", 2)
+
+
+def test_an_httpx_transport_alone_is_refused_in_one_line():
+    mock = httpx.MockTransport(lambda request: httpx.Response(200))
+    with pytest.raises(InputError) as caught:
+        Ensemble("openai/sim-expert", api_base="http://sim/v1", transport=mock)
+    assert "\n" not in str(caught.value) and "SimulatedServer.transport()" in str(caught.value)

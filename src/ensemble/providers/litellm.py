@@ -159,9 +159,13 @@ class LiteLLMProvider:
             await client.close()
 
     def sdk_client(self) -> Any:
-        """With `options.endpoint.transport`: the `AsyncOpenAI` client on that transport that
-        litellm is handed (`client=`, litellm's public parameter for OpenAI-compatible calls),
-        one per event loop; None without a transport (litellm's own HTTP client)."""
+        """With `options.endpoint.transport`: the `AsyncOpenAI` client on that transport's
+        httpx side that litellm is handed (`client=`, litellm's public parameter for
+        OpenAI-compatible calls), one per event loop; litellm's own request code runs on it.
+        None without a transport: litellm's own HTTP client. Not litellm's `shared_session=`
+        (an aiohttp session on the transport's connector): litellm leaves it out of its
+        client cache's key, so a second endpoint at the same URL and key would get the first
+        one's session."""
         if self.options.endpoint.transport is None:
             return None
         loop = asyncio.get_running_loop()

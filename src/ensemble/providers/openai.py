@@ -15,20 +15,19 @@ Registered for the `openai` prefix in `ensemble.providers.registry`.
   (a loop per `asyncio.run`, an `Ensemble`'s sync-call thread) has its own, closed in that
   loop (`ensemble._sync.PerLoop`) by `aclose()`, when the loop shuts down, or when the
   provider is collected while the loop runs on: none is left for aiohttp to warn about
-  ("Unclosed client session", "Unclosed connector"). The proxy (HTTP(S)_PROXY, NO_PROXY)
-  is read from the environment once per provider, not by aiohttp's `trust_env` on every
-  request (two thread-pool hops and a ~/.netrc read each: a third of `ensemble serve`'s CPU
-  per request; a ~/.netrc entry for the upstream's host would also replace its key with
-  Basic auth). The body goes as JSON
+  ("Unclosed client session", "Unclosed connector"). The connector and the proxy come from
+  the endpoint's transport (`ensemble.providers.http`: the network by default, read once per
+  provider; `ensemble.testing.InProcessTransport` in tests), and nothing else does: the POST,
+  its timeout, its errors and the reading of the reply are this module's, whichever transport
+  carries them. The body goes as JSON
   and the reply is read as JSON here: parameters pass through as given (`response_format`,
   `extra_body`, logprobs), and a reply that is not a chat completion is named for what it is.
   Why not the SDK's own `post`: its HTTP stack (httpx, URL parsing per request) spent about
   1.5 ms of CPU per request on top, a third of `ensemble serve`'s whole cost per request
   against a zero-latency upstream (profiled with py-spy; tests/bench/bench_serve.py).
 - The SDK's `AsyncOpenAI` client (its retries off: retries, limits and backpressure are the
-  sampler's) serves the Files and Batch API, and chat completions too when the options give
-  an httpx `transport` (e.g. the simulator in this process), made on first use in the same
-  way.
+  sampler's) serves the Files and Batch API, through the same transport, made on first use in
+  the same way.
 - Errors are aiohttp's (a reply that is not 2xx: `ClientResponseError` with its status,
   headers and body; connection errors and timeouts as aiohttp raises them) and, in batch mode,
   the SDK's typed exceptions, turned into `ensemble.errors` types by the same
@@ -55,7 +54,7 @@ from .._sync import PerLoop
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
 from .base import INDEX_HEADER, Capabilities, Choice, Completion
 from .endpoints import normalise_api_base
-from .http import new_client
+from .http import new_client, new_session, transport_of
 from .litellm import litellm_token_count, resolve_key
 from .options import ProviderOptions
 from .prices import token_price
@@ -106,9 +105,9 @@ class OpenAIProvider:
         # aiohttp's sessions; made by a function that holds no reference to the provider, so
         # that a provider dropped while its loop runs on is collected (and its session closed)
         self._sessions: PerLoop[Any] = PerLoop(
-            functools.partial(_new_session, self.options.limits.max_concurrency, self._key),
-            _close_session)
-        self._proxy: dict[str, Any] | None = None  # the environment's proxy, read on first use
+            functools.partial(new_session, self.options.endpoint.transport,
+                              self.options.limits.max_concurrency, self._key), _close_session)
+        self._proxy: Mapping[str, Any] | None = None  # the transport's, read on first use
         self._price: tuple[float, float] | None = None  # the price table's, read on first use
         self._price_known = False
         # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
@@ -179,12 +178,13 @@ class OpenAIProvider:
                     ) -> bytes:
         """POST a chat completion; a reply that is not 2xx raises aiohttp's
         ClientResponseError carrying its status, headers and body (translate_error reads
-        them as it reads the SDK's APIStatusError)."""
+        them as it reads the SDK's APIStatusError). aiohttp's total timeout bounds the whole
+        request, connecting included."""
         import aiohttp
 
         session = await self.session()
         if self._proxy is None:
-            self._proxy = _env_proxy(self.base_url)
+            self._proxy = transport_of(self.options.endpoint.transport).proxy(self.base_url)
         async with session.post(
                 f"{self.base_url.rstrip('/')}/chat/completions", data=json.dumps(body),
                 headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
@@ -199,16 +199,6 @@ class OpenAIProvider:
                 raise err
             return raw
 
-    async def _post_sdk(self, body: dict[str, Any], headers: dict[str, str], timeout: float
-                        ) -> bytes:
-        """POST a chat completion through the SDK's client: with a `transport` (an httpx one,
-        such as the simulator in this process), which aiohttp cannot take."""
-        import httpx
-
-        resp = await self.client().post("/chat/completions", body=body, cast_to=httpx.Response,
-                                        options={"headers": headers, "timeout": timeout})
-        return bytes(resp.content)
-
     async def complete(self, messages: Sequence[Mapping[str, str]], params: SamplingParams, *,
                        n: int = 1, first_index: int = 0,
                        headers: Mapping[str, str] | None = None,
@@ -217,13 +207,7 @@ class OpenAIProvider:
         headers = {**(headers or {}), INDEX_HEADER: str(first_index)}
         t0 = time.perf_counter()
         try:
-            if self.options.endpoint.transport is None:
-                # aiohttp's total timeout bounds the whole request, connecting included
-                raw = await self._post(body, headers, timeout)
-            else:  # the SDK's client: the outer bound catches a connection that never
-                # sends a byte past `timeout`
-                raw = await asyncio.wait_for(self._post_sdk(body, headers, timeout),
-                                             timeout * 1.5 + 1.0)
+            raw = await self._post(body, headers, timeout)
         except asyncio.TimeoutError:
             raise ProviderTimeoutError(
                 f"no reply from {self.base_url} within {timeout:g} s (--timeout)",
@@ -293,76 +277,6 @@ class OpenAIProvider:
         if self._price is None:
             return None
         return prompt_tokens * self._price[0] + completion_tokens * self._price[1]
-
-
-def _new_session(size: int, key: str | None) -> Any:
-    import aiohttp
-
-    # not trust_env=True: with it aiohttp reads the environment and ~/.netrc again on every
-    # request, in two hops through the thread pool (`_env_proxy` reads the proxy once)
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
-        headers={"Authorization": f"Bearer {key or 'sk-no-key-required'}",
-                 "Content-Type": "application/json"})
-
-
-def _env_proxy(base_url: str) -> dict[str, Any]:
-    """The proxy arguments of a POST to `base_url`, read from the environment once
-    (`urllib.request.getproxies`: HTTP(S)_PROXY, ALL_PROXY; a proxy's credentials from its
-    URL) and NO_PROXY (`_bypassed`), as the SDK's httpx client reads them: what aiohttp's
-    `trust_env=True` would read on every request, in two hops through the thread pool that
-    cost about a third of `ensemble serve`'s CPU per request against a zero-latency upstream
-    (tests/bench/bench_serve.py)."""
-    import urllib.parse
-    import urllib.request
-
-    import aiohttp
-
-    url = urllib.parse.urlsplit(base_url)
-    proxies = {k.lower(): v for k, v in urllib.request.getproxies().items()}
-    proxy = proxies.get(url.scheme) or proxies.get("all")
-    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
-    if not proxy or _bypassed(url.hostname or "", port, proxies.get("no", "")):
-        return {}
-    p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    if p.username is None:
-        return {"proxy": p.geturl()}
-    bare = p._replace(netloc=p.netloc.rsplit("@", 1)[1]).geturl()
-    return {"proxy": bare, "proxy_auth": aiohttp.BasicAuth(
-        urllib.parse.unquote(p.username), urllib.parse.unquote(p.password or ""))}
-
-
-def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
-    """Whether NO_PROXY sends `host` direct: `*`; a host name, itself or as a domain suffix
-    (`example.com` and `.example.com` both match `api.example.com`); an IP address or CIDR
-    range; any of them with `:port`. Written here: the standard library's matcher is not
-    public API, nor is aiohttp's."""
-    import ipaddress
-
-    host = host.lower().rstrip(".")
-    try:
-        addr: Any = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        addr = None
-    for entry in (e.strip().lower() for e in no_proxy.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        name, _, want = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if want and (not want.isdigit() or port is None or int(want) != port):
-            continue
-        name = name.strip("[]").lstrip(".").rstrip(".")
-        if addr is not None:
-            try:
-                if addr in ipaddress.ip_network(name, strict=False):
-                    return True
-            except ValueError:
-                pass
-            continue
-        if host == name or host.endswith("." + name):
-            return True
-    return False
 
 
 async def _close_session(session: Any) -> None:

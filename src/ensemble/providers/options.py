@@ -36,6 +36,7 @@ from typing import Any, TypedDict
 from urllib.parse import urlparse
 
 from ..errors import InputError
+from .http import Transport
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -59,7 +60,7 @@ class ProviderKwargs(TypedDict, total=False):
     max_retry_time: float
     max_failures: int
     price_per_1k: tuple[float, float] | None
-    transport: Any
+    transport: Transport | None
 
 
 @dataclass(frozen=True)
@@ -68,17 +69,24 @@ class Endpoint:
 
     api_base:  an OpenAI-compatible base URL (None: the provider's own).
     api_key:   the key (None: the provider's environment variable, e.g. OPENAI_API_KEY).
-    transport: an httpx transport for the HTTP client of OpenAI-compatible requests (the
-               openai SDK's client; litellm's through its `client=`), e.g.
-               `ensemble.testing.InProcessTransport`: the simulated server in this process,
-               no socket. None: the network. Never written to files.
+    transport: how the HTTP clients of OpenAI-compatible requests connect
+               (`ensemble.providers.http.Transport`: the openai provider's aiohttp session,
+               the openai SDK's client, litellm's through its `client=`), e.g.
+               `ensemble.testing.InProcessTransport`: the simulated server in this process.
+               None: the network. Never written to files.
     """
 
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    transport: Any = None
+    transport: Transport | None = None
 
     def __post_init__(self) -> None:
+        if self.transport is not None and not isinstance(self.transport, Transport):
+            raise InputError(
+                f"transport must be an ensemble.providers.http.Transport (connector, proxy, "
+                f"httpx_transport), such as SimulatedServer.transport(), got "
+                f"{type(self.transport).__name__}: an httpx transport alone cannot carry the "
+                "openai provider's aiohttp requests")
         if self.api_base is not None:
             object.__setattr__(self, "api_base", validate_api_base(self.api_base))
         if self.api_key is not None:

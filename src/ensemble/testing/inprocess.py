@@ -1,147 +1,150 @@
-"""The simulated server in this process: an httpx transport that hands each request to a
-`SimulatedServer`'s own route handlers, without a socket.
+"""The simulated server in this process, behind the providers' one HTTP seam
+(`ensemble.providers.http.Transport`):
 
     server = SimulatedServer(lam1=3.0)
     Ensemble("openai/sim-expert", api_base=server.base_url, transport=server.transport())
 
-The handlers are the HTTP server's (`SimulatedServer.routes()`): the same checks, the same
-expert, the same statistics and the same reply bytes (JSON documents, server-sent events,
-Files and Batch API documents). What the socket did is done here the way a client sees it:
-a "drop" fault raises `RemoteProtocolError` (as a connection closed without a reply does), a
-reply slower than the request's read timeout raises `ReadTimeout` (a "timeout" fault), and
-`stats.connections` counts one connection per transport. The server need not be started (its
-`base_url` then names port 0; the transport answers whatever host a request names).
+The server's own aiohttp application is served on the event loop of the client that calls it,
+over a Unix socket made for that loop, and the client's production code talks to it: the
+openai provider's aiohttp session (a `UnixConnector` in place of the network's
+`TCPConnector`), the openai SDK's httpx client (an httpx `uds` transport: the Files and Batch
+API, litellm's `client=`), or any httpx client given the transport. So the request, its
+timeout, its errors and the reading of the reply are the code that runs against a hosted
+provider, and every fault the server injects (429 with Retry-After, 5xx, hangs, slow and
+malformed replies, dropped connections, fewer choices) reaches the client as it does over
+TCP, from the same server code.
 
-The transport answers in the httpx flavour of the request it is given (`httpx`, or the
-`httpx2` of openai 3.x): it works with either client without importing one it is not given.
+Why a Unix socket of the caller's loop rather than the server's own thread and port: one
+thread, no port, no TCP handshake; a request took about 0.55 of what the SDK's client over the
+former socket-free transport took (its HTTP stack, not the server, was the cost) and about
+0.75 of what it takes over TCP to the server's thread (docs/sampling.md, "One HTTP seam").
+The server need not be started: `base_url` then names port 0, and the transport answers
+whatever host a request names. Its handlers run on the client's loop: a batch the server
+runs in the background lives as long as that loop (a test whose batch must outlive the
+submitting loop uses the server over TCP). POSIX only (asyncio serves Unix sockets there).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.parser
-import email.policy
+import atexit
 import functools
 import importlib
-import io
-import json
-import re
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qsl
 
-from .wire import SSE_HEADERS
+from .._sync import PerLoop
 
 __all__ = ["InProcessTransport"]
 
 
-@functools.cache
-def _stream_type(httpx: Any) -> Any:
-    """A reply body handed over in pieces (server-sent events), as the httpx flavour's
-    `AsyncByteStream` (its client checks the type)."""
+class _Site:
+    """The server's application listening on one event loop's Unix socket, started by the
+    first request of that loop and closed when the loop shuts down (or the transport is
+    collected while it runs)."""
 
-    class Events(httpx.AsyncByteStream):
-        def __init__(self, events: list[bytes]) -> None:
-            self.events = events
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            for event in self.events:
-                yield event
-
-    return Events
-
-
-@dataclass
-class _Upload:
-    """One file field of a multipart form (what aiohttp's `FileField` offers the handler)."""
-
-    filename: str | None
-    file: io.BytesIO
-
-
-class _Connection:
-    """What a handler asks of the socket: its peer, and `abort()` for a "drop" fault."""
-
-    def __init__(self, peer: tuple[str, int]) -> None:
-        self.peer = peer
-        self.aborted = False
-
-    def get_extra_info(self, name: str) -> Any:
-        return self.peer if name == "peername" else None
-
-    def abort(self) -> None:
-        self.aborted = True
-
-
-class _Request:
-    """The part of an aiohttp request the simulator's handlers read."""
-
-    def __init__(self, method: str, path: str, query: str, headers: Mapping[str, str],
-                 body: bytes, match_info: dict[str, str], connection: _Connection) -> None:
-        self.method = method
+    def __init__(self, server: Any, path: str) -> None:
+        self.server = server
         self.path = path
-        self.query = dict(parse_qsl(query))
-        self.headers = headers
-        self.body = body
-        self.match_info = match_info
-        self.transport = connection
-        self.stream: list[bytes] | None = None
-        self.status = 0
+        self.runner: Any = None
+        self.started: asyncio.Task[None] | None = None
+        self.clients: dict[ModuleType, Any] = {}  # httpx module -> its uds transport
 
-    async def read(self) -> bytes:
-        return self.body
+    async def ready(self) -> None:
+        started = self.started
+        if started is None:
+            started = self.started = asyncio.ensure_future(self._start())
+        if not started.done():
+            await asyncio.shield(started)  # a cancelled first caller leaves it starting
+        started.result()
 
-    async def json(self) -> Any:
-        return json.loads(self.body)
+    async def _start(self) -> None:
+        from aiohttp import web
 
-    async def post(self) -> dict[str, Any]:
-        """A multipart/form-data body as {name: text or _Upload} (aiohttp's `post()`)."""
-        ctype = self.headers.get("content-type", "")
-        if not ctype.startswith("multipart/form-data"):
-            raise ValueError("not a multipart/form-data body")
-        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            f"Content-Type: {ctype}\r\n\r\n".encode() + self.body)
-        form: dict[str, Any] = {}
-        for part in msg.iter_parts():
-            name = part.get_param("name", header="content-disposition")
-            payload = part.get_payload(decode=True)
-            data = payload if isinstance(payload, bytes) else b""
-            filename = part.get_filename()
-            if filename is not None or part.get_content_type() == "application/octet-stream":
-                form[str(name)] = _Upload(filename, io.BytesIO(data))
-            else:
-                form[str(name)] = data.decode("utf-8")
-        return form
+        runner = self.server.runner()
+        await runner.setup()
+        self.runner = runner
+        await web.UnixSite(runner, self.path).start()
 
-    def stream_reply(self, events: list[bytes]) -> _Request:
-        """Take a streamed reply (see `SimulatedServer._stream`): its events, in order."""
-        self.stream = events
-        self.status = 200
-        return self
+    def httpx(self, httpx: ModuleType) -> Any:
+        """This loop's httpx transport to the socket, in the flavour of `httpx`."""
+        client = self.clients.get(httpx)
+        if client is None:  # plain HTTP: no TLS context (loading the CA bundle took ~80 ms)
+            client = self.clients[httpx] = httpx.AsyncHTTPTransport(uds=self.path,
+                                                                     verify=False)
+        return client
+
+    async def aclose(self) -> None:
+        clients, self.clients = list(self.clients.values()), {}
+        for client in clients:
+            await client.aclose()
+        if self.started is not None and not self.started.done():
+            self.started.cancel()
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
-def _pattern(path: str) -> re.Pattern[str]:
-    """An aiohttp route path ("/v1/files/{id}") as a regular expression."""
-    return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
+@functools.cache
+def _connector_type() -> type:
+    """aiohttp's `UnixConnector` that has its loop's site listening before it connects
+    (`connect`, the connector's public method); made on first use, so that importing
+    `ensemble.testing` does not import aiohttp."""
+    import aiohttp
+
+    class Connector(aiohttp.UnixConnector):
+        def __init__(self, transport: InProcessTransport, path: str, limit: int) -> None:
+            super().__init__(path=path, limit=limit, limit_per_host=limit)
+            self.ensemble_transport = transport
+
+        async def connect(self, *args: Any, **kwargs: Any) -> Any:
+            await self.ensemble_transport.listening()
+            return await super().connect(*args, **kwargs)
+
+    return Connector
 
 
 class InProcessTransport:
-    """An httpx transport (`httpx.AsyncBaseTransport`'s interface) answering from a
-    `SimulatedServer` in this process: give it to an httpx client (`transport=`) or to a
-    provider (`transport=` in `ProviderOptions`, `Ensemble`, `Sampler`)."""
-
-    _ids = iter(range(1, 1 << 62))
+    """A `SimulatedServer` in this process, served on the caller's event loop over a Unix
+    socket (see the module docstring): the providers' `transport=` option
+    (`ensemble.providers.http.Transport`), and an httpx transport
+    (`handle_async_request`) for any httpx client, `httpx` or the SDK's `httpx2`."""
 
     def __init__(self, server: Any) -> None:
         self.server = server
-        self._routes: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
-            (method, _pattern(path), handler) for method, path, handler in server.routes()]
-        self._connection = ("in-process", next(self._ids))
+        self._sites: PerLoop[_Site] = PerLoop(
+            functools.partial(_new_site, server, id(self)), _close_site)
 
     def __repr__(self) -> str:
         return f"InProcessTransport({self.server.base_url})"
 
+    # -- the providers' seam ---------------------------------------------------------------
+    def connector(self, limit: int) -> Any:
+        """An aiohttp connector to this loop's socket, of at most `limit` connections."""
+        return _connector_type()(self, _socket_path(id(self)), limit)
+
+    def proxy(self, url: str) -> dict[str, Any]:
+        """No proxy: the environment's proxies are the network's."""
+        return {}
+
+    def httpx_transport(self, httpx: ModuleType) -> InProcessTransport:
+        """Itself: it answers requests of either httpx flavour."""
+        return self
+
+    async def listening(self) -> _Site:
+        """This loop's site, listening."""
+        site = await self._sites.get()
+        await site.ready()
+        return site
+
+    # -- an httpx transport -----------------------------------------------------------------
     async def __aenter__(self) -> InProcessTransport:
         return self
 
@@ -149,46 +152,35 @@ class InProcessTransport:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Nothing to close for one client: a loop's socket is closed when the loop ends."""
         return None
 
     async def handle_async_request(self, request: Any) -> Any:
-        """Answer one httpx request (the transport's one method)."""
+        """Send one httpx request to this loop's socket (the transport's one method), with
+        an httpx transport of the request's own flavour."""
         httpx = importlib.import_module(type(request).__module__.split(".")[0])
-        body = await request.aread()
-        url = request.url
-        path = url.raw_path.decode("ascii").split("?", 1)[0]
-        connection = _Connection(self._connection)
-        timeouts = request.extensions.get("timeout") or {}
-        read = timeouts.get("read")
-        try:
-            reply = await asyncio.wait_for(
-                self._dispatch(request.method, path, url.query.decode("ascii"),
-                               request.headers, body, connection), read)
-        except asyncio.TimeoutError:
-            raise httpx.ReadTimeout("timed out", request=request) from None
-        if connection.aborted:
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.",
-                                            request=request)
-        if isinstance(reply, _Request) and reply.stream is not None:
-            events = _stream_type(httpx)(reply.stream)
-            return httpx.Response(200, headers=SSE_HEADERS, stream=events, request=request)
-        return httpx.Response(reply.status, headers=list(reply.headers.items()),
-                              content=bytes(reply.body or b""), request=request)
+        site = await self.listening()
+        return await site.httpx(httpx).handle_async_request(request)
 
-    async def _dispatch(self, method: str, path: str, query: str, headers: Mapping[str, str],
-                        body: bytes, connection: _Connection) -> Any:
-        from aiohttp import web
 
-        allowed = False
-        for route_method, pattern, handler in self._routes:
-            match = pattern.match(path)
-            if match is None:
-                continue
-            if route_method != method:
-                allowed = True
-                continue
-            return await handler(_Request(method, path, query, headers, body,
-                                          match.groupdict(), connection))
-        if allowed:
-            return web.Response(status=405, text="405: Method Not Allowed")
-        return web.Response(status=404, text="404: Not Found")
+@functools.cache
+def _folder() -> str:
+    """The process's folder of sockets, made on first use and removed at exit (a short path:
+    a Unix socket's path holds about 100 bytes)."""
+    folder = tempfile.mkdtemp(prefix="ensemble-sim-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def _socket_path(owner: int) -> str:
+    """The socket of transport `owner` (its id) on the running loop (ids are unique while
+    their objects live; a site removes its socket when it closes)."""
+    return os.path.join(_folder(), f"{owner:x}-{id(asyncio.get_running_loop()):x}.sock")
+
+
+def _new_site(server: Any, owner: int) -> _Site:
+    return _Site(server, _socket_path(owner))
+
+
+async def _close_site(site: _Site) -> None:
+    await site.aclose()

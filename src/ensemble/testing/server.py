@@ -38,6 +38,7 @@ import hashlib
 import json
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -191,6 +192,7 @@ class SimulatedServer:
         self._window: collections.deque[float] = collections.deque()
         self._counters: Counter = Counter()
         self._peers: set[Any] = set()  # the client (host, port) of every connection seen
+        self._unnamed_peers: weakref.WeakSet[Any] = weakref.WeakSet()  # Unix sockets' clients
         self._runner: Any = None
         self._thread = LoopThread("ensemble-sim-server")
 
@@ -236,21 +238,27 @@ class SimulatedServer:
     async def _startup(self) -> None:
         from aiohttp import web
 
-        # batch input files run to hundreds of MB (OpenAI takes up to 200 MB per batch)
-        app = web.Application(client_max_size=self.batch_api.plan.max_bytes + 1024 * 1024)
-        for method, path, handler in self.routes():
-            app.router.add_route(method, path, handler)
-        # a hanging "timeout" fault must not hold up stop() for its whole duration
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                     shutdown_timeout=0.5)
+        self._runner = self.runner()
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
         self.port = int(self._runner.addresses[0][1])  # the port bound (0: one the OS chose)
 
+    def runner(self) -> Any:
+        """The server's aiohttp application in an `AppRunner`, not yet set up: what `start()`
+        serves on `host:port` and `InProcessTransport` on a Unix socket of the caller's event
+        loop."""
+        from aiohttp import web
+
+        # batch input files run to hundreds of MB (OpenAI takes up to 200 MB per batch)
+        app = web.Application(client_max_size=self.batch_api.plan.max_bytes + 1024 * 1024)
+        for method, path, handler in self.routes():
+            app.router.add_route(method, path, handler)
+        # a hanging "timeout" fault must not hold up stop() for its whole duration
+        return web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+
     def routes(self) -> list[tuple[str, str, Any]]:
-        """(method, path, handler) of every route: what the HTTP server serves and what
-        `InProcessTransport` dispatches to (`ensemble.testing.inprocess`)."""
+        """(method, path, handler) of every route the server's application serves."""
         return [("POST", "/v1/chat/completions", self._handle_chat),
                 ("POST", "/chat/completions", self._handle_chat),
                 ("GET", "/v1/models", self._handle_models),
@@ -258,9 +266,10 @@ class SimulatedServer:
                 ("GET", "/stats", self._handle_stats), *self.batch_api.routes()]
 
     def transport(self) -> Any:
-        """An httpx transport that answers in this process, without a socket: pass it as
-        `transport=` (a provider option: `Ensemble(..., transport=server.transport())`) or
-        to an httpx client; see `ensemble.testing.InProcessTransport`."""
+        """This server in this process, on the caller's event loop, behind the providers'
+        HTTP seam: pass it as `transport=` (a provider option:
+        `Ensemble(..., transport=server.transport())`), or to an httpx client as its
+        transport; see `ensemble.testing.InProcessTransport`. The server need not be started."""
         from .inprocess import InProcessTransport
 
         return InProcessTransport(self)
@@ -319,12 +328,15 @@ class SimulatedServer:
             {"id": m, "object": "model", "owned_by": "ensemble.testing"} for m in names]})
 
     async def _handle_chat(self, request: Any) -> Any:
-        # a connection is its client's (host, port): one while it is open, and the port stays
-        # in TIME_WAIT a minute after it closes
-        peer = request.transport.get_extra_info("peername") if request.transport else None
+        # a TCP connection is its client's (host, port): one while it is open, and the port
+        # stays in TIME_WAIT a minute after it closes; a Unix socket's client has no name
+        # (InProcessTransport): there the connection is its transport, while it lives
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
         with self.lock:
-            if peer not in self._peers:
-                self._peers.add(peer)
+            seen = self._peers if peer else self._unnamed_peers
+            if (peer or transport) not in seen:
+                seen.add(peer or transport)
                 self.stats.connections += 1
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
@@ -540,16 +552,12 @@ class SimulatedServer:
         }
 
     async def _stream(self, request: Any, doc: dict[str, Any], body: dict[str, Any]) -> Any:
-        """The completion as server-sent events (`sse_events`), written as they are made; an
-        in-process request (`ensemble.testing.inprocess`) takes them as its reply's stream."""
+        """The completion as server-sent events (`sse_events`), written as they are made."""
         from aiohttp import web
 
         with self.lock:
             self.stats.streamed += 1
         events = sse_events(doc, body)
-        in_process = getattr(request, "stream_reply", None)
-        if in_process is not None:
-            return in_process(events)
         resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await resp.prepare(request)
         for event in events:
