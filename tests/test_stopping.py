@@ -488,3 +488,27 @@ def test_fixed_n_is_the_plan_that_draws_every_budget_at_once():
     policy = plan.fit([], memory, FitContext(budgets=(3, 5), lams=(None, None)))
     assert policy.next(Drawn.of([["A"] * 3, ["B"] * 5], [3, 5])) == (0, 0)
     assert policy.next(Drawn.of([["A"], []], [3, 5])) == (2, 5)
+
+
+def test_every_stopping_and_cost_module_imports_first_in_a_fresh_process():
+    """The built-in stopping rules register on the first look-up, which imports the cost
+    rule's spec, which imports `ensemble.stopping`: whichever of these modules a program
+    imports first, the import completes (13b89b1 broke `import ensemble.cost` that way)."""
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    mods = sorted({f"ensemble.{p.parent.name}.{p.stem}".removesuffix(".__init__")
+                   for d in ("stopping", "cost") for p in (src / "ensemble" / d).glob("*.py")}
+                  | {"ensemble.spending", "ensemble.drawing", "ensemble.evals.costeval",
+                     "ensemble.evals.adaptive"})
+    code = ("import importlib, sys\n"
+            f"for m in {mods!r}:\n"
+            "    for k in [k for k in sys.modules if k.split('.')[0] == 'ensemble']:\n"
+            "        del sys.modules[k]\n"
+            "    importlib.import_module(m)\n"
+            "    importlib.import_module('ensemble.stopping').plan_for('cost', max_n=3)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(src)}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(mods) >= 14

@@ -14,7 +14,12 @@ See docs/adaptive.md ("Whom to ask next: the cost rule").
 
 from .choice import CostChoice, cost_choice
 from .joint import JointPrior, fit_joint_prior, joint_grid
-from .rule import CostRule, CostSummary, member_counts
+from .rule import CostRule, CostSummary
+
+# isort: split
+# last: importing `ensemble.stopping` loads the built-in stopping rules, this package's spec
+# among them, which needs the modules above complete
+from ..stopping.drawn import member_counts
 
 __all__ = ["CostChoice", "CostRule", "CostSummary", "JointPrior", "cost_choice",
            "fit_joint_prior", "joint_grid", "member_counts"]

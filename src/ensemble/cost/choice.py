@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .rule import CostRule, member_counts
+from .rule import CostRule
 
 __all__ = ["TIE_TOLERANCE", "CostChoice", "cost_choice"]
 
@@ -73,6 +73,10 @@ def cost_choice(rule: CostRule, answers: Sequence[Sequence[str | None]], *,
     (None: invalid), as the module docstring defines it; `options`: the answers allowed, when
     they are fixed: with a rule built for two choices (`rule.two_choices`) they name the other
     option of a lone answer (give the two)."""
+    # (imported here: `ensemble.stopping` registers the cost rule's spec on its first import,
+    # which imports this package; a module-level import would run that before this module is)
+    from ..stopping.drawn import member_counts
+
     a, b, (one, two) = member_counts(answers, rule.lams)
     if one is None:
         return CostChoice(None, (), {}, (None, None))

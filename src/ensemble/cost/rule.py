@@ -59,14 +59,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import InputError
-from ..stopping.drawn import member_counts
 from .joint import JointPrior
 
 if TYPE_CHECKING:
     from ..stopping.drawn import Drawn
     from ..stopping.priors import PriorUsed
 
-__all__ = ["MAX_WORK", "CostRule", "CostSummary", "member_counts"]
+__all__ = ["MAX_WORK", "CostRule", "CostSummary"]
 
 #: Largest (states x prior nodes) the rule computes posteriors for (~1 s here).
 MAX_WORK = 4e8
