@@ -169,6 +169,108 @@ def test_the_evals_rules_check_sees_what_it_names(tmp_path):
                    "function over 100 lines", "module over 700 lines"):
         assert needle in found, (needle, found)
 
+# -- the spec is read once (issue 36.7): evals.plan.resolve; every step takes the plan ----------
+SPEC_HOMES = ("spec.py", "plan.py")  # the spec's own module, and the resolver
+SPEC_TYPES = {"RunSpec", "MemberSpec", "EnsembleSpec"}
+# what the other modules may import from the spec's module: the type (to pass a spec on), and
+# what makes a spec or reads a file, not what reads a spec
+SPEC_IMPORTS = SPEC_TYPES - {"MemberSpec"} | {"SPEC_FILE", "SPEC_VERSION", "command_spec",
+                                              "folder_identity", "load_spec", "one_model",
+                                              "spec_folder", "spec_schema"}
+
+
+def _annotated_spec(node: ast.expr | None) -> bool:
+    if node is None:
+        return False
+    text = ast.unparse(node)
+    return any(t in text.replace(".", " ").replace("[", " ").replace("|", " ").split()
+               for t in SPEC_TYPES)
+
+
+def _spec_breaks(root: Path, top: Path | None = None) -> list[str]:
+    """Where a module of the package at `root` (but its spec.py and plan.py) reads a run spec:
+    imports a spec-reading name from spec.py, or uses a value that is a spec (a parameter
+    annotated RunSpec, or a name bound to what a spec constructor returns) other than by
+    passing it on: as an argument of a call to the resolver, the spec's module or a function
+    that takes a spec itself, or in what it returns."""
+    top = top or root.parent
+    files = sorted(root.rglob("*.py"))
+    homes = [p for p in files if p.name in SPEC_HOMES and p.parent == root]
+    making, passing = set(), set()
+    for path in homes:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                passing.add(node.name)
+                if _annotated_spec(node.returns):
+                    making.add(node.name)
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files if p not in homes}
+    for tree in trees.values():  # a function that takes a spec passes it on (checked too)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    _annotated_spec(a.annotation) for a in [*node.args.args,
+                                                            *node.args.kwonlyargs]):
+                passing.add(node.name)
+    out: list[str] = []
+    for path, tree in trees.items():
+        where = path.relative_to(top)
+        for line, target, names in _imports_under(path, top):
+            if target.endswith(".spec") and target.split(".")[-2] == root.name:
+                out += [f"{where}:{line}: imports {n} from the spec's module" for n in names
+                        if n not in SPEC_IMPORTS]
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            specs = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs]
+                     if _annotated_spec(a.annotation)}
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                        and ast.unparse(node.value.func).split(".")[-1] in making):
+                    specs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            if not specs:
+                continue
+            passed: set[int] = set()
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in passing:
+                    passed |= {id(a) for a in [*node.args, *(k.value for k in node.keywords)]}
+                if isinstance(node, ast.Return) and node.value is not None:
+                    elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                    passed |= {id(e) for e in elts}
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Name) and node.id in specs
+                        and isinstance(node.ctx, ast.Load) and id(node) not in passed):
+                    out.append(f"{where}:{node.lineno} {fn.name}: reads the run spec {node.id}")
+    return out
+
+
+def test_only_the_resolver_reads_a_run_spec():
+    breaks = _spec_breaks(SRC / "ensemble" / "evals", SRC)
+    assert not breaks, breaks
+
+
+def test_the_run_spec_check_sees_a_read(tmp_path):
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "spec.py").write_text("class RunSpec:\n    task = 'x'\n\n\n"
+                                 "def seed_of(spec: RunSpec) -> int:\n    return 0\n\n\n"
+                                 "def load_spec(path) -> RunSpec:\n    return RunSpec()\n")
+    (pkg / "plan.py").write_text("from .spec import RunSpec\n\n\n"
+                                 "def resolve(spec: RunSpec):\n    return spec.task\n")
+    (pkg / "ok.py").write_text("from .plan import resolve\nfrom .spec import RunSpec, load_spec\n"
+                               "\n\ndef run(spec: RunSpec):\n    return resolve(spec)\n\n\n"
+                               "def cli(path):\n    spec = load_spec(path)\n"
+                               "    return run(spec), spec\n")
+    (pkg / "grid.py").write_text("from .spec import RunSpec, seed_of\n\n\n"
+                                 "def analyse(spec: RunSpec):\n    return spec.task\n\n\n"
+                                 "def other(path):\n    from .spec import load_spec\n\n"
+                                 "    spec = load_spec(path)\n    return len(spec.task)\n")
+    found = _spec_breaks(pkg)
+    assert set(found) == {
+        "planted/grid.py:1: imports seed_of from the spec's module",
+        "planted/grid.py:5 analyse: reads the run spec spec",
+        "planted/grid.py:12 other: reads the run spec spec"}, found
+
+
 # -- src/ensemble: one-way imports, public seams, small modules and functions -------------------
 # (the evals side has its own tests below/above; these read only src/ensemble)
 def _module_name(path: Path) -> str:

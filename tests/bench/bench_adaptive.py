@@ -39,7 +39,7 @@ from ensemble.evals.adaptive import (
     replay,
     values_from_correct,
 )
-from ensemble.evals.questions import select_questions
+from ensemble.evals.plan import resolve
 from ensemble.evals.spec import one_model
 from ensemble.qr import psi
 from ensemble.stopping import (
@@ -51,7 +51,6 @@ from ensemble.stopping import (
     expected_performance,
     prior_from_calibration,
 )
-from ensemble.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "adaptiveconsistency_beta.json"
@@ -64,8 +63,7 @@ PACKAGE_THRESHOLDS = [0.8, 0.9, 0.95, 0.99]
 
 # -- the cases --------------------------------------------------------------------------------
 def boxball_case(lam1: float, *, seed: int = 0):
-    cfg = one_model("boxball", "sim", (1.0,), (MAX_N,), limit=40, seed=0)
-    qs = select_questions(cfg, get_task("boxball"))
+    qs = resolve(one_model("boxball", "sim", (1.0,), (MAX_N,), limit=40, seed=0)).questions
     values, weights, groups = boxball_inputs(qs)
     p = np.array([q.posterior for q in qs])
     g = np.random.default_rng(seed)

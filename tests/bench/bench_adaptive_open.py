@@ -5,7 +5,7 @@ bayes beta` spent 390-430 s in analysis, because every sample was one-hot encode
 task's 951 distinct answers (no question had more than 11): the cost per question grew with the
 number of questions. Answers are now coded per question (`evals.adaptive.question_codes`).
 
-Measured here (in process, the function the eval's analysis calls, `evals.runner.adaptive_rows`,
+Measured here (in process, the function the eval's analysis calls, `evals.grid.adaptive_rows`,
 t = 0.7, 40 samples per question, max_n = 40, `--adaptive bayes beta`, 1000 bootstrap
 resamples): open-answer questions with 11 distinct answers each, all different from the other
 questions' (so the task's distinct answers grow with its size), at Q and 10 Q questions.
@@ -30,15 +30,17 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _plans import jsonl_plan  # noqa: E402
+
 from ensemble.evals.adaptive import adaptive_eval  # noqa: E402
 from ensemble.evals.grid import adaptive_rows  # noqa: E402
-from ensemble.evals.spec import bootstrap_of, one_model  # noqa: E402
 from ensemble.stopping import StopSpec  # noqa: E402
 from ensemble.tasks import Question  # noqa: E402
 
 K, PER_QUESTION = 40, 11
-CFG = one_model("jsonl", "bench", (0.7,), (1, 5, 10, 40), samples=K, adaptive=["bayes", "beta"],
-                bootstrap=1000, answer="text")
+ADAPTIVE, REPS = ("bayes", "beta"), 1000
 
 
 def open_run(n: int, seed: int = 0) -> tuple[list[Question], np.ndarray]:
@@ -61,15 +63,17 @@ def task_wide(qs: list[Question], ans: np.ndarray) -> float:
             every.setdefault(c, len(every))
     codes = np.vectorize(lambda a: -1 if a is None else every[a], otypes=[np.int64])(ans)
     t0 = time.perf_counter()
-    for stop in CFG.adaptive or ():
+    for stop in ADAPTIVE:
         adaptive_eval(codes, StopSpec(stop=stop, max_n=K), correct=[every[q.correct] for q in qs],
-                      n_options=len(every), fixed_ns=[1, 5, 10, 40], reps=bootstrap_of(CFG), rng=0)
+                      n_options=len(every), fixed_ns=[1, 5, 10, 40], reps=REPS, rng=0)
     return time.perf_counter() - t0
 
 
 def timed(qs: list[Question], ans: np.ndarray) -> float:
+    plan = jsonl_plan(qs, (0.7,), (1, 5, 10, 40), samples=K, adaptive=list(ADAPTIVE),
+                      bootstrap=REPS)
     t0 = time.perf_counter()
-    adaptive_rows(CFG, qs, ans)
+    adaptive_rows(plan, qs, ans)
     return time.perf_counter() - t0
 
 

@@ -61,10 +61,9 @@ from ensemble.cost import CostRule, JointPrior, fit_joint_prior, member_counts
 from ensemble.cost.spec import two_fixed_choices
 from ensemble.evals.adaptive import adaptive_eval, boxball_inputs
 from ensemble.evals.costeval import replay_scored
-from ensemble.evals.questions import select_questions
+from ensemble.evals.plan import resolve
 from ensemble.evals.spec import one_model
 from ensemble.stopping import StopSpec
-from ensemble.tasks import get_task
 from ensemble.testing.expert import MCModel, SimulatedExpert, question_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,8 +129,7 @@ def mc_case(questions: int, seed: int = 0) -> dict:
 
 
 def boxball_case(seed: int = 0) -> dict:
-    cfg = one_model("boxball", "sim", (1.0,), (1,), seed=0)
-    qs = select_questions(cfg, get_task("boxball"))
+    qs = resolve(one_model("boxball", "sim", (1.0,), (1,), seed=0)).questions
     values, weights, _ = boxball_inputs(qs)
     cheap, dear = experts(seed=seed)
     prompts = [q.prompt for q in qs]

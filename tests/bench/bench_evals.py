@@ -26,18 +26,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _plans import jsonl_plan  # noqa: E402
 
 from ensemble.evals.analysis import vote_values  # noqa: E402
 from ensemble.evals.grid import analyse  # noqa: E402
-from ensemble.evals.questions import select_questions  # noqa: E402
-from ensemble.evals.spec import RunSpec, one_model  # noqa: E402
-from ensemble.tasks import Question, get_task  # noqa: E402
+from ensemble.evals.plan import RunPlan, resolve  # noqa: E402
+from ensemble.evals.spec import one_model  # noqa: E402
+from ensemble.tasks import Question  # noqa: E402
 
 REPS, Q, K, T, NS = 1000, 500, 20, 3, [1, 3, 5]
 LETTERS = ("A", "B", "C", "D", "E")
 
 
-def _synthetic(seed: int = 0) -> tuple[list[Question], np.ndarray, np.ndarray, np.ndarray]:
+def _synthetic(seed: int = 0) -> tuple[RunPlan, list[Question], np.ndarray, np.ndarray,
+                                       np.ndarray]:
+    """Q multiple-choice questions (a JSONL file the jsonl task reads, so the plan is the one a
+    run of them resolves) and T x K planted answers to each."""
     g = np.random.default_rng(seed)
     correct = g.integers(0, 5, size=Q)
     # per question, answer probabilities with a right answer of varying strength, 2% invalid
@@ -47,19 +53,21 @@ def _synthetic(seed: int = 0) -> tuple[list[Question], np.ndarray, np.ndarray, n
         u = g.random((Q, K, 1))
         codes[ti] = (u > p.cumsum(axis=1)[:, None, :]).sum(-1)
         codes[ti][g.random((Q, K)) < 0.02] = -1
-    questions = [Question(id=f"q{i}", prompt="", choices=LETTERS, correct=LETTERS[c])
+    questions = [Question(id=f"q{i}", prompt=f"q{i}", choices=LETTERS, correct=LETTERS[c])
                  for i, c in enumerate(correct)]
+    plan = jsonl_plan(questions, (0.0, 0.5, 1.0), NS, samples=K, bootstrap=REPS)
     answers = np.array([[[LETTERS[a] if a >= 0 else None for a in row] for row in codes[ti]]
                         for ti in range(T)], dtype=object)
-    return questions, answers, codes, correct
+    return plan, plan.questions, answers, codes, correct
 
 
-def _box(seed: int = 0) -> tuple[RunSpec, list[Question], np.ndarray]:
-    cfg = one_model("boxball", "bench", (0.0, 0.5, 1.0), NS, samples=K, bootstrap=REPS)
-    qs = select_questions(cfg, get_task("boxball"))
+def _box(seed: int = 0) -> tuple[RunPlan, list[Question], np.ndarray]:
+    plan = resolve(one_model("boxball", "bench", (0.0, 0.5, 1.0), NS, samples=K,
+                             bootstrap=REPS))
+    qs = plan.questions
     g = np.random.default_rng(seed)
     answers = np.where(g.random((T, len(qs), K)) < 0.5, "L", "R").astype(object)
-    return cfg, qs, answers
+    return plan, qs, answers
 
 
 def vote_accuracy_loop(codes: NDArray[np.integer], correct: NDArray[np.integer], n: int, *,
@@ -97,11 +105,10 @@ def _median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def run(repeat: int = 3) -> dict[str, float]:
-    questions, answers, codes, correct = _synthetic()
-    mc_cfg = one_model("jsonl", "bench", (0.0, 0.5, 1.0), NS, samples=K, bootstrap=REPS)
-    mc = _median_time(lambda: analyse(mc_cfg, questions, answers, population=Q), repeat)
-    box_cfg, box_q, box_a = _box()
-    box = _median_time(lambda: analyse(box_cfg, box_q, box_a, population=216), repeat)
+    mc_plan, questions, answers, codes, correct = _synthetic()
+    mc = _median_time(lambda: analyse(mc_plan, questions, answers), repeat)
+    box_plan, box_q, box_a = _box()
+    box = _median_time(lambda: analyse(box_plan, box_q, box_a), repeat)
     loop_reps = 20
     loop = _median_time(lambda: [vote_accuracy_loop(codes[t], correct, n, reps=loop_reps, rng=0)
                                  for t in range(T) for n in NS], 1) * (REPS / loop_reps)

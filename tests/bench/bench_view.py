@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _plans import jsonl_plan
 
 from ensemble.evals.grid import analyse
 from ensemble.evals.outputs import write_outputs
 from ensemble.evals.records import model_members, write_questions, write_samples, write_votes
-from ensemble.evals.spec import one_model
 from ensemble.evals.view import build_view
 from ensemble.sampling.types import Sample
 from ensemble.tasks import Question
@@ -99,23 +99,22 @@ def synthetic_run(out: Path, qs: list[Question], *, seed: int = 0) -> int:
     write_questions(out, qs)
     n = write_samples(out, qs, TEMPS, rows, answers)
     write_votes(out, qs, model_members(TEMPS, NS), answers, rule="plurality")
-    cfg = one_model("mathqa", "openai/synthetic", TEMPS, NS, samples=K, bootstrap=200)
-    summary = analyse(cfg, qs, answers, population=len(qs))
-    summary.update(_no_draw(cfg, n, out))
+    plan = jsonl_plan(qs, TEMPS, NS, samples=K, bootstrap=200)
+    summary = analyse(plan, qs, answers)
+    summary.update(_no_draw(plan, n, out))
     write_outputs(out, summary)
     return n
 
 
-def _no_draw(cfg: Any, n: int, out: Path) -> dict[str, Any]:
+def _no_draw(plan: Any, n: int, out: Path) -> dict[str, Any]:
     """The summary's fields beside the tables, for samples written here (no draw)."""
     import dataclasses
 
     from ensemble import ProviderOptions, __version__
-    from ensemble.tasks import layout_of
 
-    return {"task": cfg.task, "model": cfg.model, "bootstrap": cfg.bootstrap, "seed": 0,
+    return {"task": plan.task_name, "model": plan.model, "bootstrap": plan.bootstrap, "seed": 0,
             "adaptive": [], "ensemble": None, "aggregators": ["plurality"], "lam1": None,
-            "layout": dataclasses.asdict(layout_of(cfg.task)), "requests": 0,
+            "layout": dataclasses.asdict(plan.layout), "requests": 0,
             "cost_usd": None, "cost": {"now_usd": None, "stored_samples_usd": None,
                                        "note": "synthetic"},
             "tokens": {"prompt": 0, "completion": 0},

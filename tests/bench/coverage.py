@@ -34,7 +34,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,16 +45,19 @@ from scipy.stats import norm
 SRC = Path(__file__).resolve().parents[2] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _plans, when loaded by path
+
+from _plans import jsonl_plan  # noqa: E402
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
 from ensemble.evals.analysis import box_utility, plurality_exact  # noqa: E402
 from ensemble.evals.compare import RunData, compare_runs  # noqa: E402
 from ensemble.evals.grid import analyse  # noqa: E402
-from ensemble.evals.questions import select_questions  # noqa: E402
+from ensemble.evals.plan import resolve  # noqa: E402
 from ensemble.evals.records import QuestionRecord  # noqa: E402
 from ensemble.evals.runner import RunOptions  # noqa: E402
 from ensemble.evals.scoring import box_layout  # noqa: E402
-from ensemble.evals.spec import one_model  # noqa: E402
+from ensemble.evals.spec import RunSpec, one_model  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
 
 PROBIT_C = math.sqrt(2 * math.pi) / 4
@@ -239,10 +242,10 @@ def check_box_eval(reps: int, source: Source | None = None, *, limit: int | None
     for rep in range(reps):
         cfg = one_model("boxball", "planted", (t,), ns,
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
-        qs = select_questions(cfg, get_task("boxball"))
+        qs = resolve(cfg).questions
         g = np.random.default_rng(10_000 + seed0 + rep)
         answers = src(qs, t, samples, g)[None]
-        s = analyse(cfg, qs, answers, population=216)
+        s = analyse(resolve(cfg), qs, answers)
         for k in keys:
             row = _cell(s["results"], t=t, n=k[1], aggregator=k[0])
             own = truth_box(expert, qs, t, k[1], k[0])
@@ -273,10 +276,10 @@ def check_box_contrasts(reps: int, source: Source | None = None, *, limit: int =
     for rep in range(reps):
         cfg = one_model("boxball", "planted", temps, ns,
                          samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
-        qs = select_questions(cfg, get_task("boxball"))
+        qs = resolve(cfg).questions
         g = np.random.default_rng(20_000 + seed0 + rep)
         answers = np.stack([src(qs, t, samples, g) for t in temps])
-        s = analyse(cfg, qs, answers, population=216)
+        s = analyse(resolve(cfg), qs, answers)
         for sp in specs:
             row = _cell(s["contrasts"], kind=sp[0], t=sp[1], n=sp[2], aggregator="majority")
             tq[sp].add(*row["utility_ci_questions"], diff(qs, *sp), row["utility_difference"])
@@ -304,14 +307,15 @@ def check_mc_eval(reps: int, source: Source | None = None, *, size: int = 1000,
     ct = {n: Tally(f"contrast t=1 − t=0.5 at n={n} (plurality): for the task", what) for n in ns}
     eq = Tally("contrast n=5 − n=1 at t=1 (plurality): for these questions", what)
     et = Tally("contrast n=5 − n=1 at t=1 (plurality): for the task", what)
+    # the plan of a run of the whole population (its size: the task's), seeded per run below
+    whole = jsonl_plan(pop, temps, ns, samples=samples, bootstrap=500)
     for rep in range(reps):
         g = np.random.default_rng(30_000 + seed0 + rep)
         idx = np.sort(g.choice(size, size=limit, replace=False))
         qs = [pop[i] for i in idx]
-        cfg = one_model("jsonl", "planted", temps, ns,
-                         samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
+        plan = replace(whole, seed=seed0 + rep, limit=limit)
         answers = np.stack([src(qs, t, samples, g) for t in temps])
-        s = analyse(cfg, qs, answers, population=size)
+        s = analyse(plan, qs, answers)
         own = {(t, k): truth_mc(expert, qs, t, k[1], k[0]) for t in temps for k in keys}
         for k in keys:
             row = _cell(s["results"], t=1.0, n=k[1], aggregator=k[0])
@@ -351,7 +355,7 @@ def check_compare(reps: int, source_a: Source | None = None, source_b: Source | 
     for rep in range(reps):
         cfg = one_model("boxball", "planted", (t,), ns,
                          samples=samples, limit=limit, seed=seed0 + rep)
-        qs = select_questions(cfg, get_task("boxball"))
+        qs = resolve(cfg).questions
         g = np.random.default_rng(40_000 + seed0 + rep)
         runs = []
         for name, src in (("a", sa), ("b", sb)):
@@ -473,13 +477,15 @@ def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
     dq = {r: Tally(f"mixed {r} − majority: for these scenarios", what) for r in rules[1:]}
     dt = {r: Tally(f"mixed {r} − majority: for the task", what) for r in rules[1:]}
     for rep in range(reps):
-        cfg = one_model("boxball", "planted", (t,), (1,),
-                         samples=samples, limit=limit, seed=seed0 + rep, bootstrap=500)
-        qs = select_questions(cfg, get_task("boxball"))
+        plan = resolve(RunSpec.model_validate({
+            "task": "boxball", "samples": samples, "limit": limit, "seed": seed0 + rep,
+            "bootstrap": 500, "aggregators": rules,
+            "members": [{"model": m.model, "n": m.n, "temperature": t, "lam": m.lam,
+                         "label": label} for m, label in zip(members, labels, strict=True)]}))
+        qs = plan.questions
         g = np.random.default_rng(30_000 + seed0 + rep)
         answers = [e(qs, t, samples, g) for e in experts]
-        s = analyse_mixed(cfg, qs, answers, members=members, labels=labels,
-                          samples=[samples] * len(members), aggregators=rules)
+        s = analyse_mixed(plan, qs, answers)
         own = {r: truth(qs, r) for r in rules}
         for r in rules:
             row = _cell(s["results"], member="ensemble", aggregator=r)
@@ -531,7 +537,7 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
             cfg = one_model("boxball", "openai/sim-expert", (1.0,), ns,
                             api_base=srv.base_url, samples=samples, limit=limit, seed=rep)
             s = asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"run{rep}"))))
-        qs = select_questions(cfg, get_task("boxball"))
+        qs = resolve(cfg).questions
         for n in ns:
             row = _cell(s["results"], t=1.0, n=n, aggregator="majority")
             tq[n].add(*row["utility_ci_questions"], truth_box(expert, qs, 1.0, n),
@@ -568,7 +574,7 @@ def experiment_compare(pairs: int = 20, *, lams: tuple[float, float] = (2.0, 4.0
                 asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"{name}{rep}"))))
             dirs.append(base / f"{name}{rep}")
         doc = compare_runs(load_run(dirs[0]), load_run(dirs[1]), seed=rep)
-        qs = select_questions(cfg, get_task("boxball"))
+        qs = resolve(cfg).questions
         for n in ns:
             row = _cell(doc["results"], t=1.0, n=n, aggregator="majority")
             own = truth_box(eb, qs, 1.0, n) - truth_box(ea, qs, 1.0, n)

@@ -236,15 +236,14 @@ def test_identical_answers_have_no_noise_and_k_equal_n_falls_back_to_the_task_in
 
 def test_a_scenario_missing_a_question_is_left_out_with_a_warning():
     from ensemble.evals.grid import analyse
-    from ensemble.evals.questions import select_questions
+    from ensemble.evals.plan import resolve
     from ensemble.evals.spec import one_model
-    from ensemble.tasks import get_task
 
-    cfg = one_model("boxball", "m", (1.0,), (1, 3), samples=5, limit=10, seed=1)
-    qs = select_questions(cfg, get_task("boxball"))[1:]  # the first question failed for good
+    plan = resolve(one_model("boxball", "m", (1.0,), (1, 3), samples=5, limit=10, seed=1))
+    qs = plan.questions[1:]  # the first question failed for good
     g = np.random.default_rng(0)
     answers = np.where(g.random((1, len(qs), 5)) < 0.7, "L", "R").astype(object)
-    s = analyse(cfg, qs, answers, population=216)
+    s = analyse(plan, qs, answers)
     assert s["population"]["items"] == 9
     assert s["warnings"] == ["1 scenario left out: the question of a colour it can show is "
                              "missing (a vote's utility needs both)"]

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from ensemble.evals.analysis import box_utility
-from ensemble.evals.questions import select_questions
+from ensemble.evals.plan import resolve
 from ensemble.evals.runner import RunOptions, run_eval
 from ensemble.evals.spec import one_model
 from ensemble.providers.options import ProviderOptions
@@ -129,8 +129,7 @@ def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
     s1, s2 = json.loads(r1.stdout), json.loads(r2.stdout)
     assert s2["requests"] == 0 and s2["results"] == s1["results"]
     assert {"task", "model", "results", "invalid_rate", "requests", "cost_usd"} <= set(s1)
-    cfg = one_model("boxball", "m", (0.5, 1.0), (1, 3), limit=limit)
-    qs = select_questions(cfg, get_task("boxball"))
+    qs = resolve(one_model("boxball", "m", (0.5, 1.0), (1, 3), limit=limit)).questions
     scen = sorted({q.meta["scenario"] for q in qs})
     assert res(s1, 0.5, 1, "majority")["items"] == len(scen) == limit
     si = {s: i for i, s in enumerate(scen)}

@@ -26,8 +26,9 @@ from ensemble.cost.choice import cost_choice
 from ensemble.cost.spec import CostSpec, two_fixed_choices
 from ensemble.errors import InputError
 
+from .draw import Drawn
 from .intervals import estimate
-from .spec import bootstrap_of, seed_of
+from .plan import RunPlan
 
 __all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit",
            "replay_scored"]
@@ -190,8 +191,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
                        "beside every member's n under the λ-weighted vote"}]
 
 
-def mixed_cost_rows(spec: Any, task: Any, drawn: Any, members: Sequence[Any],
-                    ks: Sequence[int]) -> list[dict[str, Any]]:
+def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[dict[str, Any]]:
     """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
     dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
     decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
@@ -199,7 +199,7 @@ def mixed_cost_rows(spec: Any, task: Any, drawn: Any, members: Sequence[Any],
 
     questions = drawn.questions
     Q = len(questions)
-    if task.layout.utility:
+    if plan.layout.utility:
         values, weights, _ = boxball_inputs(questions)
         letters = ["L", "R"]
     else:
@@ -212,16 +212,14 @@ def mixed_cost_rows(spec: Any, task: Any, drawn: Any, members: Sequence[Any],
         weights = np.ones(Q)
     idx = {c: i for i, c in enumerate(letters)}
     codes, costs = [], []
-    for g, k in enumerate(ks):
+    for g, m in enumerate(plan.members):
+        k = m.samples
         codes.append(np.array([[idx.get(a, -1) if a is not None else -1 for a in row[:k]]
                                for row in drawn.answers[g]], dtype=np.int64))
-        c = np.full((Q, k), np.nan)
-        for qi in range(Q):
-            for smp in drawn.rows[g * Q + qi] or ():
-                if smp is not None and smp.cost_usd is not None and smp.index < k:
-                    c[qi, smp.index] = smp.cost_usd
-        costs.append(c)
-    cost = CostSpec(value_usd=spec.value_usd, credit=spec.cost_credit or "reference")
-    return cost_rows(codes, costs, values, weights, budgets=[m.n for m in members],
-                     lams=[m.lam for m in members], spec=cost, reps=bootstrap_of(spec),
-                     seed=seed_of(spec))
+        costs.append(drawn.costs(g, k))
+    stopping = plan.stopping
+    cost = CostSpec(value_usd=stopping.value_usd if stopping else None,
+                    credit=stopping.credit if stopping else "reference")
+    return cost_rows(codes, costs, values, weights, budgets=[m.n or 1 for m in plan.members],
+                     lams=[m.lam for m in plan.members], spec=cost, reps=plan.bootstrap,
+                     seed=plan.seed)

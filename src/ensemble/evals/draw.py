@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ensemble.providers.options import ProviderOptions
 from ensemble.sampling.batch_options import BatchOptions
@@ -30,7 +31,7 @@ from ensemble.tasks import Question, Task
 
 from .failures import FailedQuestions
 
-__all__ = ["DrawMember", "DrawPolicy", "Drawn", "draw", "estimate", "requests_of"]
+__all__ = ["Build", "DrawMember", "DrawPolicy", "Drawn", "draw", "estimate", "requests_of"]
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,31 @@ class Drawn:
     endpoints: list[str | None]
     served_by: list[str]
 
+    def costs(self, g: int, k: int) -> NDArray[np.float64]:
+        """(Q, k) the dollars of member g's first k samples of each question, by sample index
+        (NaN: a price unknown, or no such sample)."""
+        nq = len(self.questions)
+        out = np.full((nq, k), np.nan)
+        for qi in range(nq):
+            for s in self.rows[g * nq + qi] or ():
+                if s is not None and s.cost_usd is not None and s.index < k:
+                    out[qi, s.index] = s.cost_usd
+        return out
+
 
 Build = Callable[[Question, float, int], SampleRequest]
 
 
-def requests_of(task: Task, *, max_tokens: int | None = None) -> Build:
-    """Requests for k samples of a question at t: the task's prompt and completion budget."""
+def requests_of(task: Task, *, max_tokens: int | None = None,
+                extra: dict[str, Any] | None = None) -> Build:
+    """Requests for k samples of a question at t: the task's prompt and completion budget,
+    and `extra` sampling parameters (what the rules read from each sample beyond its hard
+    answer: `Requests.sampling()`)."""
     budget = max_tokens or task.max_tokens
-    extra = {} if budget is None else {"max_tokens": budget}
+    params = {**({} if budget is None else {"max_tokens": budget}), **(extra or {})}
 
     def build(q: Question, t: float, k: int) -> SampleRequest:
-        return SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **extra)
+        return SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **params)
 
     return build
 

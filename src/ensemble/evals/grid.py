@@ -1,8 +1,9 @@
-"""The cells of one model at k temperatures (a run spec with n at the top): each temperature
+"""The cells of one model at k temperatures (a run plan with n at the top): each temperature
 scored alone at each group size n under the task's vote and random-follow, the paired
 differences between temperatures and between n and one expert, the `--aggregator` rules beside
-the main vote, and the `--adaptive` stopping rules replayed on the drawn samples. Scoring only:
-no request (`evals.runner` draws, `evals.mixed` scores members voting together)."""
+the main vote, and the `--adaptive` stopping rules replayed on the drawn samples. Scoring only,
+from the plan (`evals.plan.RunPlan`): no request (`evals.runner` draws, `evals.mixed` scores
+members voting together)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from ensemble.rules import RANDOM_FOLLOW
-from ensemble.tasks import Question, layout_of
+from ensemble.tasks import Question
 
-from .questions import load_task
+from .plan import RunPlan
 from .scoring import (
     ESTIMATOR,
     INVALID_WARN,
@@ -21,31 +22,28 @@ from .scoring import (
     answer_codes,
     box_answer_counts,
     box_layout,
-    check_aggregators,
     item_cells,
     lam_at,
     option_codes,
     run_rows,
 )
-from .spec import RunSpec, bootstrap_of, seed_of, task_name
 
-__all__ = ["adaptive_rows", "analyse", "extra_rules"]
+__all__ = ["adaptive_rows", "analyse", "extra_rules", "rule_cells"]
 
 
-def analyse(spec: RunSpec, questions: list[Question], answers: np.ndarray, *,
-            population: int | None = None) -> dict[str, Any]:
+def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> dict[str, Any]:
     """The result grid from answers[t, q, k] (None = invalid); no requests.
 
-    `population` is the number of items (questions; scenarios for boxball) in the whole task,
-    of which these are a random subset when `--limit` binds (default: worked out from the
-    task). Every value is an exact, unbiased estimate from the samples (`evals.analysis`);
+    The task's items (questions; scenarios for boxball) are `plan.population`, of which these
+    are a random subset when `--limit` binds. Every value is an exact, unbiased estimate from
+    the samples (`evals.analysis`);
     `ci` is the 95% interval for the task, `ci_questions` the one for these questions only
     (`evals.intervals`). Contrasts: each temperature minus the lowest (kind "temperature")
     and each group size minus one expert at the same temperature (kind "ensemble").
     """
-    temps = [float(t) for t in spec.temperatures]
-    ns = sorted(set(spec.n or ()))
-    layout = layout_of(task_name(spec))
+    temps = [float(t) for t in plan.temperatures]
+    ns = list(plan.ns)
+    layout = plan.layout
     box = layout.utility
     rule = layout.vote_rule
     invalid = np.array([[a is None for a in answers[ti].ravel()]
@@ -53,13 +51,10 @@ def analyse(spec: RunSpec, questions: list[Question], answers: np.ndarray, *,
     # n = 1 is always computed: the ensemble contrasts compare each n with one expert
     cells = item_cells(layout, questions, answers, sorted(set(ns) | {1}))
     items = cells[0][rule, ns[0]].items
-    if population is None:
-        population = load_task(spec).population()
-    total = max(population, items)
+    total = max(plan.population, items)
     unit = layout.unit
     keys = [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]
-    row = run_rows(layout, items=items, total=total, seed=seed_of(spec),
-                   bootstrap=bootstrap_of(spec))
+    row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
 
     results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
                for ti, t in enumerate(temps) for key in keys]
@@ -91,8 +86,8 @@ def analyse(spec: RunSpec, questions: list[Question], answers: np.ndarray, *,
     some = f"these {items} of the task's {total} {unit}, drawn at random (--limit)"
     return {
         "metric": METRIC[box], "estimator": ESTIMATOR[box], "temperatures": temps, "ns": ns,
-        "samples_per_question": spec.k(),
-        "population": {"items": items, "total": total, "unit": unit, "limit": spec.limit,
+        "samples_per_question": plan.samples,
+        "population": {"items": items, "total": total, "unit": unit, "limit": plan.limit,
                        "fraction": items / total},
         "intervals": {
             "ci": "95% interval for the task: the mean over all " + f"{total} {unit}"
@@ -116,26 +111,24 @@ def analyse(spec: RunSpec, questions: list[Question], answers: np.ndarray, *,
     }
 
 
-def extra_rules(spec: RunSpec, questions: list[Any], answers: np.ndarray,
-                summary: dict[str, Any]) -> list[str]:
-    """Add the `--aggregator` rules to a single-model summary: rows at each (t, n) and their
-    paired difference from the main vote (kind "aggregator", the same samples); return the
-    rules scored, the main vote first. λ = λ₁ / t (ψ_λ units; ∞ at t = 0); one model is one
-    group, so lam-weighted is the main vote."""
-    layout = layout_of(task_name(spec))
-    names = rules_of(spec, questions)
-    # the main vote as the cells name it (a two-choice task's majority is its plurality)
-    main, extra = layout.vote_rule, names[1:]
+def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
+                summary: dict[str, Any]) -> None:
+    """Add the plan's rules beyond the main vote (`--aggregator`) to a single-model summary:
+    rows at each (t, n) and their paired difference from the main vote (kind "aggregator",
+    the same samples). λ = λ₁ / t (ψ_λ units; ∞ at t = 0); one model is one group, so
+    lam-weighted is the main vote."""
+    layout = plan.layout
+    main, extra = plan.rules[0], list(plan.rules[1:])
     if not extra:
-        return [main]
-    temps = [float(t) for t in spec.temperatures]
-    ns = sorted(set(spec.n or ()))
+        return
+    temps = [float(t) for t in plan.temperatures]
+    ns = list(plan.ns)
     cells = item_cells(layout, questions, answers, ns)
     items = cells[0][main, ns[0]].items
     row = run_rows(layout, items=items, total=summary["population"]["total"],
-                   seed=seed_of(spec) + 1, bootstrap=bootstrap_of(spec))
+                   seed=plan.seed + 1, bootstrap=plan.bootstrap)
     got = rule_cells(layout, questions, answers, temps=temps, ns=ns, rules=extra,
-                     lam1=spec.lam1)
+                     lam1=plan.lam1)
     for ti, t in enumerate(temps):
         for n in ns:
             for r in extra:
@@ -146,16 +139,6 @@ def extra_rules(spec: RunSpec, questions: list[Any], answers: np.ndarray,
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
     summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == RANDOM_FOLLOW))
-    return [main, *extra]
-
-
-def rules_of(spec: RunSpec, questions: list[Any]) -> list[str]:
-    """The rules one model's run scores (the main vote first), refused in one line before any
-    request when one cannot apply to these questions."""
-    box = layout_of(task_name(spec)).utility
-    return check_aggregators(list(spec.aggregators or ()), binary=box or all(
-        len(q.choices) == 2 for q in questions), n_options=max(len(q.choices) for q in questions),
-        lams=[spec.lam1], where="--aggregator", utility=box)
 
 
 def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps: list[float],
@@ -187,25 +170,29 @@ def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps:
     return out
 
 
-def adaptive_rows(spec: RunSpec, questions: list[Any], answers: np.ndarray,
-                  rows: Any = None) -> list[dict[str, Any]]:
-    """Rows for each stopping rule of `spec.adaptive` beside fixed n, per temperature, replayed
-    on the drawn samples (`evals.adaptive`): the same random orders of each question's samples for
-    the adaptive and the fixed rows, so the two are comparable and their difference paired.
+def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
+                  costs: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Rows for each stopping rule of `plan.stopping` beside fixed n, per temperature, replayed
+    on the drawn samples (`evals.adaptive`): the same random orders of each question's samples
+    for the adaptive and the fixed rows, so the two are comparable and their difference paired.
 
     Multiple choice: accuracy of the plurality of the samples the rule used. Box-ball: per
     question P(ω = decision | colour), weighted by P(scenario, colour) (each expert here sees the
     question's own ball: this is not the eval's exact-utility table, which lets each expert draw
-    its own ball); the fixed rows beside it are scored the same way. With the drawn `rows`
-    (the draw's samples), each row's `mean_cost_usd` is the dollars of the samples it used.
+    its own ball); the fixed rows beside it are scored the same way. With `costs` (T, Q, K:
+    each drawn sample's dollars, `Drawn.costs`), each row's `mean_cost_usd` is the dollars of
+    the samples it used.
     """
     from ensemble.stopping import StopSpec, stop_rules
 
     from .adaptive import adaptive_eval, boxball_inputs, question_codes
 
-    layout = layout_of(task_name(spec))
+    stopping = plan.stopping
+    if stopping is None:
+        return []
+    layout = plan.layout
     box = layout.utility
-    max_n = spec.max_n or spec.k()
+    max_n = stopping.max_n
     if box:
         values, weights, groups = boxball_inputs(questions)
         codes, _, _ = question_codes(questions, answers, options=("L", "R"))
@@ -213,22 +200,16 @@ def adaptive_rows(spec: RunSpec, questions: list[Any], answers: np.ndarray,
     else:
         codes, correct, n_options = question_codes(questions, answers)
         kw = {"correct": correct, "n_options": n_options}
-    fixed_ns = sorted({n for n in spec.n or () if n <= max_n} | {max_n})
-    if rows is not None:
-        T, Q = codes.shape[:2]
-        costs = np.full(codes.shape, np.nan)
-        for i, row in enumerate(rows):
-            for smp in row or ():
-                if smp is not None and smp.cost_usd is not None and smp.index < max_n:
-                    costs[i // Q, i % Q, smp.index] = smp.cost_usd
-        kw["costs"] = costs[:, :, :max_n]
+    fixed_ns = sorted({n for n in plan.ns if n <= max_n} | {max_n})
+    if costs is not None:
+        kw["costs"] = np.asarray(costs, dtype=float)[:, :, :max_n]
     rows = []
-    for stop in spec.adaptive or ():
+    for stop in stopping.rules:
         takes_cost = "cost" in stop_rules.get(stop).params
-        rule = StopSpec(stop=stop, max_n=max_n, cost=spec.stop_cost if takes_cost else None)
+        rule = StopSpec(stop=stop, max_n=max_n, cost=stopping.cost if takes_cost else None)
         results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
-                                reps=bootstrap_of(spec), rng=seed_of(spec), **kw)
-        for t, res in zip(spec.temperatures, results, strict=True):
+                                reps=plan.bootstrap, rng=plan.seed, **kw)
+        for t, res in zip(plan.temperatures, results, strict=True):
             row = res.row(t=float(t), aggregator=layout.vote_rule)
             row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
                             for n, e in sorted(res.fixed.items())]

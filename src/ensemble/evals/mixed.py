@@ -1,7 +1,7 @@
 """Score a mixed ensemble: members (a model at a temperature, n votes each, behind its own
 endpoint) voting together under each rule, from the samples `evals.runner` drew for them.
 
-The run spec (`evals.spec.RunSpec`, the one spec of every run) names the members and the rules
+The run's plan (`evals.plan.RunPlan`, resolved from its spec) names the members and the rules
 to score; each member draws at least n samples per question (more: the estimates average over
 n-subsets and get intervals for the questions run). The report gives the ensemble under each
 rule, each member alone at its own n (majority / plurality), and each rule minus majority /
@@ -27,53 +27,10 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
-from ensemble.tasks import layout_of
 
-from .scoring import check_aggregators, default_aggregators
-from .spec import MemberSpec, RunSpec, bootstrap_of, seed_of, task_name
+from .plan import RunPlan
 
-__all__ = ["analyse_mixed", "ensemble_rules", "ensemble_vote", "member_label", "resolve"]
-
-
-def resolve(spec: RunSpec, api_base: str | None = None) -> tuple[Any, ...]:
-    """The members of an ensemble's spec with their λ (`members.resolve_members`: typed in,
-    their own calibration, or the spec's profile of their model and endpoint; `api_base` the
-    run's, for members without their own); two members sharing model, endpoint and
-    temperature are refused (they would share the stored samples)."""
-    from ensemble.members import Member, resolve_members
-    from ensemble.providers.options import ProviderOptions
-
-    ms = [Member(m.model, n=int(m.n or 0), temperature=m.temperature,
-                 api_base=m.api_base or api_base, lam=m.lam, calibration=m.calibration,
-                 options=ProviderOptions(price_per_1k=m.price_per_1k))
-          for m in spec.members]
-    from ensemble.providers.endpoints import normalise_api_base
-
-    seen: dict[tuple[str, str | None, float], int] = {}
-    for i, m in enumerate(ms):
-        key = (m.model, normalise_api_base(m.api_base) if m.api_base else None, m.temperature)
-        if key in seen:
-            raise InputError(f"--ensemble: members {seen[key]} and {i} are {m.model} at t = "
-                             f"{m.temperature:g}: they would share the stored samples; give "
-                             "one member with n = the sum of theirs")
-        seen[key] = i
-    return resolve_members(ms, calibration=spec.calibration)
-
-
-def member_label(m: MemberSpec) -> str:
-    """A member's name in the tables: its label, or `model@t=T`."""
-    return m.label or f"{m.model}@t={m.temperature:g}"
-
-
-def ensemble_rules(spec: RunSpec, task: Any, questions: list[Any],
-                   lams: list[float | None]) -> list[str]:
-    """The rules to score, refused before any request when one cannot apply."""
-    binary = all(len(q.choices) == 2 for q in questions)
-    n_options = max(len(q.choices) for q in questions)
-    box = task.layout.utility
-    return check_aggregators(spec.aggregators or default_aggregators(lams, binary and box),
-                             binary=binary, n_options=n_options, lams=lams,
-                             where="--ensemble", utility=box)
+__all__ = ["analyse_mixed", "ensemble_vote"]
 
 
 def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
@@ -129,26 +86,22 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     return decide
 
 
-def analyse_mixed(spec: RunSpec, questions: list[Any], answers: list[np.ndarray], *,
-                  members: Any, labels: list[str], samples: list[int],
-                  aggregators: list[str], population: int | None = None) -> dict[str, Any]:
+def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]
+                  ) -> dict[str, Any]:
     """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
     the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
     minus the main vote, and the ensemble under each rule minus its best member alone."""
-    from .questions import load_task
     from .scoring import ensemble_cells, run_rows, widen
 
-    layout = layout_of(task_name(spec))
-    ns = [m.n for m in members]
+    layout, members, aggregators = plan.layout, plan.members, list(plan.rules)
+    labels = [m.label or "" for m in members]
+    ns = [m.n or 1 for m in members]
     base = aggregators[0]
     cells, alone = ensemble_cells(layout, questions, answers, ns=ns,
                                   lams=[m.lam for m in members], rules=aggregators)
     items = cells[base].items
-    if population is None:
-        population = load_task(spec).population()
-    total = max(population, items)
-    row = run_rows(layout, items=items, total=total, seed=seed_of(spec),
-                   bootstrap=bootstrap_of(spec))
+    total = max(plan.population, items)
+    row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
 
     big = sum(ns)
     results = [row(cells[r], diff=False, member="ensemble", t=None, n=big, aggregator=r)
@@ -166,8 +119,7 @@ def analyse_mixed(spec: RunSpec, questions: list[Any], answers: list[np.ndarray]
                       vs_t=members[best].temperature, n=big, vs_n=ns[best], aggregator=r,
                       vs_aggregator=base, vs_member=labels[best]) for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
-    return {**_mixed_head(spec, layout, members, samples, aggregators, items=items,
-                          total=total),
+    return {**_mixed_head(plan, items=items, total=total),
             "results": results, "contrasts": contrasts, **_invalid(members, labels, inv)}
 
 
@@ -188,13 +140,13 @@ def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any
     }
 
 
-def _mixed_head(spec: RunSpec, layout: Any, members: Any, samples: list[int],
-                aggregators: list[str], *, items: int, total: int) -> dict[str, Any]:
+def _mixed_head(plan: RunPlan, *, items: int, total: int) -> dict[str, Any]:
     """What a mixed ensemble's tables say about themselves: metric, estimator, cells,
     population and intervals."""
     from .scoring import ESTIMATOR, METRIC
 
-    box, unit, base = layout.utility, layout.unit, aggregators[0]
+    layout, members = plan.layout, plan.members
+    box, unit, base = layout.utility, layout.unit, plan.rules[0]
     return {
         "metric": METRIC[box].replace("of the vote", "of each rule's vote")
         if not box else METRIC[box],
@@ -204,8 +156,8 @@ def _mixed_head(spec: RunSpec, layout: Any, members: Any, samples: list[int],
                       "members' answer probabilities is estimated without bias; members alone: "
                       + ESTIMATOR[box]),
         "temperatures": [float(m.temperature) for m in members], "ns": [m.n for m in members],
-        "samples_per_question": max(samples),
-        "population": {"items": items, "total": total, "unit": unit, "limit": spec.limit,
+        "samples_per_question": plan.samples,
+        "population": {"items": items, "total": total, "unit": unit, "limit": plan.limit,
                        "fraction": items / total},
         "intervals": {
             "ci": f"95% interval for the task ({total} {unit}): bootstrap over {unit} with the "

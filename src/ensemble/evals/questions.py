@@ -1,5 +1,6 @@
-"""The questions of a run: its task (with the data, limit and seed of its spec), the subset
-`limit` selects, and the check that each can be scored, all before any request."""
+"""The questions of a run: its task (with its data, limit and seed), the subset `limit`
+selects, and the check that each can be scored, all before any request (`evals.plan.resolve`
+calls them)."""
 
 from __future__ import annotations
 
@@ -9,35 +10,35 @@ from ensemble.errors import InputError
 from ensemble.tasks import Question, Task, layout_of
 
 from .openanswers import build_task
-from .spec import RunSpec, seed_of, task_name
 
 __all__ = ["check_scorable", "load_task", "select_questions"]
 
 
-def load_task(spec: RunSpec, *, skip_invalid: bool = False) -> Task:
-    """The task of a spec (data, limit and seed passed to the tasks that read data;
-    `skip_invalid`: malformed data rows skipped and counted instead of refused)."""
-    name = task_name(spec)
+def load_task(name: str, *, data: str | None = None, limit: int | None = None, seed: int = 0,
+              open_answers: bool = False, answer: str | None = None,
+              skip_invalid: bool = False) -> Task:
+    """The registered task `name` (data, limit and seed passed to the tasks that read data;
+    `skip_invalid`: malformed data rows skipped and counted instead of refused; the open-answer
+    options `--open` and `--answer` to the tasks that take them)."""
     opts: dict[str, Any] = {}
     if layout_of(name).takes_data:
-        opts.update(data=spec.data, limit=spec.limit, seed=seed_of(spec),
-                    skip_invalid=skip_invalid)
-    elif spec.data is not None:
+        opts.update(data=data, limit=limit, seed=seed, skip_invalid=skip_invalid)
+    elif data is not None:
         raise InputError(f"task {name!r} takes no --data")
-    return build_task(name, opts, open_answers=bool(spec.open), answer=spec.answer)
+    return build_task(name, opts, open_answers=open_answers, answer=answer)
 
 
-def select_questions(spec: RunSpec, task: Task) -> list[Question]:
+def select_questions(task: Task, *, limit: int | None = None, seed: int = 0) -> list[Question]:
     """The questions of a run. A task whose layout scores groups of questions as one item
     (box-ball's scenarios) takes `limit` whole items, drawn with `seed`; other tasks apply
     `limit` themselves (`load_task`)."""
     questions = list(task.questions())
     group = task.layout.group
-    if group is not None and spec.limit is not None:
+    if group is not None and limit is not None:
         import random
 
         items = sorted({q.meta[group] for q in questions})
-        keep = set(random.Random(seed_of(spec)).sample(items, min(spec.limit, len(items))))
+        keep = set(random.Random(seed).sample(items, min(limit, len(items))))
         questions = [q for q in questions if q.meta[group] in keep]
     if not questions:
         raise InputError("the task has no questions")

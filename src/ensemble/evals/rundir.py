@@ -204,17 +204,11 @@ def _make_run_dir(out: Path) -> None:
                          "a folder you can write to") from None
 
 
-# what a run draws from: another value is another run's samples (the store keeps both apart,
-# but summary.json, the records and spec.json would be overwritten)
-DRAW_FIELDS = ("task", "data", "open", "answer", "max_tokens")
-MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
-
-
 def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
                   identity: dict[str, Any] | None = None, title: str | None = None) -> None:
     """Refuse (one line, before any request) to write a run into a folder holding another:
     another kind (a calibration in an eval's folder, or back), task or model, or (`identity`:
-    `spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
+    `spec.spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
     source of samples. The same run again resumes there, a run whose document this version
     cannot read (damaged, or too old to migrate) included: it rewrites it. `title`: the task
     as the messages name it (a task file's name; default `task`)."""
@@ -248,7 +242,7 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
     """A folder without a run's document is written only when it is empty, or when this
     project made it (its sample store: a run stopped before its summary); anything else holds
     someone's files, which the run's would replace (grid.csv, votes.jsonl, ...)."""
-    from .spec import SPEC_FILE, load_spec
+    from .spec import folder_identity
 
     entries = sorted(p.name for p in out.iterdir())
     if not entries:
@@ -259,15 +253,15 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
         raise InputError(f"--out {out} is not a run folder (it holds {shown}, which this "
                          "project did not write, and the run would replace files there): give "
                          "a new or empty folder, or the folder of an earlier run to resume it")
-    if not (out / SPEC_FILE).is_file():
+    recorded = folder_identity(out)
+    if recorded is None:
         return
     if kind != "eval":
         raise InputError(f"--out {out} holds another run (ensemble eval, stopped before its "
                          f"summary); writing {_COMMAND[kind]} of {title} with {model} there "
                          "would mix or overwrite its files: give another --out")
     if identity is not None:
-        diff = _first_difference(spec_identity(load_spec(out / SPEC_FILE, flag="--out")),
-                                 identity)
+        diff = _first_difference(recorded, identity)
         if diff is not None:
             field, a, b = diff
             raise InputError(f"--out {out} holds another run (stopped before its summary; its "
@@ -309,10 +303,9 @@ def _held(out: Path, kind: str) -> _Held:
     (too old to migrate, or fields damaged), its task and model as written, so that
     rerunning the command that wrote it rewrites it rather than being refused forever. A
     document that is not JSON, or was written by a newer ensemble, is refused in one line."""
-    from .spec import SPEC_FILE, load_spec
+    from .spec import folder_identity
 
-    spec = out / SPEC_FILE
-    drawn = spec_identity(load_spec(spec, flag="--out")) if spec.is_file() else None
+    drawn = folder_identity(out)
     try:
         doc = read_summary(out, kind)
     except InputError as exc:
@@ -345,23 +338,6 @@ def _raw_head(out: Path, kind: str, exc: InputError) -> tuple[str, str]:
     meta = raw.get("meta") if kind == "calibration" else raw
     task = meta.get("task") if isinstance(meta, dict) else None
     return str(task), str(raw.get("model"))
-
-
-def spec_identity(spec: Any) -> dict[str, Any]:
-    """A run spec as the identity of its run: what it draws from (its task and data, the
-    answer kind and completion budget of its requests, each member's model, endpoint
-    (normalised), temperature and label). What is scored from those samples may change in the
-    same folder: a rerun with more samples, other n, rules (--aggregator), stopping rules
-    (--adaptive), limit or seed rescores the same run."""
-    from ensemble.providers.endpoints import normalise_api_base
-
-    doc = spec.model_dump(mode="json", exclude_none=True)
-    out: dict[str, Any] = {f: doc.get(f) for f in DRAW_FIELDS}
-    out["members"] = [{f: m.get(f) for f in MEMBER_FIELDS} for m in doc.get("members", [])]
-    for m in out["members"]:
-        if m.get("api_base"):
-            m["api_base"] = normalise_api_base(m["api_base"])
-    return out
 
 
 def calibration_identity(api_base: str | None, data: str | None) -> dict[str, Any]:

@@ -35,9 +35,11 @@ __all__ = [
     "check_aggregators",
     "default_aggregators",
     "ensemble_cells",
+    "ensemble_rules",
     "fields",
     "item_cells",
     "lam_at",
+    "one_model_rules",
     "option_codes",
     "row_builder",
     "run_rows",
@@ -224,6 +226,30 @@ def check_aggregators(names: list[str], *, binary: bool, n_options: int,
         out.remove(base)
     return [base, *out]
 
+
+
+def one_model_rules(names: list[str], layout: TaskLayout, questions: Sequence[Any],
+                    lam1: float | None) -> list[str]:
+    """The rules one model's run scores, the main vote first as its cells name it (a
+    two-choice task's majority is its plurality), refused in one line before any request when
+    one cannot apply to these questions (`check_aggregators`)."""
+    box = layout.utility
+    checked = check_aggregators(names, binary=box or all(len(q.choices) == 2 for q in questions),
+                                n_options=max(len(q.choices) for q in questions), lams=[lam1],
+                                where="--aggregator", utility=box)
+    return [layout.vote_rule, *checked[1:]]
+
+
+def ensemble_rules(names: list[str] | None, layout: TaskLayout, questions: Sequence[Any],
+                   lams: list[float | None]) -> list[str]:
+    """The rules a mixed ensemble's run scores (default: `default_aggregators`), refused before
+    any request when one cannot apply."""
+    binary = all(len(q.choices) == 2 for q in questions)
+    n_options = max(len(q.choices) for q in questions)
+    box = layout.utility
+    return check_aggregators(names or default_aggregators(lams, binary and box),
+                             binary=binary, n_options=n_options, lams=lams,
+                             where="--ensemble", utility=box)
 
 
 def widen(alone: Any, g: int, like: Any) -> Any:

@@ -39,9 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ensemble.errors import InputError
 
 __all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "SPEC_VERSION", "EnsembleSpec", "MemberSpec",
-           "RunSpec",
-           "bootstrap_of", "check", "from_flags", "load_spec", "one_model", "profile_lam1",
-           "recorded_spec", "seed_of", "spec_folder", "spec_schema", "task_name", "write_spec"]
+           "RunSpec", "bootstrap_of", "check", "command_spec", "folder_identity", "from_flags",
+           "load_spec", "one_model", "profile_lam1", "recorded_spec", "seed_of", "spec_folder",
+           "spec_identity", "spec_schema", "spec_text", "task_name"]
 
 SPEC_FILE = "spec.json"
 SPEC_VERSION = 1  # the format of a spec (a spec without `schema_version` is read as this one)
@@ -511,10 +511,72 @@ def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
         "calibration": [_absolute(c) for c in spec.calibration] if spec.calibration else None})
 
 
-def write_spec(out: Path, spec: RunSpec) -> None:
-    """RUN/spec.json: the spec the run ran (only the fields set)."""
-    from ensemble.jsonio import dumps, write_atomic
+def spec_text(spec: RunSpec) -> str:
+    """RUN/spec.json's text: the spec the run ran (only the fields set)."""
+    from ensemble.jsonio import dumps
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / SPEC_FILE,
-                 dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
+    return dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+
+
+# what a run draws from: another value is another run's samples (the store keeps both apart,
+# but summary.json, the records and spec.json would be overwritten)
+DRAW_FIELDS = ("task", "data", "open", "answer", "max_tokens")
+MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
+
+
+def spec_identity(spec: RunSpec) -> dict[str, Any]:
+    """A run spec as the identity of its run: what it draws from (its task and data, the
+    answer kind and completion budget of its requests, each member's model, endpoint
+    (normalised), temperature and label). What is scored from those samples may change in the
+    same folder: a rerun with more samples, other n, rules (--aggregator), stopping rules
+    (--adaptive), limit or seed rescores the same run."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    doc = spec.model_dump(mode="json", exclude_none=True)
+    out: dict[str, Any] = {f: doc.get(f) for f in DRAW_FIELDS}
+    out["members"] = [{f: m.get(f) for f in MEMBER_FIELDS} for m in doc.get("members", [])]
+    for m in out["members"]:
+        if m.get("api_base"):
+            m["api_base"] = normalise_api_base(m["api_base"])
+    return out
+
+
+def folder_identity(out: Path) -> dict[str, Any] | None:
+    """The identity (`spec_identity`) of the run recorded in a run folder's spec.json; None
+    when there is none (a run written before specs were recorded)."""
+    path = out / SPEC_FILE
+    return spec_identity(load_spec(path, flag="--out")) if path.is_file() else None
+
+
+def command_spec(given: dict[str, Any], *, path: str | None, flag: str, model: str | None,
+                 temperatures: list[float] | None, api_base: str | None) -> RunSpec:
+    """The run spec of `ensemble eval`'s command line: the file at `path` (`flag`: --spec or
+    --ensemble), if any, with the flags `given` (spec field -> value) replacing its fields, or
+    the flags alone; a task named by its file is the registered `taskfile` reading it; checked
+    (`check`) when a file gave it. One InputError line when it cannot run."""
+    where = f"{flag} {path}"
+    if path and temperatures:  # before reading it: the file names the members' temperatures
+        raise InputError(f"{where} names the members: drop --t")
+    # --model with a file: the model of its members that name none (load_spec)
+    file = load_spec(path, flag=flag, model=model) if path else None
+    spec = from_flags(given, file=file, where=where, model=None if file else model,
+                      temperatures=temperatures, api_base=api_base)
+    if not spec.task:
+        raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
+    spec = _task_file(spec)
+    if file is not None:
+        check(spec, where)
+    return spec
+
+
+def _task_file(spec: RunSpec) -> RunSpec:
+    """A task named by its file (`ensemble eval tasks/yesno.yaml`, or "task" in a spec) is
+    the registered `taskfile` task reading that file as its data."""
+    from ensemble.tasks.taskfile import TASK_FILE, is_task_file
+
+    if not spec.task or not is_task_file(spec.task):
+        return spec
+    if spec.data:
+        raise InputError(f"{spec.task} is a task file, which names its own data file: drop "
+                         "--data")
+    return spec.model_copy(update={"task": TASK_FILE, "data": spec.task})

@@ -129,21 +129,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
-    """The run spec of the command line (evals.spec: a spec file with the flags given
-    replacing its values, or the flags alone) and the run folder (--out; a spec read from a
-    run folder runs there)."""
+    """The run spec of the command line (`evals.spec.command_spec`: a spec file with the flags
+    given replacing its values, or the flags alone) and the run folder (--out; a spec read
+    from a run folder runs there)."""
     from ensemble.errors import InputError
-    from ensemble.evals.spec import check, from_flags, load_spec, spec_folder
+    from ensemble.evals.spec import command_spec, spec_folder
 
     if args.spec and args.ensemble:
         raise InputError("give --spec or --ensemble, not both (they read the same spec)")
-    path = args.spec or args.ensemble
-    flag = "--spec" if args.spec else "--ensemble"
-    where = f"{flag} {path}"
-    if path and args.t:  # before reading it: the file names the members' temperatures
-        raise InputError(f"{where} names the members: drop --t")
     if args.lam is not None and args.calibration:
         raise InputError("give --lam or --calibration, not both")
+    path = args.spec or args.ensemble
     given = {"task": args.task, "n": args.n, "samples": args.samples,
              "aggregators": list(args.aggregator) or None, "lam1": args.lam,
              "calibration": [args.calibration] if args.calibration else None,
@@ -153,31 +149,10 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
              "adaptive": list(args.adaptive) or None, "max_n": args.max_n,
              "stop_cost": args.stop_cost, "fail_on_error": args.fail_on_error,
              "max_cost": args.max_cost}
-    # --model with a file: the model of its members that name none (load_spec)
-    file = load_spec(path, flag=flag, model=args.model) if path else None
-    spec = from_flags(given, file=file, where=where, model=None if file else args.model,
-                      temperatures=args.t, api_base=args.api_base)
-    if not spec.task:
-        raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
-    spec = _task_file(spec)
-    if file is not None:
-        check(spec, where)
+    spec = command_spec(given, path=path, flag="--spec" if args.spec else "--ensemble",
+                        model=args.model, temperatures=args.t, api_base=args.api_base)
     folder = spec_folder(path) if path and not args.out else None
     return spec, args.out or (str(folder) if folder else None)
-
-
-def _task_file(spec: Any) -> Any:
-    """A task named by its file (`ensemble eval tasks/yesno.yaml`, or "task" in a spec) is
-    the registered `taskfile` task reading that file as its data."""
-    from ensemble.errors import InputError
-    from ensemble.tasks.taskfile import TASK_FILE, is_task_file
-
-    if not is_task_file(spec.task):
-        return spec
-    if spec.data:
-        raise InputError(f"{spec.task} is a task file, which names its own data file: drop "
-                         "--data")
-    return spec.model_copy(update={"task": TASK_FILE, "data": spec.task})
 
 
 def _title(summary: dict[str, Any]) -> str:
