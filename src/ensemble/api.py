@@ -471,7 +471,7 @@ class Ensemble(Generic[AnswerT]):
         """The Decision over each member's samples: the aggregator's, or with a stopping rule
         that decides (the cost rule) the rule's own, the aggregator's reported alongside."""
         choices = None if self.answer_kind.is_open else self.choices
-        evidence = ([evidence_of(s) for row in rows for s in row]
+        evidence = ([evidence_of(s, options=choices) for row in rows for s in row]
                     if self.aggregator_info.requests.logprobs else None)
 
         def aggregate(keys: list[str | None], groups: list[int] | None) -> Vote:

@@ -132,6 +132,7 @@ class Decision(Generic[AnswerT]):
     stop_prior: PriorUsed | None = None
     weights: tuple[float, ...] = ()
     scores: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the rule says of this decision (a soft rule's fallback)
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -196,6 +197,7 @@ class Decision(Generic[AnswerT]):
             "stop_prior": None if self.stop_prior is None else self.stop_prior.to_dict(),
             "spellings": {k: dict(v) for k, v in self.spellings.items()},
             "weights": list(self.weights), "scores": dict(self.scores),
+            "notes": list(self.notes),
             "fields": {name: {"decision": f.decision, "votes": dict(f.counts),
                               "margin": f.margin, "n_invalid": f.n_invalid}
                        for name, f in self.fields.items()},
@@ -252,7 +254,7 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
         completion_tokens=sum(s.completion_tokens or 0 for s in samples),
         member_votes=tuple(member_votes), lams=lams, stop=stop,
         spellings=spelled, fields=fields, answer=kind.name, weights=v.weights,
-        scores=v.scores)
+        scores=v.scores, notes=v.notes)
 
 
 def _why(v: Vote, fields: dict[str, Vote], kind: AnswerKind, n: int) -> str:
@@ -282,11 +284,32 @@ def plain(value: Any) -> Any:
     return dump(mode="json", by_alias=True) if callable(dump) else value
 
 
-def evidence_of(sample: Sample) -> Evidence:
+def evidence_of(sample: Sample, *, options: Sequence[str] | None = None) -> Evidence:
     """What a sample's logprobs say about it, for the rules that read them
-    (`ensemble.rules.Requests`): its reply's token logprobs summarised (`trace`); None where
-    the reply came without them, which a rule reading them refuses."""
-    return Evidence(trace=_trace(sample.logprobs))
+    (`ensemble.rules.Requests`), from its compact logprobs (`Sample.answer_lp`,
+    `ensemble.sampling.logprobs`): the answer's logprob (its span's tokens summed), log
+    P(option) at the answer position for choice answers (`options`: the top-k mapped to them),
+    and its reply's token logprobs summarised (`trace`, with DeepConf's confidences); None
+    where the reply came without them, which a rule reading them refuses."""
+    from .sampling.logprobs import answer_logprob, option_probs
+    from .sampling.parsing import choice_parser
+
+    lp = sample.answer_lp
+    if not isinstance(lp, dict):
+        return Evidence(trace=_trace(sample.logprobs))
+    parse = choice_parser(options) if options else None
+    own = answer_logprob(lp, sample.answer, parse)
+    probs = option_probs(lp, sample.answer, parse, options=options) if options else None
+    tr = lp.get("trace")
+    full = _trace(sample.logprobs)  # the exact mean where the full logprobs are at hand
+    trace = (TraceSummary(tokens=int(tr[0]),
+                          mean_logprob=full.mean_logprob if full is not None else float(tr[1]),
+                          confidence=float(tr[2]), lowest_group=float(tr[3]), tail=float(tr[4]))
+             if isinstance(tr, list) and len(tr) == 5 and tr[0] else full)
+    return Evidence(logprob=own,
+                    options=None if probs is None else
+                    {k: math.log(max(v, 1e-300)) for k, v in probs.items()},
+                    trace=trace)
 
 
 def _trace(logprobs: Any) -> TraceSummary | None:

@@ -159,10 +159,16 @@ HARD = Requests()  # the hard answer alone: every counting rule
 
 @dataclass(frozen=True)
 class TraceSummary:
-    """A reply's token logprobs, summarised: `tokens` counted, their `mean_logprob`."""
+    """A reply's token logprobs, summarised: `tokens` counted, their `mean_logprob`, and
+    DeepConf's token confidence (−mean of the top-k logprobs at a token) averaged over the
+    reply (`confidence`), over its lowest sliding group (`lowest_group`) and over its tail
+    (`tail`), where the logprobs came with their top-k (`ensemble.sampling.logprobs`)."""
 
     tokens: int
     mean_logprob: float
+    confidence: float | None = None
+    lowest_group: float | None = None
+    tail: float | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +283,7 @@ class RuleInfo:
 
 # the built-in rules register when ensemble.aggregators is imported
 rules: Registry[RuleInfo] = Registry("aggregator", "ensemble.rules",
-                                     builtins=("ensemble.aggregators",))
+                                     builtins=("ensemble.aggregators", "ensemble.soft"))
 
 
 def register_rule(*, summary: str, name: str | None = None, binary: bool = False,

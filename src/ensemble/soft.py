@@ -1,0 +1,288 @@
+"""Soft votes: rules that read what each sample says about itself (issue 37).
+
+Three registered rules, each drawing the logprobs it reads (`ensemble.rules.Requests`):
+
+- `soft`: each sample adds its own distribution over the options (the top-k at the answer
+  position mapped to options; mass the top-k does not name is unassigned); for open answers
+  (numbers, text) its answer's own probability, the rest unassigned. Under quantal response
+  the answer token's distribution is the sample's QR distribution given its own reasoning, and
+  the sum is the Rao-Blackwellised plurality: the same expected scores with less variance
+  (docs/theory.md, "Soft votes").
+- `confidence`: Confidence-Informed Self-Consistency (Taubenfeld et al. 2025,
+  `google-research/cisc`): each sample's hard vote weighed by softmax(c_i / T) over the
+  decision's samples, c_i its confidence: the answer's log-probability (`by="answer"`, the
+  default) or the reply's mean token logprob (`by="mean"`). T (`temperature=`, default 1: the
+  weight is then proportional to the answer's probability) is fitted without the scored
+  questions' labels by `fit_temperature` on a run's own samples (benchmarks, evals).
+- `deepconf`: DeepConf (Fu et al. 2025): keep the `keep` share (η, default 0.9) of the samples
+  with the highest trace confidence (the lowest group's, `by="low"`, or the tail's,
+  `by="tail"`), then a vote weighed by that confidence. It reads reasoning traces: on replies
+  shorter than `MIN_TRACE` tokens (a median) it is refused in one line, never run as a
+  plurality.
+
+No signal, no harm. `soft` and `confidence` check their own samples before trusting them
+(`SignalCheck`): does a sample's confidence in its own answer go with how many of the other
+samples agree with it? Over the (own confidence, leave-one-out agreement) pairs of every
+decision a rule instance has made (an Ensemble keeps its rule), the correlation must be
+positive at one-sided 0.1% (a z with a per-decision cluster-robust error: one decision's
+samples share its answers) with at least `MIN_PAIRS` pairs; until then, and when it
+is not, the samples count as hard votes (a plurality) and the vote's notes say so. On the
+simulator's noise setting (confidence drawn independently of the question) the check stays
+off; on its informative setting it turns on within the first few decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .aggregators import RuleBase, Vote
+from .errors import InputError
+from .rules import Ballots, Evidence, Requests, register_rule
+
+__all__ = ["CONFIDENCE", "DEEPCONF", "MIN_PAIRS", "MIN_TRACE", "SOFT", "SignalCheck",
+           "agreement_pairs", "fit_temperature", "signal_z"]
+
+SOFT = "soft"
+CONFIDENCE = "confidence"
+DEEPCONF = "deepconf"
+MIN_PAIRS = 30  # pairs before the signal check may turn a soft rule on
+Z_SIGNAL = 3.09  # one-sided 0.1%: the check is read again after every decision
+MIN_TRACE = 64  # deepconf: a median reply shorter than this is no reasoning trace
+TOP_K = 5
+
+
+def agreement_pairs(answers: Sequence[str | None], own: Sequence[float | None]
+                    ) -> list[tuple[float, float]]:
+    """(own confidence, share of the other valid samples giving the same answer) per valid
+    sample with a confidence, over one decision's samples."""
+    valid = [(a, c) for a, c in zip(answers, own, strict=True) if a is not None and c is not None]
+    m = len(valid)
+    if m < 2:
+        return []
+    counts: dict[str, int] = {}
+    for a, _ in valid:
+        counts[a] = counts.get(a, 0) + 1
+    return [(float(c), (counts[a] - 1) / (m - 1)) for a, c in valid]
+
+
+def signal_z(decisions: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The covariance of own confidence and agreement over every pair, as a z with a
+    cluster-robust (per decision) standard error: the samples of one decision share its
+    answers, so they are not independent pairs (0 when undefined)."""
+    pairs = [p for d in decisions for p in d]
+    if len(pairs) < 4:
+        return 0.0
+    mx = sum(x for x, _ in pairs) / len(pairs)
+    my = sum(y for _, y in pairs) / len(pairs)
+    u = [sum((x - mx) * (y - my) for x, y in d) for d in decisions if d]
+    ss = sum(v * v for v in u)
+    return sum(u) / math.sqrt(ss) if ss > 0 else 0.0
+
+
+@dataclass
+class SignalCheck:
+    """Whether a rule's logprobs have shown a signal (module docstring): the pairs of every
+    decision so far; `on` while their covariance is positive at one-sided 0.1% (a
+    cluster-robust z, `signal_z`) over at least `MIN_PAIRS` pairs."""
+
+    decisions: list[list[tuple[float, float]]] = field(default_factory=list)
+    min_pairs: int = MIN_PAIRS
+
+    def add(self, pairs: Iterable[tuple[float, float]]) -> None:
+        got = list(pairs)
+        if got:
+            self.decisions.append(got)
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(d) for d in self.decisions)
+
+    @property
+    def z(self) -> float:
+        return signal_z(self.decisions)
+
+    @property
+    def on(self) -> bool:
+        return self.pairs >= self.min_pairs and self.z > Z_SIGNAL
+
+    def note(self, rule: str) -> str:
+        if self.pairs < self.min_pairs:
+            return (f"{rule}: counted as hard votes: the logprobs have not yet shown a signal "
+                    f"({self.pairs} of the {self.min_pairs} samples the check needs)")
+        return (f"{rule}: counted as hard votes: a sample's confidence does not go with the "
+                f"other samples' agreement (z = {self.z:.2f} over {self.pairs} samples; "
+                f"the logprobs carry no signal here)")
+
+
+def own_probability(e: Evidence, answer: str | None) -> float | None:
+    """P(the sample's own answer) at its answer position."""
+    if answer is None:
+        return None
+    if e.options is not None and answer in e.options:
+        return math.exp(e.options[answer])
+    return None if e.logprob is None else math.exp(e.logprob)
+
+
+class _Checked(RuleBase):
+    """A rule that weighs by logprobs only once they have shown a signal."""
+
+    def __init__(self, *, check: bool = True, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.check = SignalCheck() if check else None
+        self.answers: list[str | None] = []
+
+    def __call__(self, answers: Sequence[str | None], *, choices: Sequence[str] | None = None,
+                 weights: Sequence[float] | None = None, groups: Sequence[int] | None = None,
+                 evidence: Sequence[Evidence | None] | None = None) -> Vote:
+        self.answers = list(answers)  # weigh() reads them with the evidence
+        return super().__call__(answers, choices=choices, weights=weights, groups=groups,
+                                evidence=evidence)
+
+    def gate(self, evidence: Sequence[Evidence], ballots: Ballots) -> Ballots:
+        if self.check is None:
+            return ballots
+        own = [own_probability(e, a) for e, a in zip(evidence, self.answers, strict=False)]
+        self.check.add(agreement_pairs(self.answers[:len(own)], own))
+        if self.check.on:
+            return ballots
+        return Ballots(tuple(1.0 for _ in evidence), None, (self.check.note(self.name),))
+
+
+@register_rule(summary="soft vote: each sample adds its own distribution over the options "
+               "(answer-token logprobs; hard votes until they show a signal)",
+               requests=Requests(answer_logprobs=True, top_logprobs=TOP_K), scorable=False)
+class Soft(_Checked):
+    """Each sample adds P(option) at its answer position (open answers: its answer's own
+    probability); module docstring."""
+
+    name = SOFT
+
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+        shares: list[dict[str, float] | None] = []
+        weights: list[float] = []
+        for e in evidence:
+            if e.options is not None:
+                shares.append({k: math.exp(v) for k, v in e.options.items()})
+                weights.append(1.0)
+            else:  # open answers: its own answer's probability, the rest unassigned
+                shares.append(None)
+                weights.append(math.exp(e.logprob) if e.logprob is not None else 0.0)
+        return self.gate(evidence, Ballots(tuple(weights), tuple(shares)))
+
+
+def softmax_weights(conf: Sequence[float], temperature: float) -> tuple[float, ...]:
+    """softmax(c_i / T), scaled so the largest weight is 1 (the same decision)."""
+    if not conf:
+        return ()
+    top = max(conf)
+    return tuple(math.exp((c - top) / temperature) for c in conf)
+
+
+@register_rule(summary="CISC: each vote weighed by softmax(confidence / T), its answer's "
+               "logprob or mean token logprob (hard votes until they show a signal)",
+               requests=Requests(answer_logprobs=True, trace_logprobs=True), scorable=False)
+class Confidence(_Checked):
+    """Confidence-Informed Self-Consistency (module docstring). Options: `by` ("answer" or
+    "mean"), `temperature` T > 0, `check` (the signal check, default on)."""
+
+    name = CONFIDENCE
+
+    def __init__(self, *, by: str = "answer", temperature: float = 1.0, **kw: Any) -> None:
+        super().__init__(**kw)
+        if by not in ("answer", "mean"):
+            raise InputError(f"confidence: by is 'answer' (the answer's logprob) or 'mean' "
+                             f"(the reply's mean token logprob), got {by!r}")
+        if not (isinstance(temperature, (int, float)) and temperature > 0
+                and math.isfinite(temperature)):
+            raise InputError(f"confidence: temperature must be a number > 0, got "
+                             f"{temperature!r}")
+        self.by, self.temperature = by, float(temperature)
+
+    def conf(self, e: Evidence) -> float:
+        if self.by == "mean":
+            return e.trace.mean_logprob if e.trace is not None else -1e4
+        return e.logprob if e.logprob is not None else -1e4
+
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+        weights = softmax_weights([self.conf(e) for e in evidence], self.temperature)
+        return self.gate(evidence, Ballots(weights))
+
+
+@register_rule(summary="DeepConf: the top share of samples by trace confidence (lowest group "
+               "or tail), confidence-weighted; refused on replies of a few tokens",
+               requests=Requests(trace_logprobs=True), scorable=False)
+class DeepConf(RuleBase):
+    """DeepConf's offline vote (module docstring). Options: `keep` η in (0, 1] (default
+    0.9), `by` ("low" or "tail"), `min_trace` (tokens, default MIN_TRACE)."""
+
+    name = DEEPCONF
+
+    def __init__(self, *, keep: float = 0.9, by: str = "low", min_trace: int = MIN_TRACE,
+                 **kw: Any) -> None:
+        super().__init__(**kw)
+        if not (isinstance(keep, (int, float)) and 0 < keep <= 1):
+            raise InputError(f"deepconf: keep is the share of samples kept, in (0, 1], got "
+                             f"{keep!r}")
+        if by not in ("low", "tail"):
+            raise InputError(f"deepconf: by is 'low' (lowest group confidence) or 'tail', "
+                             f"got {by!r}")
+        self.keep, self.by, self.min_trace = float(keep), by, int(min_trace)
+
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+        lengths = sorted(e.trace.tokens for e in evidence if e.trace is not None)
+        median = lengths[len(lengths) // 2] if lengths else 0
+        if median < self.min_trace:
+            raise InputError(f"deepconf reads the confidence of reasoning traces, and these "
+                             f"replies have a median of {median} tokens (it needs "
+                             f"{self.min_trace}): use soft or confidence, which read the "
+                             "answer's own logprobs")
+        conf = [_trace_conf(e, self.by) for e in evidence]
+        kept = sorted(range(len(conf)), key=lambda i: -conf[i])[:max(1, math.ceil(
+            self.keep * len(conf)))]
+        keep = set(kept)
+        return Ballots(tuple(max(conf[i], 0.0) if i in keep else 0.0 for i in range(len(conf))))
+
+
+def _trace_conf(e: Evidence, by: str) -> float:
+    t = e.trace
+    if t is None:
+        return 0.0
+    value = t.lowest_group if by == "low" else t.tail
+    return float(value) if value is not None else 0.0
+
+
+def fit_temperature(conf: Sequence[Sequence[float]], answers: Sequence[Sequence[str | None]],
+                    *, n: int, grid: Sequence[float] = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+                    ) -> float:
+    """CISC's temperature fitted without labels on a run's own samples: per question, the
+    confidence-weighted vote of its first `n` samples is scored against the plurality of its
+    remaining samples (a pseudo-label); the T of the grid that agrees most wins (ties: the
+    larger T, the closer to a plain vote)."""
+    best, best_t = -1.0, max(grid)
+    for temperature in sorted(grid, reverse=True):
+        hits = 0.0
+        for c, a in zip(conf, answers, strict=True):
+            head = list(a[:n])
+            rest = [x for x in a[n:] if x is not None]
+            if not rest:
+                continue
+            tally: dict[str, int] = {}
+            for x in rest:
+                tally[x] = tally.get(x, 0) + 1
+            pseudo = max(tally.values())
+            labels = {x for x, k in tally.items() if k == pseudo}
+            w = softmax_weights(list(c[:n]), temperature)
+            score: dict[str, float] = {}
+            for h, wi in zip(head, w, strict=True):
+                if h is not None:
+                    score[h] = score.get(h, 0.0) + wi
+            if score:
+                top = max(score.values())
+                winners = [h for h, v in score.items() if v == top]
+                hits += sum(1 for h in winners if h in labels) / len(winners)
+        if hits > best:
+            best, best_t = hits, temperature
+    return best_t

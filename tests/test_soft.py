@@ -1,0 +1,99 @@
+"""Soft votes (issue 37): `soft`, `confidence` and `deepconf` through `Ensemble` against the
+simulated server, their weights recounted by hand from the logprobs the server planted, the
+no-signal fallback on the simulator's noise beliefs, and deepconf's refusal on short replies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ensemble import Ensemble
+from ensemble.errors import InputError
+from ensemble.soft import agreement_pairs, fit_temperature, signal_z
+from ensemble.testing import ChainBeliefs, SimulatedServer
+
+
+def _question(box_questions):
+    return next(q for q in box_questions if 0.6 < q.posterior < 0.7)
+
+
+def _spread(box_questions, k=12):
+    """k questions whose posteriors spread over (0.1, 0.9): the signal check compares
+    samples across questions of different difficulty, as a run's do."""
+    qs = sorted((q for q in box_questions if 0.1 < q.posterior < 0.9), key=lambda q: q.posterior)
+    return [qs[i * (len(qs) - 1) // (k - 1)] for i in range(k)]
+
+
+def _planted(srv, k):
+    """{token: prob} of the answer token of the last k samples the server served."""
+    lps = [lp for r in srv.stats.replies for lp in r.logprobs][-k:]
+    return [{d["token"]: math.exp(d["logprob"]) for d in lp["content"][0]["top_logprobs"]}
+            for lp in lps]
+
+
+def test_soft_scores_are_a_recount_of_the_planted_beliefs(box_questions):
+    """Until its samples have shown a signal `soft` counts hard votes, and says so; trusting
+    the logprobs, its scores are the sums of each sample's planted belief (hand recount, to
+    the 4 decimals stored)."""
+    q = _question(box_questions)
+    with SimulatedServer(lam1=1.0, seed=2, keep_replies=True) as srv, \
+            Ensemble("openai/sim-expert", api_base=srv.base_url, temperature=1.0, n=7,
+                     aggregator="soft", choices=["L", "R"], transport=srv.transport()) as ens:
+        first = ens.decide(q.prompt)
+        assert "not yet shown a signal" in " ".join(first.notes)
+        assert first.scores == pytest.approx({a: float(c) for a, c in first.votes.items()})
+        ens.aggregator.check = None  # trust the logprobs (the rule's check, off)
+        d = ens.decide(q.prompt)
+        planted = _planted(srv, 7)
+    assert not d.notes and d.weights == (1.0,) * 7
+    for option in ("L", "R"):
+        assert d.scores[option] == pytest.approx(sum(p[option] for p in planted), abs=1e-3)
+    assert d.decision == max(d.scores, key=d.scores.get)
+
+
+def test_confidence_weights_are_softmax_of_the_answers_logprob(box_questions):
+    q = _question(box_questions)
+    with SimulatedServer(lam1=1.0, seed=4, keep_replies=True) as srv, \
+            Ensemble("openai/sim-expert", api_base=srv.base_url, temperature=1.0, n=5,
+                     aggregator="confidence", choices=["L", "R"],
+                     transport=srv.transport()) as ens:
+        ens.aggregator.check = None
+        d = ens.decide(q.prompt)
+        planted = _planted(srv, 5)
+    answers = [s.answer for s in d.samples]
+    own = [p[a] for p, a in zip(planted, answers, strict=True)]
+    assert d.weights == pytest.approx(tuple(p / max(own) for p in own), abs=1e-3)
+
+
+def test_noise_beliefs_leave_soft_a_plurality(box_questions):
+    """On the simulator's noise beliefs the check never turns on: every decision is the hard
+    vote, with a note saying why."""
+    with SimulatedServer(lam1=1.0, seed=5, beliefs=ChainBeliefs(mode="noise")) as srv, \
+            Ensemble("openai/sim-expert", api_base=srv.base_url, temperature=1.0, n=5,
+                     aggregator="soft", choices=["L", "R"], transport=srv.transport()) as ens:
+        ds = [ens.decide(other.prompt) for other in _spread(box_questions, 16)]
+    assert not ens.aggregator.check.on
+    assert all(d.scores == pytest.approx({a: float(c) for a, c in d.votes.items()}) for d in ds)
+    assert "no signal" in " ".join(ds[-1].notes)
+
+
+def test_deepconf_is_refused_on_replies_of_a_few_tokens(box_questions):
+    q = _question(box_questions)
+    with SimulatedServer(lam1=1.0) as srv, \
+            Ensemble("openai/sim-expert", api_base=srv.base_url, temperature=1.0, n=3,
+                     aggregator="deepconf", choices=["L", "R"],
+                     transport=srv.transport()) as ens, \
+            pytest.raises(InputError, match="median of 2 tokens"):
+        ens.decide(q.prompt)
+
+
+def test_the_signal_statistic_and_the_label_free_temperature():
+    assert agreement_pairs(["a", "a", "b", None], [0.9, 0.8, 0.6, 0.99]) == [
+        (0.9, 0.5), (0.8, 0.5), (0.6, 0.0)]
+    together = [[(0.9, 1.0), (0.3, 0.0)], [(0.8, 0.9), (0.2, 0.1)], [(0.7, 1.0), (0.4, 0.0)]]
+    assert signal_z(together) > 1.5 and signal_z([[(0.5, 0.5)] * 10]) == 0.0
+    # confidences that pick out the pseudo-label win at a small T
+    conf = [[-0.1, -3.0, -3.0]] * 4
+    answers = [["a", "b", "b", "a", "a", "a"]] * 4
+    assert fit_temperature(conf, answers, n=3) == 2.0  # the largest T at which "a" wins
