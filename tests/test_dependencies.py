@@ -1,25 +1,40 @@
 """Dependencies are used through their public API only (DESIGN.md §5: litellm changes its
-internals every week, and a fresh install resolves the newest release).
+internals every week, and a fresh install resolves the newest release), and every one declared
+is used.
 
 Read from the source with the AST: no module imports a leading-underscore name from litellm, and
 no code reads, assigns or patches a leading-underscore attribute of a litellm object (a module
-imported from litellm, or the module returned by `ensemble.providers.litellm.litellm()`).
+imported from litellm, or the module returned by `ensemble.providers.litellm.litellm()`); every
+distribution in pyproject.toml's `dependencies` is imported by some module of the package.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
+import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the tests of this file."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _litellm_uses(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     bound: set[str] = set()  # names bound to litellm modules or objects
     found: list[str] = []
     for node in ast.walk(tree):
@@ -72,3 +87,43 @@ def test_the_checker_sees_a_patch(tmp_path):
                    "from litellm.utils import _private_helper\n", encoding="utf-8")
     found = _litellm_uses(bad)
     assert len(found) == 3, found
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imported(root: Path) -> set[str]:
+    """The top-level modules the package's source imports (inside functions too)."""
+    names: set[str] = set()
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_declared_dependency_is_imported():
+    """A dependency declared and never imported costs every install and says something false
+    about the code (asyncio-throttle was one until issue 36)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        tomllib = pytest.importorskip("tomli")
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    modules: dict[str, set[str]] = {}
+    for module, dists in packages_distributions().items():
+        for dist in dists:
+            modules.setdefault(_normal(dist), set()).add(module)
+    imported = _imported(SRC / "ensemble")
+    unused = []
+    for requirement in declared:
+        dist = _normal(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0])
+        provides = modules.get(dist)
+        if provides is None:
+            pytest.skip(f"{dist} is not installed here")
+        if not provides & imported:
+            unused.append(dist)
+    assert not unused, f"declared in pyproject.toml, imported nowhere in src/ensemble: {unused}"

@@ -119,6 +119,29 @@ def test_retries_are_bounded(box_questions, box_parse):
         assert srv.stats.requests == 3
 
 
+def test_backpressure_does_not_use_up_attempts(box_questions, box_parse):
+    """Four 429s, then an answer, with two attempts allowed: rate limits are waited out, not
+    counted as attempts."""
+    plan = FaultPlan(first=4, kinds=("429",), retry_after=0.01)
+    with SimulatedServer(lam1=3.0, faults=plan) as srv:
+        rows, stats = draw(srv, [SampleRequest.of(box_questions[7].prompt, temperature=1.0,
+                                                  k=1)], box_parse, max_attempts=2)
+        assert srv.stats.requests == 5
+    assert len(rows[0]) == 1 and stats.rate_limited == 4 and stats.retries == 4
+
+
+def test_a_retry_after_past_the_time_budget_gives_up_at_once(box_parse):
+    import time
+
+    plan = FaultPlan(first=1, kinds=("429",), retry_after=30)
+    with SimulatedServer(lam1=3.0, faults=plan) as srv:
+        t0 = time.perf_counter()
+        with pytest.raises(RetryBudgetExceeded, match="asked to wait 30 s"):
+            draw(srv, [SampleRequest.of("hello", temperature=1.0, k=1)], box_parse,
+                 max_retry_time=5)
+        assert time.perf_counter() - t0 < 3 and srv.stats.requests == 1
+
+
 def test_auth_and_unknown_model_fail_fast(box_parse):
     with SimulatedServer(require_api_key="sk-right-key") as srv:
         with pytest.raises(AuthenticationError):

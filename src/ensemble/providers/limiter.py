@@ -24,8 +24,10 @@ guarded by a threading lock and waiters are futures of their own event loops, so
 shared across threads and loops: each Ensemble's sync calls run on a loop of its own, and async
 callers on theirs.
 
-Written here rather than taken from asyncio-throttle: that throttle is bound to one event loop,
-knows neither cool-downs nor token budgets, and wakes its waiters by polling.
+Written here rather than taken from asyncio-throttle (no longer a dependency: docs/sampling.md,
+"One limiter per endpoint per process"): that throttle counts requests in a sliding window and
+nothing else (no concurrency cap, cool-down or token budget), is not thread-safe, and wakes its
+waiters by polling.
 
 `Limiter` is the protocol every caller uses (the sampler's online requests, the Router's
 deployments); `EndpointLimiter` is the in-process one and the default. A process that shares

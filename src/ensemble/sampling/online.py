@@ -13,7 +13,7 @@ from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter
 from ..providers.options import ProviderOptions
-from ..providers.retry import RetryPolicy
+from ..providers.retry import RetryPolicy, Tries
 from .replies import checked
 from .run import LEASE_TTL, RunContext
 from .types import Sample, SampleRequest
@@ -75,93 +75,101 @@ class OnlineRequests:
         run stored meanwhile; it is asked before a retry and before a request sent long after
         its lease was taken (a suspended process, a long queue), so nothing stored is paid
         twice (`StoredMeanwhile`)."""
-        limiter = self.limiter
-        t_enter = time.monotonic()
-        if limiter is None:  # pragma: no cover - the sampler attaches it when it starts
+        if self.limiter is None:  # pragma: no cover - the sampler attaches it when it starts
             raise EnsembleError("the sampler was not started; use `async with Sampler(...)`")
-        o = self.options
-        stats = self.ctx.stats
-        t_first: float | None = None
-        attempts = 0
-        last: ProviderError | None = None
-        while True:
-            await self._check_cost(req, n)
-            if last is None or t_first is None:
-                ticket = await limiter.acquire()
-            else:  # a retry waits for the endpoint's cool-down within the sample's time budget
-                left = o.retry.max_retry_time - (time.monotonic() - t_first)
-                try:
-                    ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
-                except asyncio.TimeoutError:
-                    raise self._gave_up(last, attempts, time.monotonic() - t_first) from None
-            if self.ctx.stop is not None:
-                limiter.release(ticket, outcome="unused")
-                raise RunWasStopped()
-            now = time.monotonic()
-            if recheck is not None and (last is not None or now - t_enter > LEASE_TTL / 2):
-                got = recheck()
-                if got:
-                    limiter.release(ticket, outcome="unused")
-                    raise StoredMeanwhile(got)
-            if t_first is None:
-                t_first = now
-            stats.requests += 1
-            self.in_flight += 1
-            try:
-                comp = await self.provider.complete(req.messages, req.params, n=n,
-                                                    first_index=start,
-                                                    headers=self.extra_headers,
-                                                    timeout=o.retry.timeout)
-            except ProviderError as exc:
-                last = exc
-                self.in_flight -= 1
-                stats.errors += 1
-                limiter.release(ticket, outcome="backpressure" if exc.backpressure else "error",
-                                retry_after=exc.retry_after)
-                if exc.backpressure:
-                    stats.rate_limited += 1
-                elif not exc.retryable:
-                    raise
-                else:
-                    attempts += 1
-                elapsed = time.monotonic() - t_first
-                if exc.attempts_cap == 1:
-                    raise  # retrying cannot help (a refused loopback port, TLS): say it as is
-                if self.retry.gives_up(exc, attempts, elapsed):
-                    raise self._gave_up(exc, attempts, elapsed) from None
-                wait = exc.retry_after
-                if wait is not None and wait > o.retry.max_retry_time - elapsed:
-                    # the provider asks for more than the sample's time budget has left:
-                    # waiting part of it would only fail later
-                    raise self._gave_up(exc, attempts, elapsed, asked=wait) from None
-                stats.retries += 1
-                self.retrying += 1
-                try:
-                    if not exc.backpressure:
-                        await asyncio.sleep(min(self.retry.backoff(attempts),
-                                                max(0.0, o.retry.max_retry_time - elapsed)))
-                    # backpressure: the limiter's shared cool-down holds the next attempt
-                finally:
-                    self.retrying -= 1
-                continue
-            except BaseException:
-                self.in_flight -= 1
-                limiter.release(ticket, outcome="error")
+        tries = Tries()
+        t_enter = time.monotonic()
+        try:  # most requests succeed at once: no retry loop for them (ensemble.providers.retry)
+            return await self._attempt(req, n, start, tries, recheck, t_enter)
+        except ProviderError as exc:
+            if not self.retry.retries(exc):
                 raise
+            tries.handover(exc)
+        async for attempt in self.retry.retrying(tries, gave_up=self._gave_up_after,
+                                                 limiter_holds=True, sleep=self._sleep,
+                                                 before_sleep=self._retrying):
+            with attempt:
+                tries.raise_pending()
+                return await self._attempt(req, n, start, tries, recheck, t_enter)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    async def _attempt(self, req: SampleRequest, n: int, start: int, tries: Tries,
+                       recheck: Callable[[], dict[int, Sample]] | None,
+                       t_enter: float) -> Completion:
+        """One attempt: the cost cap, the endpoint's limiter (a retry waits for its cool-down
+        within the sample's time budget), the stop and the store rechecked, then the request."""
+        limiter = self.limiter
+        assert limiter is not None
+        stats = self.ctx.stats
+        await self._check_cost(req, n)
+        if tries.last is None:
+            ticket = await limiter.acquire()
+        else:
+            left = self.options.retry.max_retry_time - tries.elapsed()
+            try:
+                ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
+            except asyncio.TimeoutError:
+                raise self._gave_up_after(tries) from None
+        if self.ctx.stop is not None:
+            limiter.release(ticket, outcome="unused")
+            raise RunWasStopped()
+        if recheck is not None and (tries.last is not None
+                                    or time.monotonic() - t_enter > LEASE_TTL / 2):
+            got = recheck()
+            if got:
+                limiter.release(ticket, outcome="unused")
+                raise StoredMeanwhile(got)
+        tries.sent()
+        stats.requests += 1
+        self.in_flight += 1
+        try:
+            comp = await self.provider.complete(req.messages, req.params, n=n,
+                                                first_index=start, headers=self.extra_headers,
+                                                timeout=self.options.retry.timeout)
+        except ProviderError as exc:
             self.in_flight -= 1
-            raw, comp = comp, checked(comp)  # the one door replies come in by
-            if comp.cost_usd is None and raw.cost_usd is not None:
-                self.bad_usage = (f"{self.provider.api_base or self.ctx.model} reported token "
-                                  f"usage that cannot be true ({raw.prompt_tokens} prompt, "
-                                  f"{raw.completion_tokens} completion tokens, cost "
-                                  f"{raw.cost_usd!r}); counted as unknown, not as a credit")
-                self.ctx.note(self.bad_usage)
-            tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
-            limiter.release(ticket, outcome="ok", tokens=tokens or None)
-            self.paid += 1
-            self.sampled += n
-            self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd)
-            return comp
+            stats.errors += 1
+            limiter.release(ticket, outcome="backpressure" if exc.backpressure else "error",
+                            retry_after=exc.retry_after)
+            if exc.backpressure:
+                stats.rate_limited += 1
+            raise
+        except BaseException:
+            self.in_flight -= 1
+            limiter.release(ticket, outcome="error")
+            raise
+        self.in_flight -= 1
+        raw, comp = comp, checked(comp)  # the one door replies come in by
+        if comp.cost_usd is None and raw.cost_usd is not None:
+            self.bad_usage = (f"{self.provider.api_base or self.ctx.model} reported token "
+                              f"usage that cannot be true ({raw.prompt_tokens} prompt, "
+                              f"{raw.completion_tokens} completion tokens, cost "
+                              f"{raw.cost_usd!r}); counted as unknown, not as a credit")
+            self.ctx.note(self.bad_usage)
+        tokens = (comp.prompt_tokens or 0) + (comp.completion_tokens or 0)
+        limiter.release(ticket, outcome="ok", tokens=tokens or None)
+        self.paid += 1
+        self.sampled += n
+        self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd)
+        return comp
+
+    def _retrying(self, state: object) -> None:
+        """Before the wait for a retry (tenacity's `before_sleep`): count it."""
+        self.ctx.stats.retries += 1
+
+    async def _sleep(self, seconds: float) -> None:
+        """The wait before a retry, counted in `retrying` while it lasts (the status line)."""
+        self.retrying += 1
+        try:
+            if seconds > 0:
+                await asyncio.sleep(seconds)
+        finally:
+            self.retrying -= 1
+
+    def _gave_up_after(self, tries: Tries) -> ProviderError:
+        """The error a request ends with when the policy stops its retries."""
+        assert tries.last is not None
+        return self._gave_up(tries.last, tries.transient, tries.elapsed(), asked=tries.asked)
 
     def _gave_up(self, exc: ProviderError, attempts: int, elapsed: float, *,
                  asked: float | None = None) -> ProviderError:
