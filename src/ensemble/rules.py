@@ -145,10 +145,13 @@ class Requests:
         how many samples lack what is read."""
         if not self.logprobs:
             return None
+        # a reply that came with logprobs but whose answer they do not spell (an invalid
+        # reply, or an answer read from words the tokens split oddly) is the rule's to weigh
+        # (a soft rule counts it as a hard vote); a reply without any is missing them
         lacking = sum(1 for e in evidence if e is None or (
-            (self.answer_logprobs and e.logprob is None)
-            or (self.top_logprobs and e.options is None)
-            or (self.trace_logprobs and e.trace is None)))
+            e.logprob is None and e.options is None and e.trace is None) or (
+            self.trace_logprobs and not (self.answer_logprobs or self.top_logprobs)
+            and e.trace is None))
         if not lacking:
             return None
         return f"{lacking} of {len(evidence)} replies came without {self.describe()}"

@@ -167,9 +167,10 @@ class Soft(_Checked):
             if e.options is not None:
                 shares.append({k: math.exp(v) for k, v in e.options.items()})
                 weights.append(1.0)
-            else:  # open answers: its own answer's probability, the rest unassigned
+            else:  # open answers: its own answer's probability, the rest unassigned; an
+                # answer its tokens do not spell: a hard vote
                 shares.append(None)
-                weights.append(math.exp(e.logprob) if e.logprob is not None else 0.0)
+                weights.append(math.exp(e.logprob) if e.logprob is not None else 1.0)
         return self.gate(evidence, Ballots(tuple(weights), tuple(shares)))
 
 
@@ -201,13 +202,17 @@ class Confidence(_Checked):
                              f"{temperature!r}")
         self.by, self.temperature = by, float(temperature)
 
-    def conf(self, e: Evidence) -> float:
+    def conf_of(self, e: Evidence) -> float | None:
         if self.by == "mean":
-            return e.trace.mean_logprob if e.trace is not None else -1e4
-        return e.logprob if e.logprob is not None else -1e4
+            return e.trace.mean_logprob if e.trace is not None else None
+        return e.logprob
 
     def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
-        weights = softmax_weights([self.conf(e) for e in evidence], self.temperature)
+        got = [self.conf_of(e) for e in evidence]
+        known = [c for c in got if c is not None]
+        # a sample whose answer its tokens do not spell weighs as the others do on average
+        middle = sum(known) / len(known) if known else 0.0
+        weights = softmax_weights([middle if c is None else c for c in got], self.temperature)
         return self.gate(evidence, Ballots(weights))
 
 

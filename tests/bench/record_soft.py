@@ -20,7 +20,10 @@ with `--template raw`: the messages' text as a plain document, the task's prompt
         --t 0.5 1.0 --samples 20 --out runs/rec/X.jsonl.gz [--template raw] [--limit N]
         [--stop STRING]
 
-Resumable: a (question, t) already in --out is not asked again.
+Resumable: a (question, t) already in --out is not asked again. Then, per temperature:
+
+    python tests/bench/record_soft.py --compact runs/rec/X.jsonl.gz --task FOLDER/task.yaml
+        --t 0.5 --into FOLDER          (writes FOLDER/recording.jsonl)
 """
 
 from __future__ import annotations
@@ -84,7 +87,59 @@ def seed_of(qid: str, t: float) -> int:
     return int(hashlib.sha256(f"{qid}|{t:g}".encode()).hexdigest()[:8], 16)
 
 
+def compact_raw(raw: Path, task_path: Path, t: float, into: Path, *, top: int = 5) -> dict:
+    """Write the samples of `raw` at temperature `t` as a replay recording (one line per
+    question, in the task's order: its prompt, t and its samples as {"text", "tokens", "lp"},
+    "lp" the compact logprobs located with the task's own parser) into `into`/recording.jsonl;
+    returns counts. Every recorded prompt must be the one the task renders (else the replay
+    could not find it)."""
+    from ensemble.sampling.logprobs import compact
+    from ensemble.tasks.taskfile import TaskFile
+
+    task = TaskFile(data=task_path)
+    by_prompt = {q.prompt: q for q in task.questions()}
+    lines: dict[str, dict] = {}
+    with gzip.open(raw, "rt") as f:
+        for line in f:
+            d = json.loads(line)
+            if abs(float(d["t"]) - t) > 1e-9:
+                continue
+            if d["prompt"] not in by_prompt:
+                raise SystemExit(f"{raw}: question {d['id']}'s prompt is not one {task_path} "
+                                 "renders")
+            samples = []
+            for c in d["choices"]:
+                full = {"content": [{"token": x["token"], "logprob": x["logprob"],
+                                     "top_logprobs": [{"token": a, "logprob": b}
+                                                      for a, b in x["top"]]}
+                                    for x in c["logprobs"]]}
+                text = c["text"]
+                samples.append({"text": text, "tokens": len(c["logprobs"]),
+                                "lp": compact(full, task.parse(text) if text else None,
+                                              task.parse, top_k=top)})
+            lines[d["prompt"]] = {"prompt": d["prompt"], "t": t, "samples": samples}
+    into.mkdir(parents=True, exist_ok=True)
+    order = list(dict.fromkeys(q.prompt for q in task.questions() if q.prompt in lines))
+    with open(into / "recording.jsonl", "w") as out:
+        for prompt in order:
+            out.write(json.dumps(lines[prompt], separators=(",", ":")) + "\n")
+    n = sum(len(x["samples"]) for x in lines.values())
+    return {"questions": len(order), "samples": n,
+            "located": sum(1 for x in lines.values() for s in x["samples"]
+                           if s["lp"] and "s" in s["lp"]),
+            "bytes": (into / "recording.jsonl").stat().st_size}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--compact"]:
+        cp = argparse.ArgumentParser(description="compact a raw recording into a replay one")
+        cp.add_argument("--compact", type=Path, required=True, metavar="RAW")
+        cp.add_argument("--task", type=Path, required=True)
+        cp.add_argument("--t", type=float, required=True)
+        cp.add_argument("--into", type=Path, required=True)
+        c = cp.parse_args()
+        print(json.dumps(compact_raw(c.compact, c.task, c.t, c.into)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--task", type=Path, required=True)
