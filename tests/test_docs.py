@@ -53,10 +53,10 @@ def test_custom_task_example_runs_and_its_parser_maps_values(tmp_path, monkeypat
 def test_extending_example_registers_and_runs_one_of_each(tmp_path, monkeypatch):
     """docs/extending.md: a rule, a stopping rule, a task and a provider registered from user
     code, used by name by the Python API and `ensemble eval` (in-process)."""
-    from ensemble.providers.registry import _factories as providers  # noqa: PLC2701
+    from ensemble.providers.registry import provider_registry as providers
     from ensemble.rules import rules
     from ensemble.stopping import stop_rules
-    from ensemble.tasks.base import _REGISTRY as tasks  # noqa: PLC2701
+    from ensemble.tasks.base import task_registry as tasks
 
     doc = ROOT / "docs" / "extending.md"
     (code,) = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)

@@ -226,7 +226,8 @@ def test_ensemble_serve_config_and_request_options(monkeypatch):
 
 def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch, caplog):
     """A distribution on sys.path declaring the group: its module is imported on the first
-    look-up (once), and an entry point naming an object registers it under its name."""
+    look-up (once), and an entry point naming an object registers it under its name, in its
+    package's namespace (the short name finds it while nothing else has it)."""
     (tmp_path / "plugin_rules.py").write_text(
         "from ensemble.registry import Registry\n"
         "LOADS = []\n"
@@ -237,7 +238,7 @@ def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch, caplog):
     (dist / "entry_points.txt").write_text("[test.ensemble.things]\nmade = plugin_rules:factory\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     reg: Registry = Registry("thing", "test.ensemble.things")
-    assert reg.names() == ["made"] and reg.get("made")() == "made"
+    assert reg.names() == ["plugin_rules/made"] and reg.get("made")() == "made"
     assert "plugin_rules" in sys.modules
     broken = tmp_path / "broken-0.1.dist-info"
     broken.mkdir()
@@ -247,13 +248,14 @@ def test_entry_point_groups_register_plug_ins(tmp_path, monkeypatch, caplog):
     # a broken plug-in is left out with one warning line; the others load
     with caplog.at_level("WARNING", logger="ensemble.plugins"):
         reg = Registry("thing", "test.ensemble.broken")
-        assert reg.names() == ["y"]
-        assert reg.names() == ["y"]  # read once: one warning, not one per look-up
+        assert reg.names() == ["plugin_rules/y"]
+        assert reg.names() == ["plugin_rules/y"]  # read once: one warning, not one per look-up
     assert [r.getMessage() for r in caplog.records] == [
         "ensemble: warning: skipped the plug-in of broken 0.1 (entry point "
         "test.ensemble.broken: x = no_such_module_x): No module named 'no_such_module_x'; "
         "fix or uninstall it"]
-    with pytest.raises(InputError, match=r"unknown thing 'x'; choose from y \(a plug-in named "
+    with pytest.raises(InputError, match=r"unknown thing 'x'; choose from plugin_rules/y \(a "
+                                         r"plug-in named "
                                          r"'x' was left out: No module named"):
         reg.get("x")
 

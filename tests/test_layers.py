@@ -366,15 +366,19 @@ def test_the_provider_seam_imports_nothing_concrete():
     # the registry reaches each provider inside its factory, and no provider module imports
     # the registry back: no cycle can form through the seam
     concrete = {"litellm", "litellm_batch", "litellm_lib", "local", "router"}
-    for name in ("base", "registry"):
+    for name in ("base", "registry", "builtin"):
         top = [mod for node in ast.parse((SRC / "ensemble" / "providers" / f"{name}.py")
                                          .read_text(encoding="utf-8")).body
                if isinstance(node, ast.ImportFrom)
                for mod in [node.module or ""]]
         assert not [m for m in top if m in concrete], (name, top)
+    # (the built-ins' factories register like any other provider's, each importing its
+    # provider only when called; the registry names that module, never imports it)
     graph = _ensemble_graph()
     assert not [m for m in graph if m.startswith("ensemble.providers.") and
-                "ensemble.providers.registry" in graph[m] and m != "ensemble.providers"]
+                "ensemble.providers.registry" in graph[m]
+                and m not in ("ensemble.providers", "ensemble.providers.builtin")]
+    assert "ensemble.providers.builtin" not in graph["ensemble.providers.registry"]
 
 
 # -- one way down: the layers of src, top to bottom ----------------------------------------------

@@ -49,6 +49,12 @@ SCRIPT = textwrap.dedent("""
         d = ens.decide("Which box? <answer>L</answer> or <answer>R</answer>")
     out["decide"] = {"aggregator": d.aggregator, "n": d.n_samples, "stop": d.stop}
     out["plurality"] = aggregator_info("plurality").build.__module__
+    from ensemble import aggregator_names, stop_rule_names
+    from ensemble.providers import registered_providers
+    from ensemble.tasks import task_names
+
+    out["names"] = {"rules": aggregator_names(), "stops": stop_rule_names(),
+                    "tasks": task_names(), "providers": registered_providers()}
     with open(sys.argv[1], "w") as f:
         json.dump(out, f)
 """)
@@ -143,7 +149,7 @@ CLASHES = {
 
 def test_broken_and_clashing_plug_ins_cost_one_warning_line_each(tmp_path):
     """Two distributions in every group: one whose entry points name a module that is not
-    there, one whose plug-ins claim a built-in's name (plurality, beta, boxball, the openai
+    there, one whose plug-ins take a built-in's name (plurality, beta, boxball, the openai
     prefix, the eval command)."""
     site = tmp_path / "site"
     site.mkdir()
@@ -171,12 +177,40 @@ def test_broken_and_clashing_plug_ins_cost_one_warning_line_each(tmp_path):
         mine = [w for w in broken if f"{group}: broken = nonexistent_module" in w]
         assert len(mine) == 1, (group, broken)
         assert "No module named 'nonexistent_module'" in mine[0]
+    # a plug-in's rule, stopping rule and task live under its namespace (issue 36.4): reusing
+    # a built-in's name costs nothing, the short name stays the built-in's
+    names = out["names"]
+    assert {"plurality", "clash_rules/plurality"} <= set(names["rules"])
+    assert {"beta", "clash_stops/beta"} <= set(names["stops"])
+    assert {"boxball", "clash_tasks/boxball"} <= set(names["tasks"])
+    # a provider's prefix and a command are not namespaced: claiming a built-in's is one line
     clash = _warnings(lines, "clash-plugin")
-    assert len(clash) == len(GROUPS), lines
-    for group, name in zip(GROUPS, ("plurality", "beta", "boxball", "openai", "eval"),
-                           strict=True):
+    assert len(clash) == 2, lines
+    for group, name in (("ensemble.providers", "openai"), ("ensemble.commands", "eval")):
         mine = [w for w in clash if f"{group}: {name} = clash_" in w]
         assert len(mine) == 1 and f"{name!r} is the name of a built-in" in mine[0], (group, clash)
+    assert "openai" in names["providers"]
     assert all(line.startswith("ensemble: warning: ") for line in broken + clash)
 
 
+
+
+def test_in_a_fresh_process_fake_models_resolve_without_importing_ensemble_testing():
+    """`fake/x` went to litellm unless `ensemble.testing` had been imported first (issue 36.4):
+    the fake provider is a built-in, named by the registry and imported when asked for."""
+    code = textwrap.dedent("""
+        import sys
+        from ensemble import Ensemble
+        from ensemble.providers import ProviderOptions, provider_for, registered_providers
+
+        assert "fake" in registered_providers()
+        assert "ensemble.testing" not in sys.modules and "litellm" not in sys.modules
+        print(type(provider_for("fake/x", ProviderOptions())).__name__)
+        with Ensemble("fake/x", n=3, temperature=1.0, choices=["L", "R"]) as ens:
+            d = ens.decide("Which box? Answer <answer>L</answer> or <answer>R</answer>.")
+        print(d.n_samples, "litellm" in sys.modules)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["FakeExpertProvider", "3", "False"]

@@ -630,7 +630,10 @@ def get_aggregator(name: str, *, n_options: int | None = None,
         opts = f" ({', '.join(choices)})" if choices is not None else ""
         raise InputError(f"{name} decides between two options; this task has {k}{opts}: use "
                          f"{_or(aggregator_names(binary=False))}")
-    return info.build(open=open, **options) if open else info.build(**options)
+    rule = info.build(open=open, **options) if open else info.build(**options)
+    if getattr(rule, "name", None) != info.name:
+        rule.name = info.name  # a plug-in's rule votes under its full name (package/name)
+    return rule
 
 
 def _or(names: Sequence[str]) -> str:

@@ -271,8 +271,8 @@ class Ensemble(Generic[AnswerT]):
                                      else extract_answer)
         else:
             self.parser = parser or self.answer_kind.parse
-        self.aggregator_name = aggregator
         self.aggregator_info = aggregator_info(aggregator)  # unknown: one line, the known ones
+        self.aggregator_name = self.aggregator_info.name  # a plug-in's by its full name
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
         self.stop_spec = self._stop_spec(stop, max_n)
         from .stopping.plan import StopMemory

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BatchesSubmitted, EnsembleError, InputError
-from .registry import plugin_skipped
+from .registry import entry_points_of, plugin_skipped
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -82,9 +82,7 @@ def _plugin_commands(core: frozenset[str]) -> dict[str, tuple[Any, EntryPoint]]:
     "ensemble.commands" entry points, imported once per process; this package's own (the
     evals' commands) first, so a plug-in naming one of its commands or a core one is left out
     with one warning line, as is one that fails to import."""
-    from importlib.metadata import entry_points
-
-    eps = sorted(entry_points(group=ENTRY_POINT_GROUP),
+    eps = sorted(entry_points_of(ENTRY_POINT_GROUP),
                  key=lambda ep: not _ours(ep.value))
     out: dict[str, tuple[Any, EntryPoint]] = {}
     for ep in eps:

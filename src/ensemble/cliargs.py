@@ -27,6 +27,7 @@ _N = TypeVar("_N", int, float)
 
 if TYPE_CHECKING:
     from .providers.options import ProviderOptions
+    from .registry import Choices, Names
     from .sampling.batch_options import BatchOptions
 
 
@@ -223,16 +224,27 @@ def fmt_lam(lam: float | None) -> str:
     return f"{lam:.4g}"
 
 
-def rule_choices(**filters: bool) -> list[str]:
+def rule_choices(**filters: bool) -> Choices:
     """The registered aggregation rules (`ensemble.rules.aggregator_names(**filters)`), for a
-    flag's choices and help: plug-ins registered before the parser is built are offered."""
-    from .rules import aggregator_names
+    flag's choices, read when a value is checked or the help printed (so building the parser
+    loads no rule): give the flag a metavar and write %(choices)s in its help."""
+    from .registry import Choices
 
-    return aggregator_names(**filters)
+    def names() -> Names:
+        from .rules import aggregator_names
+
+        return aggregator_names(**filters)
+
+    return Choices(names)
 
 
-def stop_choices() -> list[str]:
-    """The registered stopping rules, for a flag's choices and help."""
-    from .stopping import stop_rule_names
+def stop_choices() -> Choices:
+    """The registered stopping rules, for a flag's choices and help (read as `rule_choices`)."""
+    from .registry import Choices
 
-    return stop_rule_names()
+    def names() -> Names:
+        from .stopping import stop_rule_names  # the package imports numpy: only when asked
+
+        return stop_rule_names()
+
+    return Choices(names)

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .errors import InputError
-from .registry import Registry
+from .registry import Names, Registry, own_name, registration
 
 if TYPE_CHECKING:
     import numpy as np
@@ -284,43 +284,67 @@ class RuleInfo:
         return self.scorable and (self.group_f if utility else self.credit) is not None
 
 
-# the built-in rules register when ensemble.aggregators is imported
+# the built-in rules register when their modules are imported (on the first look-up)
 rules: Registry[RuleInfo] = Registry("aggregator", "ensemble.rules",
-                                     builtins=("ensemble.aggregators", "ensemble.soft"))
+                                     builtins=("ensemble.aggregators", "ensemble.soft"),
+                                     adopt=lambda name, obj: register_rule(name, obj))
 
 
-def register_rule(*, summary: str, name: str | None = None, binary: bool = False,
-                  open: bool = True, needs: Sequence[str] = (), requests: Requests | None = None,
-                  scorable: bool = True, vote: bool = False, f: FArray | None = None,
-                  group_f: GroupF | None = None, credit: Credit | None = None,
-                  replace: bool = False) -> Callable[[C], C]:
-    """Class decorator: register an aggregation rule (its per-vote class, named by its `name`
-    attribute or `name=`) with what it declares (`RuleInfo`). `requests` (default: the
-    class's `requests` attribute, else the hard answer alone) is set on the class too, so its
-    instances weigh by what was drawn."""
+@overload
+def register_rule(obj: C, /) -> C: ...
+@overload
+def register_rule(name: str, obj: C, /, *, summary: str | None = ..., binary: bool = ...,
+                  open: bool = ..., needs: Sequence[str] = ..., requests: Requests | None = ...,
+                  scorable: bool = ..., vote: bool = ..., f: FArray | None = ...,
+                  group_f: GroupF | None = ..., credit: Credit | None = ...,
+                  replace: bool = ...) -> C: ...
+@overload
+def register_rule(name: str | None = None, /, *, summary: str | None = ...,
+                  binary: bool = ..., open: bool = ..., needs: Sequence[str] = ...,
+                  requests: Requests | None = ..., scorable: bool = ..., vote: bool = ...,
+                  f: FArray | None = ..., group_f: GroupF | None = ...,
+                  credit: Credit | None = ..., replace: bool = ...) -> Callable[[C], C]: ...
+def register_rule(*args: Any, name: str | None = None, summary: str | None = None,
+                  binary: bool = False, open: bool = True, needs: Sequence[str] = (),
+                  requests: Requests | None = None, scorable: bool = True, vote: bool = False,
+                  f: FArray | None = None, group_f: GroupF | None = None,
+                  credit: Credit | None = None, replace: bool = False) -> Any:
+    """Register an aggregation rule: its per-vote class (a `RuleBase` subclass), named by
+    its `name` attribute or the name given, with what it declares (`RuleInfo`). The one
+    shape of every registering function (`ensemble.registry`): `@register_rule`,
+    `@register_rule(summary=..., ...)`, `@register_rule("mine", ...)` or
+    `register_rule("mine", cls)`. `summary` defaults to the class's `summary` attribute or
+    the first line of its docstring; `requests` to its `requests` attribute (else the hard
+    answer alone), and is set on the class, so its instances weigh by what was drawn. A rule
+    of an installed plug-in is named `package/name` (`ensemble.registry`)."""
     bad = sorted(set(needs) - {"lam", "weights", "structure"})
     if bad:
         raise InputError(f"register_rule: unknown need {bad[0]!r}; a rule may need lam, "
                          "weights or structure")
 
-    def deco(cls: C) -> C:
-        key = name or getattr(cls, "name", None)
-        if not isinstance(key, str):
-            raise InputError(f"register_rule: {cls!r} has no name (give it a `name` attribute "
-                             "or name=...)")
+    def add(cls: Any, given: str | None) -> Any:
+        short = own_name(cls, given, what="register_rule")
+        about = summary or getattr(cls, "summary", None) or _first_line(cls.__doc__)
+        if not isinstance(about, str) or not about:
+            raise InputError(f"register_rule: {short} has no summary (give summary=..., a "
+                             "`summary` attribute or a docstring)")
         reads = requests if requests is not None else getattr(cls, "requests", HARD)
         if not isinstance(reads, Requests):
             raise InputError(f"register_rule: requests is an ensemble.rules.Requests, got "
                              f"{reads!r}")
-        cls.requests = reads  # type: ignore[attr-defined]
-        rules.add(key, RuleInfo(key, cls, summary, binary=binary, open=open,
-                                needs=tuple(needs), requests=reads, scorable=scorable,
-                                vote=vote, f=f,
-                                group_f=group_f, credit=credit), replace=replace,
-                  module=cls.__module__)
+        cls.requests = reads
+        key = rules.key(short, cls.__module__)
+        rules.add(short, RuleInfo(key, cls, about, binary=binary, open=open,
+                                  needs=tuple(needs), requests=reads, scorable=scorable,
+                                  vote=vote, f=f, group_f=group_f, credit=credit),
+                  replace=replace, module=cls.__module__)
         return cls
 
-    return deco
+    return registration(args, name, add, what="register_rule")
+
+
+def _first_line(doc: str | None) -> str | None:
+    return doc.strip().splitlines()[0].strip() if doc and doc.strip() else None
 
 
 def aggregator_info(name: str) -> RuleInfo:
@@ -329,9 +353,10 @@ def aggregator_info(name: str) -> RuleInfo:
 
 
 def aggregator_names(*, binary: bool | None = None, open: bool | None = None,
-                     vector: bool | None = None, scorable: bool | None = None) -> list[str]:
+                     vector: bool | None = None, scorable: bool | None = None) -> Names:
     """The registered rules, optionally only those that are binary or not, apply to open
-    answers, have a vector form f(n, λ) (`vector`), or can be scored in evals."""
+    answers, have a vector form f(n, λ) (`vector`), or can be scored in evals (`in` finds a
+    plug-in's rule by its short name too)."""
     out = []
     for name, info in rules.items():
         if binary is not None and info.binary != binary:
@@ -343,7 +368,7 @@ def aggregator_names(*, binary: bool | None = None, open: bool | None = None,
         if scorable is not None and info.scorable != scorable:
             continue
         out.append(name)
-    return out
+    return Names(out, rules.resolve)
 
 
 def main_vote(binary: bool) -> str:

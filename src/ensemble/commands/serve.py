@@ -44,12 +44,10 @@ def register(subparsers: Any) -> None:
     e.add_argument("--answer", choices=("choice", "number", "math", "text"),
                    help="open answers: numbers, math expressions or text voted by equivalence "
                         "(docs/answers.md)")
-    rules, stops = rule_choices(), stop_choices()
-    e.add_argument("--aggregator", default=DEFAULT_AGGREGATOR, choices=rules, metavar="RULE",
-                   help=f"voting rule: {', '.join(rules)} (default {DEFAULT_AGGREGATOR})")
-    e.add_argument("--stop", choices=stops, metavar="RULE",
-                   help=f"adaptive stopping rule, drawing up to --max-n samples: "
-                        f"{', '.join(stops)}")
+    e.add_argument("--aggregator", default=DEFAULT_AGGREGATOR, choices=rule_choices(),
+                   metavar="RULE", help="voting rule: %(choices)s (default %(default)s)")
+    e.add_argument("--stop", choices=stop_choices(), metavar="RULE",
+                   help="adaptive stopping rule, drawing up to --max-n samples: %(choices)s")
     e.add_argument("--max-n", type=positive_int, help="sample budget of the stopping rule")
     e.add_argument("--max-request-n", type=positive_int,
                    help="largest n a request may ask for through extra_body "

@@ -47,10 +47,9 @@ def register(subparsers: Any) -> None:
     r.add_argument("--n", type=positive_int, help="number of experts")
     r.add_argument("--lam", type=lam_value, help="rationality λ (inf allowed)")
     r.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
-    vector = rule_choices(vector=True)  # the rules with a vector form f(n, λ)
-    r.add_argument("--aggregator", choices=vector, default=MAJORITY, metavar="RULE",
-                   help=f"a rule with a vector form: {', '.join(vector)} (default "
-                        f"{MAJORITY}; lam-weighted is plain majority for one group)")
+    r.add_argument("--aggregator", choices=rule_choices(vector=True), default=MAJORITY,
+                   metavar="RULE", help="a rule with a vector form f(n, λ): %(choices)s "
+                   "(default %(default)s; lam-weighted is plain majority for one group)")
     _common(r)
     r.set_defaults(func=run_regret, _parser=r)
 

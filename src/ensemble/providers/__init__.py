@@ -5,8 +5,9 @@ what each declares it can do.
 
 Built in: litellm (the default: every provider litellm knows, and any OpenAI-compatible
 `api_base`), the embedded llama.cpp model (`local...`), litellm's Router
-(`RouterProvider`, from a config file), and the in-process fake (`fake/...`, registered by
-`ensemble.testing`). Concrete providers are imported only when a model asks for them.
+(`RouterProvider`, from a config file), and the in-process fake (`fake/...`,
+`ensemble.testing.FakeExpertProvider`); `providers.builtin` registers them. Concrete providers
+are imported only when a model asks for them.
 """
 
 from .base import INDEX_HEADER, Capabilities, Choice, Completion, Provider, provider_of

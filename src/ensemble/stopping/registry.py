@@ -15,16 +15,18 @@ an ensemble's members instead (the cost rule) is registered by its spec class, d
         def __init__(self, *, max_n: int, agree: int = 3) -> None:
             ...
 
-Plug-ins register through the entry-point group `ensemble.stop_rules` (loaded on the first
-look-up). The Python API (`Ensemble(stop=...)`, `StopSpec`), `ensemble eval --adaptive`,
+Plug-ins register through the entry-point group `ensemble.stop_rules` (read on the first
+look-up, like the built-in modules; an installed plug-in's rule is named `package/name`,
+`ensemble.registry`). The Python API (`Ensemble(stop=...)`, `StopSpec`), `ensemble eval --adaptive`,
 `ensemble serve --stop` and the evals' spec files all ask this registry.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ..registry import Registry
+from ..registry import Names, Registry, own_name, registration
 
 if TYPE_CHECKING:
     from .table import StoppingRule
@@ -35,30 +37,46 @@ __all__ = ["get_stopping_rule", "is_over_members", "register_stop_rule", "stop_r
 R = TypeVar("R", bound=type)
 
 
-# the built-in rules register when their modules are imported
+# the built-in rules register when their modules are imported (on the first look-up)
 stop_rules: Registry[type[Any]] = Registry(
     "stopping rule", "ensemble.stop_rules",
-    builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.cost.spec"))
+    builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.cost.spec"),
+    adopt=lambda name, obj: register_stop_rule(name, obj))
 
 
-def register_stop_rule(cls: R) -> R:
-    """Class decorator: make a `StoppingRule` subclass (or a rule over members, declaring
-    `over_members = True`) a stopping rule known by its `name`."""
+@overload
+def register_stop_rule(cls: R, /) -> R: ...
+@overload
+def register_stop_rule(name: str, cls: R, /, *, replace: bool = ...) -> R: ...
+@overload
+def register_stop_rule(name: str | None = None, /, *,
+                       replace: bool = ...) -> Callable[[R], R]: ...
+def register_stop_rule(*args: Any, name: str | None = None, replace: bool = False) -> Any:
+    """Register a stopping rule: a `StoppingRule` subclass (or a rule over members, declaring
+    `over_members = True`), known by its `name` attribute or the name given. The one shape of
+    every registering function (`ensemble.registry`): `@register_stop_rule`,
+    `@register_stop_rule("mine")` or `register_stop_rule("mine", cls)`. An installed
+    plug-in's rule is named `package/name`."""
     from ..errors import InputError
     from .table import StoppingRule
 
-    if not (isinstance(cls, type) and (issubclass(cls, StoppingRule)
-                                       or getattr(cls, "over_members", False))):
-        raise InputError(f"register_stop_rule takes a StoppingRule subclass, got {cls!r}")
-    stop_rules.add(getattr(cls, "name", None), cls)  # type: ignore[arg-type]
-    return cls
+    def add(cls: Any, given: str | None) -> Any:
+        if not (isinstance(cls, type) and (issubclass(cls, StoppingRule)
+                                           or getattr(cls, "over_members", False))):
+            raise InputError(f"register_stop_rule takes a StoppingRule subclass, got {cls!r}")
+        stop_rules.add(own_name(cls, given, what="register_stop_rule"), cls, replace=replace)
+        return cls
+
+    return registration(args, name, add, what="register_stop_rule")
 
 
-def stop_rule_names(*, over_members: bool | None = None) -> list[str]:
+def stop_rule_names(*, over_members: bool | None = None) -> Names:
     """Every registered stopping rule's name (only the rules over members, or only the others,
-    with `over_members`)."""
-    return [n for n, cls in stop_rules.items()
-            if over_members is None or bool(getattr(cls, "over_members", False)) == over_members]
+    with `over_members`; `in` finds a plug-in's rule by its short name too)."""
+    return Names([n for n, cls in stop_rules.items()
+                  if over_members is None
+                  or bool(getattr(cls, "over_members", False)) == over_members],
+                 stop_rules.resolve)
 
 
 def is_over_members(name: str) -> bool:

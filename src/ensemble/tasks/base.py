@@ -6,17 +6,20 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
-from ensemble.registry import Registry
+from ensemble.errors import InputError
+from ensemble.registry import Names, Registry, own_name, registration
 
 if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
 __all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "read_questions", "record_choices", "seeded_subset", "task_names", "task_title"]
+           "read_questions", "record_choices", "seeded_subset", "task_names", "task_registry",
+           "task_title"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -188,21 +191,20 @@ def task_title(task: Any) -> str:
     return getattr(task, "title", None) or task.name
 
 
-def _discover_builtin() -> None:
-    """The built-in tasks: every module of this package, imported by name (each registers its
-    tasks with `register_task`); no list to keep."""
-    import importlib
+def _builtin_modules() -> list[str]:
+    """The built-in tasks: every module of this package (each registers its tasks with
+    `register_task`), imported on the first look-up; no list to keep."""
     import pkgutil
     from pathlib import Path
 
     package = __name__.rpartition(".")[0]
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package}.{info.name}")
+    return [f"{package}.{info.name}" for info in pkgutil.iter_modules([str(Path(__file__).parent)])
+            if not info.name.startswith("_")]
 
 
-_REGISTRY: Registry[Callable[..., Task]] = Registry("task", "ensemble.tasks",
-                                                    discover=_discover_builtin)
+task_registry: Registry[Callable[..., Task]] = Registry(
+    "task", "ensemble.tasks", builtins=_builtin_modules,
+    adopt=lambda name, obj: register_task(name, obj))
 
 
 def read_questions(records: Iterable[tuple[int, Any]], make: Callable[[int, Any], Question], *,
@@ -243,23 +245,33 @@ def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:
     return [items[i] for i in picked]
 
 
-def register_task(name: str, *, replace: bool = False
-                  ) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
-    """Class decorator: make a task constructible by name with `get_task` (plug-ins may also
-    register through the entry-point group `ensemble.tasks`)."""
+@overload
+def register_task(factory: F, /) -> F: ...
+@overload
+def register_task(name: str, factory: F, /, *, replace: bool = ...) -> F: ...
+@overload
+def register_task(name: str | None = None, /, *, replace: bool = ...) -> Callable[[F], F]: ...
+def register_task(*args: Any, name: str | None = None, replace: bool = False) -> Any:
+    """Register a task: a `TaskBase` subclass (or any factory of a `Task`), constructible by
+    name with `get_task`, known by its `name` attribute or the name given. The one shape of
+    every registering function (`ensemble.registry`): `@register_task`,
+    `@register_task("mine")` or `register_task("mine", factory)`; plug-ins register through
+    the entry-point group `ensemble.tasks`, an installed plug-in's task named
+    `package/name`."""
 
-    def deco(factory: Callable[..., Task]) -> Callable[..., Task]:
-        _REGISTRY.add(name, factory, replace=replace)
+    def add(factory: Any, given: str | None) -> Any:
+        if not callable(factory):
+            raise InputError(f"register_task takes a task class or factory, got {factory!r}")
+        task_registry.add(own_name(factory, given, what="register_task"), factory,
+                      replace=replace)
         return factory
 
-    return deco
+    return registration(args, name, add, what="register_task")
 
 
 def get_task(name: str, **options: Any) -> Task:
     """Build the task called `name`; unknown names raise InputError listing the known ones."""
-    from ensemble.errors import InputError
-
-    factory = _REGISTRY.get(name)
+    factory = task_registry.get(name)
     task = factory(**options)
     missing = [a for a in ("layout", "max_tokens", "skipped", "issues", "answer_kind",
                            "data_notes", "population", "parse_for", "questions", "parse")
@@ -272,14 +284,13 @@ def get_task(name: str, **options: Any) -> Task:
 
 def layout_of(name: str) -> TaskLayout:
     """The layout of the task called `name` (a run folder's task), without building it."""
-    from ensemble.errors import InputError
-
-    layout = getattr(_REGISTRY.get(name), "layout", None)
+    layout = getattr(task_registry.get(name), "layout", None)
     if not isinstance(layout, TaskLayout):
         raise InputError(f"task {name!r} declares no layout: give its class a `layout` "
                          "(ensemble.tasks.TaskLayout)")
     return layout
 
 
-def task_names() -> list[str]:
-    return _REGISTRY.names()
+def task_names() -> Names:
+    """The registered tasks' names (`in` finds a plug-in's task by its short name too)."""
+    return task_registry.names()

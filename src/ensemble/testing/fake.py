@@ -23,9 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..providers.base import Capabilities, Choice, Completion
-from ..providers.options import ProviderOptions
 from ..providers.params import SamplingParams
-from ..providers.registry import register_provider
 from ..providers.toolcalls import reply_text
 from .expert import ChainBeliefs, MCModel, SimulatedExpert, prompt_key
 
@@ -130,11 +128,3 @@ class FakeExpertProvider:
         cost = self.price(ptoks, ctoks)
         return Completion(choices=tuple(choices), prompt_tokens=ptoks, completion_tokens=ctoks,
                           cost_usd=cost, latency_s=self.latency)
-
-
-def _fake(model: str, options: ProviderOptions) -> FakeExpertProvider:
-    """`fake/<name>`: a planted expert with the default options, for a quick look."""
-    return FakeExpertProvider(model=model)
-
-
-register_provider("fake", _fake)

@@ -52,11 +52,11 @@ def register(subparsers: Any) -> None:
                         "aggregators)")
     m.add_argument("--ensemble-schema", action="store_true",
                    help="print the JSON schema of a spec and exit")
-    scorable = rule_choices(scorable=True)
-    m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME", choices=scorable,
-                   help=f"rules to score beside the main vote, of {', '.join(scorable)} "
-                        "(binary ones on binary tasks only); those that weigh votes by λ need "
-                        "--lam or --calibration")
+    m.add_argument("--aggregator", nargs="+", default=(), metavar="NAME",
+                   choices=rule_choices(scorable=True),
+                   help="rules to score beside the main vote, of %(choices)s (binary ones on "
+                        "binary tasks only); those that weigh votes by λ need --lam or "
+                        "--calibration")
     m.add_argument("--lam", type=lam_value, metavar="L1",
                    help="the model's λ₁ (ψ_λ units at t = 1; λ = λ₁ / t) for --aggregator")
     m.add_argument("--calibration", metavar="PROFILE",
@@ -88,9 +88,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--answer", choices=("number", "math", "text"),
                    help="jsonl: the answer kind of rows without choices (default text)")
     a = p.add_argument_group("adaptive sampling (scored on the drawn samples, beside fixed n)")
-    stops = stop_choices()
-    a.add_argument("--adaptive", nargs="+", choices=stops, default=(), metavar="RULE",
-                   help=f"stopping rules to score, of {', '.join(stops)}")
+    a.add_argument("--adaptive", nargs="+", choices=stop_choices(), default=(), metavar="RULE",
+                   help="stopping rules to score, of %(choices)s")
     a.add_argument("--max-n", type=positive_int,
                    help="the most samples the rule may use per question (default: --samples)")
     a.add_argument("--stop-cost", type=positive_float,
