@@ -31,7 +31,9 @@ def test_custom_task_example_runs_and_its_parser_maps_values(tmp_path, monkeypat
     with contextlib.redirect_stdout(out):
         exec(compile(_example(), str(DOC), "exec"), ns)
     text = out.getvalue()
-    summary = ns["summary"]
+    from ensemble.evals.schemas import dump
+
+    summary = dump(ns["summary"])  # the typed summary run_eval returns, as summary.json says
     # the table it prints is the summary's: t in {0.5, 1}, n in {1, 3}, 12 questions
     assert {(r["t"], r["n"]) for r in summary["results"]} == {(0.5, 1), (0.5, 3), (1.0, 1),
                                                               (1.0, 3)}

@@ -406,21 +406,15 @@ def test_accuracy_plot_spans_the_metric_with_a_chance_line():
     import matplotlib.pyplot as plt
 
     from ensemble.evals.outputs import accuracy_figure
+    from ensemble.evals.schemas import ResultRow
+    from ensemble.tasks import layout_of
 
-    rows = [
-        {
-            "t": 1.0,
-            "n": n,
-            "aggregator": "plurality",
-            "accuracy": a,
-            "sem": 0.2,
-            "ci": [a - 0.4, a + 0.4],
-            "items": 10,
-        }
-        for n, a in [(1, 0.9), (3, 0.95)]
-    ]
-    summary = {"task": "mathqa", "model": "x" * 150, "results": rows}
-    fig = accuracy_figure(summary, chance=0.2)
+    rows = [ResultRow(t=1.0, n=n, aggregator="plurality", accuracy=a, sem=0.2,
+                      ci=[a - 0.4, a + 0.4], sem_questions=0.2, ci_questions=[a - 0.4, a + 0.4],
+                      items=10)
+            for n, a in [(1, 0.9), (3, 0.95)]]
+    fig = accuracy_figure(rows, layout=layout_of("mathqa"),
+                          title="mathqa: plurality vote, " + "x" * 150, chance=0.2)
     ax = fig.axes[0]
     lo, hi = ax.get_ylim()
     assert lo <= 0 and hi >= 1 and hi - lo < 1.1  # the whole [0, 1], not a zoom
@@ -431,26 +425,10 @@ def test_accuracy_plot_spans_the_metric_with_a_chance_line():
     assert "\n" in ax.get_title()  # a long model name wraps instead of running off the figure
     plt.close(fig)
     box = accuracy_figure(
-        {
-            "task": "boxball",
-            "model": "m",
-            "results": [
-                {
-                    "t": 1.0,
-                    "n": 1,
-                    "aggregator": "majority",
-                    "accuracy": 0.5,
-                    "sem": 0.1,
-                    "ci": [0, 1],
-                    "utility": 0.0,
-                    "utility_sem": 0.2,
-                    "utility_ci": [-1.5, 1.5],
-                    "items": 3,
-                }
-            ],
-        },
-        chance=0.0,
-    )
+        [ResultRow(t=1.0, n=1, aggregator="majority", accuracy=0.5, sem=0.1, ci=[0, 1],
+                   sem_questions=0.1, ci_questions=[0, 1], utility=0.0, utility_sem=0.2,
+                   utility_ci=[-1.5, 1.5], items=3)],
+        layout=layout_of("boxball"), title="boxball: majority vote, m", chance=0.0)
     lo, hi = box.axes[0].get_ylim()
     assert lo <= -1 and hi >= 1
     plt.close(box)

@@ -35,6 +35,7 @@ from _plans import jsonl_plan
 from ensemble.evals.grid import analyse
 from ensemble.evals.outputs import write_outputs
 from ensemble.evals.records import model_members, write_questions, write_samples, write_votes
+from ensemble.evals.schemas import EvalSummary, Tables
 from ensemble.evals.view import build_view
 from ensemble.sampling.types import Sample
 from ensemble.tasks import Question
@@ -100,9 +101,10 @@ def synthetic_run(out: Path, qs: list[Question], *, seed: int = 0) -> int:
     n = write_samples(out, qs, TEMPS, rows, answers)
     write_votes(out, qs, model_members(TEMPS, NS), answers, rule="plurality")
     plan = jsonl_plan(qs, TEMPS, NS, samples=K, bootstrap=200)
-    summary = analyse(plan, qs, answers)
-    summary.update(_no_draw(plan, n, out))
-    write_outputs(out, summary)
+    tables = analyse(plan, qs, answers)
+    summary = EvalSummary(**{f: getattr(tables, f) for f in Tables.model_fields},
+                          **_no_draw(plan, n, out))
+    write_outputs(out, summary, chance=0.2)
     return n
 
 
@@ -113,7 +115,7 @@ def _no_draw(plan: Any, n: int, out: Path) -> dict[str, Any]:
     from ensemble import ProviderOptions, __version__
 
     return {"task": plan.task_name, "model": plan.model, "bootstrap": plan.bootstrap, "seed": 0,
-            "adaptive": [], "ensemble": None, "aggregators": ["plurality"], "lam1": None,
+            "ensemble": None, "aggregators": ["plurality"], "lam1": None,
             "layout": dataclasses.asdict(plan.layout), "requests": 0,
             "cost_usd": None, "cost": {"now_usd": None, "stored_samples_usd": None,
                                        "note": "synthetic"},

@@ -56,6 +56,7 @@ from ensemble.evals.grid import analyse  # noqa: E402
 from ensemble.evals.plan import resolve  # noqa: E402
 from ensemble.evals.records import QuestionRecord  # noqa: E402
 from ensemble.evals.runner import RunOptions  # noqa: E402
+from ensemble.evals.schemas import dump  # noqa: E402
 from ensemble.evals.scoring import box_layout  # noqa: E402
 from ensemble.evals.spec import RunSpec, one_model  # noqa: E402
 from ensemble.tasks import Question, get_task  # noqa: E402
@@ -245,7 +246,7 @@ def check_box_eval(reps: int, source: Source | None = None, *, limit: int | None
         qs = resolve(cfg).questions
         g = np.random.default_rng(10_000 + seed0 + rep)
         answers = src(qs, t, samples, g)[None]
-        s = analyse(resolve(cfg), qs, answers)
+        s = dump(analyse(resolve(cfg), qs, answers))
         for k in keys:
             row = _cell(s["results"], t=t, n=k[1], aggregator=k[0])
             own = truth_box(expert, qs, t, k[1], k[0])
@@ -279,7 +280,7 @@ def check_box_contrasts(reps: int, source: Source | None = None, *, limit: int =
         qs = resolve(cfg).questions
         g = np.random.default_rng(20_000 + seed0 + rep)
         answers = np.stack([src(qs, t, samples, g) for t in temps])
-        s = analyse(resolve(cfg), qs, answers)
+        s = dump(analyse(resolve(cfg), qs, answers))
         for sp in specs:
             row = _cell(s["contrasts"], kind=sp[0], t=sp[1], n=sp[2], aggregator="majority")
             tq[sp].add(*row["utility_ci_questions"], diff(qs, *sp), row["utility_difference"])
@@ -315,7 +316,7 @@ def check_mc_eval(reps: int, source: Source | None = None, *, size: int = 1000,
         qs = [pop[i] for i in idx]
         plan = replace(whole, seed=seed0 + rep, limit=limit)
         answers = np.stack([src(qs, t, samples, g) for t in temps])
-        s = analyse(plan, qs, answers)
+        s = dump(analyse(plan, qs, answers))
         own = {(t, k): truth_mc(expert, qs, t, k[1], k[0]) for t in temps for k in keys}
         for k in keys:
             row = _cell(s["results"], t=1.0, n=k[1], aggregator=k[0])
@@ -485,7 +486,7 @@ def check_mixed_box(reps: int, *, lams: tuple[float, ...] = (2.0, 8.0),
         qs = plan.questions
         g = np.random.default_rng(30_000 + seed0 + rep)
         answers = [e(qs, t, samples, g) for e in experts]
-        s = analyse_mixed(plan, qs, answers)
+        s = dump(analyse_mixed(plan, qs, answers))
         own = {r: truth(qs, r) for r in rules}
         for r in rules:
             row = _cell(s["results"], member="ensemble", aggregator=r)
@@ -536,7 +537,7 @@ def experiment(runs: int = 20, *, lam1: float = 3.0, samples: int = 10, limit: i
         with SimulatedServer(lam1=lam1, seed=100 + rep) as srv:
             cfg = one_model("boxball", "openai/sim-expert", (1.0,), ns,
                             api_base=srv.base_url, samples=samples, limit=limit, seed=rep)
-            s = asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"run{rep}"))))
+            s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(base / f"run{rep}")))))
         qs = resolve(cfg).questions
         for n in ns:
             row = _cell(s["results"], t=1.0, n=n, aggregator="majority")

@@ -244,6 +244,6 @@ def test_a_scenario_missing_a_question_is_left_out_with_a_warning():
     g = np.random.default_rng(0)
     answers = np.where(g.random((1, len(qs), 5)) < 0.7, "L", "R").astype(object)
     s = analyse(plan, qs, answers)
-    assert s["population"]["items"] == 9
-    assert s["warnings"] == ["1 scenario left out: the question of a colour it can show is "
-                             "missing (a vote's utility needs both)"]
+    assert s.population.items == 9
+    assert s.warnings == ["1 scenario left out: the question of a colour it can show is "
+                          "missing (a vote's utility needs both)"]

@@ -14,6 +14,7 @@ import pytest
 from ensemble.evals.compare import compare_runs
 from ensemble.evals.rundir import read_run as load_run
 from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.schemas import dump
 from ensemble.evals.spec import load_spec, one_model
 from ensemble.testing import SimulatedServer
 
@@ -23,7 +24,7 @@ def _run(tmp_path, name, lam1, *, seed, limit=15, samples=6, ns=(1, 3), temps=(0
     with SimulatedServer(lam1=lam1, seed=seed) as srv:
         spec = one_model("boxball", "openai/sim-expert", temps, ns, api_base=srv.base_url,
                          samples=samples, limit=limit, seed=0, bootstrap=200, **kw)
-        return asyncio.run(run_eval(spec, RunOptions(out=str(tmp_path / name))))
+        return dump(asyncio.run(run_eval(spec, RunOptions(out=str(tmp_path / name)))))
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from scipy import stats
 from ensemble.evals.analysis import box_utility
 from ensemble.evals.plan import resolve
 from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.schemas import dump
 from ensemble.evals.spec import one_model
 from ensemble.providers.options import ProviderOptions
 from ensemble.qr import psi
@@ -78,9 +79,9 @@ def test_mathqa_reproduces_the_papers_pattern(tmp_path, mathqa_path):
                         api_base=srv.base_url, samples=10, limit=q, data=str(mathqa_path),
                         bootstrap=400)
         opts = RunOptions(out=str(tmp_path / "run"))
-        s = asyncio.run(run_eval(cfg, opts))
+        s = dump(asyncio.run(run_eval(cfg, opts)))
         assert srv.stats.requests == s["requests"] == 3 * q
-        again = asyncio.run(run_eval(cfg, opts))  # resumed from the store: no request
+        again = dump(asyncio.run(run_eval(cfg, opts)))  # resumed from the store: no request
         assert srv.stats.requests == 3 * q and again["requests"] == 0
     assert again["results"] == s["results"]
     # paired differences (same questions at each t) beyond 2 of their reported SEMs
@@ -159,7 +160,7 @@ def test_invalid_answers_counted(tmp_path):
     with SimulatedServer(lam1=4.0, seed=1, invalid_rate=0.3) as srv:
         cfg = one_model("boxball", "openai/sim-expert", (1.0,), (1, 3), api_base=srv.base_url,
                         samples=10, limit=20, bootstrap=100)
-        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "i"))))
+        s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "i")))))
     assert 0.2 < s["invalid_rate"] < 0.4
     assert s["invalid_rate_by_t"][0]["invalid_rate"] == s["invalid_rate"]
     # invalid answers cost utility: an abstaining expert never beats a valid one here
@@ -230,8 +231,8 @@ def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
     cfg = one_model("mathqa", f"local/{smollm2_path}", (0.7,), (1, 2), samples=2, limit=2,
                     data=str(mathqa_path), bootstrap=20, max_tokens=24)
-    s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "local"),
-                                             provider=ProviderOptions(max_concurrency=2))))
+    s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "local"),
+                                             provider=ProviderOptions(max_concurrency=2)))))
     # a 135M model mostly fails the format; what matters: the samples arrived and were scored
     assert s["requests"] >= 1 and s["tokens"]["completion"] > 0
     assert 0.0 <= s["invalid_rate"] <= 1.0

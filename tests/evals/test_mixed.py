@@ -17,6 +17,7 @@ from ensemble.evals.groups import (
     vote_group_values,
 )
 from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.schemas import dump
 from ensemble.evals.scoring import box_layout
 from ensemble.evals.spec import load_spec, one_model
 from ensemble.tasks import get_task
@@ -102,8 +103,8 @@ def _mixed(spec, tmp_path, **kw):
     """Run a mixed ensemble's spec in tmp_path/run (its task and sizes from `kw`)."""
     fields = dict(task="boxball", samples=3, limit=6, bootstrap=200)
     fields.update(kw)
-    return asyncio.run(run_eval(spec.model_copy(update=fields),
-                                RunOptions(out=str(tmp_path / "run"))))
+    return dump(asyncio.run(run_eval(spec.model_copy(update=fields),
+                                RunOptions(out=str(tmp_path / "run")))))
 
 
 def test_mixed_boxball_end_to_end(tmp_path):
@@ -240,7 +241,7 @@ def test_single_model_aggregator_rows_and_contrasts(tmp_path):
         cfg = one_model("boxball", "openai/sim", (0.5, 1.0), (1, 3), api_base=srv.base_url,
                         samples=4, limit=5, bootstrap=200, aggregators=["robust", "lam-weighted"],
                         lam1=2.0)
-        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "r"))))
+        s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "r")))))
     assert s["aggregators"] == ["majority", "robust", "lam-weighted"]
     rows = {(r["t"], r["n"], r["aggregator"]): r for r in s["results"]}
     for t in (0.5, 1.0):

@@ -12,6 +12,7 @@ import pytest
 from ensemble.evals.compare import compare_runs
 from ensemble.evals.rundir import read_run as load_run
 from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.schemas import dump
 from ensemble.evals.spec import one_model
 from ensemble.tasks import get_task
 from ensemble.testing import OpenAnswers, SimulatedServer
@@ -53,7 +54,7 @@ def open_run(tmp_path_factory, mathqa_path):
         cfg = one_model("mathqa", "openai/sim-expert", (0.7,), (1, 5), open=True,
                         api_base=srv.base_url, samples=10, limit=q, data=str(mathqa_path),
                         bootstrap=300)
-        summary = asyncio.run(run_eval(cfg, RunOptions(out=str(out))))
+        summary = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(out)))))
         requests = srv.stats.requests
     truths = [plan.truth(open_question_text(x.prompt), seed=4) for x in questions]
     return summary, truths, out, requests, questions
@@ -110,7 +111,7 @@ def test_compare_two_open_runs(open_run, tmp_path, mathqa_path):
         cfg = one_model("mathqa", "openai/sim-expert", (0.7,), (1, 5), open=True,
                         api_base=srv.base_url, samples=10, limit=len(questions),
                         data=str(mathqa_path), bootstrap=200, adaptive=["beta"])
-        b = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "b"))))
+        b = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "b")))))
     assert b["adaptive"]
     c = compare_runs(load_run(out), load_run(tmp_path / "b"), reps=200)
     row = next(r for r in c["results"] if r["n"] == 5)
@@ -131,7 +132,7 @@ def test_jsonl_open_rows(tmp_path):
     with SimulatedServer(seed=2, open_answers=plan) as srv:
         cfg = one_model("jsonl", "openai/sim-expert", (0.5,), (1, 3), answer="number",
                         api_base=srv.base_url, samples=6, data=str(data), bootstrap=100)
-        s = asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "run"))))
+        s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "run")))))
     assert res(s, 0.5, 3, "plurality")["accuracy"] > 0.8
     from ensemble.errors import InputError
 

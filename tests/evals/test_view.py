@@ -33,6 +33,7 @@ from ensemble.evals.records import (
     write_votes,
 )
 from ensemble.evals.runner import RunOptions, run_eval
+from ensemble.evals.schemas import dump
 from ensemble.evals.spec import load_spec, one_model
 from ensemble.evals.view import build_view, embed_json
 from ensemble.jsonio import loads
@@ -50,7 +51,7 @@ needs_chromium = pytest.mark.skipif(
 def _eval(out: Path, srv: SimulatedServer, **kw) -> dict:
     spec = one_model("boxball", "openai/sim-expert", kw.pop("t", (0.5, 1.0)), (1, 3),
                      api_base=srv.base_url, samples=5, limit=3, bootstrap=50, **kw)
-    return asyncio.run(run_eval(spec, RunOptions(out=str(out))))
+    return dump(asyncio.run(run_eval(spec, RunOptions(out=str(out)))))
 
 
 @pytest.fixture(scope="module")
@@ -524,12 +525,14 @@ def test_box_ball_plot_is_scaled_to_its_intervals():
     import matplotlib.pyplot as plt
 
     from ensemble.evals.outputs import accuracy_figure
+    from ensemble.evals.schemas import ResultRow
+    from ensemble.tasks import layout_of
 
-    rows = [{"t": 1.0, "n": n, "aggregator": "majority", "accuracy": (1 + u) / 2, "sem": 0.01,
-             "ci": [0, 1], "utility": u, "utility_sem": 0.01,
-             "utility_ci": [u - 0.02, u + 0.02], "items": 216}
+    rows = [ResultRow(t=1.0, n=n, aggregator="majority", accuracy=(1 + u) / 2, sem=0.01,
+                      ci=[0, 1], sem_questions=0.01, ci_questions=[0, 1], utility=u,
+                      utility_sem=0.01, utility_ci=[u - 0.02, u + 0.02], items=216)
             for n, u in ((1, 0.38), (3, 0.42), (5, 0.46))]
-    fig = accuracy_figure({"task": "boxball", "model": "m", "results": rows}, chance=0.0)
+    fig = accuracy_figure(rows, layout=layout_of("boxball"), title="boxball: m", chance=0.0)
     lo, hi = fig.axes[0].get_ylim()
     assert 0.3 <= lo < 0.36 and 0.48 < hi <= 0.55
     plt.close(fig)

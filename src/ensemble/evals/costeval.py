@@ -29,6 +29,7 @@ from ensemble.errors import InputError
 from .draw import Drawn
 from .intervals import estimate
 from .plan import RunPlan
+from .schemas import AdaptiveRow
 
 __all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit",
            "replay_scored"]
@@ -191,7 +192,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
                        "beside every member's n under the λ-weighted vote"}]
 
 
-def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[dict[str, Any]]:
+def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
     """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
     dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
     decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
@@ -220,6 +221,7 @@ def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[dict[str, Any]]:
     stopping = plan.stopping
     cost = CostSpec(value_usd=stopping.value_usd if stopping else None,
                     credit=stopping.credit if stopping else "reference")
-    return cost_rows(codes, costs, values, weights, budgets=[m.n or 1 for m in plan.members],
+    rows = cost_rows(codes, costs, values, weights, budgets=[m.n or 1 for m in plan.members],
                      lams=[m.lam for m in plan.members], spec=cost, reps=plan.bootstrap,
                      seed=plan.seed)
+    return [AdaptiveRow.model_validate(r) for r in rows]

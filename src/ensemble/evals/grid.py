@@ -15,6 +15,7 @@ from ensemble.rules import RANDOM_FOLLOW
 from ensemble.tasks import Question
 
 from .plan import RunPlan
+from .schemas import AdaptiveRow, ContrastRow, InvalidByT, Population, Tables
 from .scoring import (
     ESTIMATOR,
     INVALID_WARN,
@@ -31,7 +32,7 @@ from .scoring import (
 __all__ = ["adaptive_rows", "analyse", "extra_rules", "rule_cells"]
 
 
-def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> dict[str, Any]:
+def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> Tables:
     """The result grid from answers[t, q, k] (None = invalid); no requests.
 
     The task's items (questions; scenarios for boxball) are `plan.population`, of which these
@@ -56,18 +57,18 @@ def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> di
     keys = [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]
     row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
 
-    results = [row(cells[ti][key], diff=False, t=t, n=key[1], aggregator=key[0])
+    results = [row.result(cells[ti][key], t=t, n=key[1], aggregator=key[0])
                for ti, t in enumerate(temps) for key in keys]
-    contrasts: list[dict[str, Any]] = []
+    contrasts: list[ContrastRow] = []
     base = min(range(len(temps)), key=lambda i: temps[i])
     for ti, t in enumerate(temps):
         if ti != base:
-            contrasts += [row(cells[ti][key].minus(cells[base][key], same_answers=False),
-                              diff=True, kind="temperature", t=t, vs_t=temps[base], n=key[1],
-                              vs_n=key[1], aggregator=key[0]) for key in keys]
+            contrasts += [row.contrast(cells[ti][key].minus(cells[base][key], same_answers=False),
+                                       kind="temperature", t=t, vs_t=temps[base], n=key[1],
+                                       vs_n=key[1], aggregator=key[0]) for key in keys]
     for ti, t in enumerate(temps):
-        contrasts += [row(cells[ti][rule, n].minus(cells[ti][rule, 1], same_answers=True),
-                          diff=True, kind="ensemble", t=t, vs_t=t, n=n, vs_n=1, aggregator=rule)
+        contrasts += [row.contrast(cells[ti][rule, n].minus(cells[ti][rule, 1], same_answers=True),
+                                   kind="ensemble", t=t, vs_t=t, n=n, vs_n=1, aggregator=rule)
                       for n in ns if n > 1]
     by_t = [float(invalid[ti].mean()) for ti in range(len(temps))]
     warnings = []
@@ -84,12 +85,12 @@ def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> di
                         "valid answer counts as wrong, so the numbers measure the answer format "
                         "as much as the answers: check the prompt, the parser or --max-tokens")
     some = f"these {items} of the task's {total} {unit}, drawn at random (--limit)"
-    return {
-        "metric": METRIC[box], "estimator": ESTIMATOR[box], "temperatures": temps, "ns": ns,
-        "samples_per_question": plan.samples,
-        "population": {"items": items, "total": total, "unit": unit, "limit": plan.limit,
-                       "fraction": items / total},
-        "intervals": {
+    return Tables(
+        metric=METRIC[box], estimator=ESTIMATOR[box], temperatures=temps, ns=ns,
+        samples_per_question=plan.samples,
+        population=Population(items=items, total=total, unit=unit, limit=plan.limit,
+                              fraction=items / total),
+        intervals={
             "ci": "95% interval for the task: the mean over all " + f"{total} {unit}"
                   + (f"; {some}, so it includes the variation between {unit}"
                      if items < total else " (all were run)")
@@ -100,19 +101,19 @@ def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> di
                             "the task's interval without the finite-population correction "
                             "(wider) is shown",
         },
-        "results": results,
-        "contrasts": contrasts,
-        "invalid_rate": float(invalid.mean()),
-        "invalid_rate_by_t": [{"t": t, "invalid_rate": r}
-                              for t, r in zip(temps, by_t, strict=True)],
-        "invalid_policy": "invalid answers abstain from the vote; a group with no valid answer "
-                          "counts as wrong; random-follow counts an invalid answer as wrong",
-        "warnings": warnings,
-    }
+        results=results,
+        contrasts=contrasts,
+        invalid_rate=float(invalid.mean()),
+        invalid_rate_by_t=[InvalidByT(t=t, invalid_rate=r)
+                           for t, r in zip(temps, by_t, strict=True)],
+        invalid_policy="invalid answers abstain from the vote; a group with no valid answer "
+                       "counts as wrong; random-follow counts an invalid answer as wrong",
+        warnings=warnings,
+    )
 
 
 def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
-                summary: dict[str, Any]) -> None:
+                tables: Tables) -> None:
     """Add the plan's rules beyond the main vote (`--aggregator`) to a single-model summary:
     rows at each (t, n) and their paired difference from the main vote (kind "aggregator",
     the same samples). λ = λ₁ / t (ψ_λ units; ∞ at t = 0); one model is one group, so
@@ -125,20 +126,19 @@ def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
     ns = list(plan.ns)
     cells = item_cells(layout, questions, answers, ns)
     items = cells[0][main, ns[0]].items
-    row = run_rows(layout, items=items, total=summary["population"]["total"],
-                   seed=plan.seed + 1, bootstrap=plan.bootstrap)
+    row = run_rows(layout, items=items, total=tables.population.total, seed=plan.seed + 1,
+                   bootstrap=plan.bootstrap)
     got = rule_cells(layout, questions, answers, temps=temps, ns=ns, rules=extra,
                      lam1=plan.lam1)
     for ti, t in enumerate(temps):
         for n in ns:
             for r in extra:
-                summary["results"].append(row(got[ti, n, r], diff=False, t=t, n=n,
-                                              aggregator=r))
-                summary["contrasts"].append(row(
-                    got[ti, n, r].minus(cells[ti][main, n], same_answers=True), diff=True,
+                tables.results.append(row.result(got[ti, n, r], t=t, n=n, aggregator=r))
+                tables.contrasts.append(row.contrast(
+                    got[ti, n, r].minus(cells[ti][main, n], same_answers=True),
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
-    summary["results"].sort(key=lambda r: (r["t"], r["aggregator"] == RANDOM_FOLLOW))
+    tables.results.sort(key=lambda r: (r.t or 0.0, r.aggregator == RANDOM_FOLLOW))
 
 
 def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps: list[float],
@@ -171,7 +171,7 @@ def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps:
 
 
 def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
-                  costs: np.ndarray | None = None) -> list[dict[str, Any]]:
+                  costs: np.ndarray | None = None) -> list[AdaptiveRow]:
     """Rows for each stopping rule of `plan.stopping` beside fixed n, per temperature, replayed
     on the drawn samples (`evals.adaptive`): the same random orders of each question's samples
     for the adaptive and the fixed rows, so the two are comparable and their difference paired.
@@ -203,7 +203,7 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     fixed_ns = sorted({n for n in plan.ns if n <= max_n} | {max_n})
     if costs is not None:
         kw["costs"] = np.asarray(costs, dtype=float)[:, :, :max_n]
-    rows = []
+    rows: list[AdaptiveRow] = []
     for stop in stopping.rules:
         takes_cost = "cost" in stop_rules.get(stop).params
         rule = StopSpec(stop=stop, max_n=max_n, cost=stopping.cost if takes_cost else None)
@@ -215,5 +215,5 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
                             for n, e in sorted(res.fixed.items())]
             row["scored"] = ("P(ω = decision | colour), weighted by P(scenario, colour)" if box
                              else "accuracy of the plurality of the samples used")
-            rows.append(row)
+            rows.append(AdaptiveRow.model_validate(row))
     return rows

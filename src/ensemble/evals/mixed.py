@@ -29,6 +29,7 @@ import numpy as np
 from ensemble.errors import InputError
 
 from .plan import RunPlan
+from .schemas import InvalidByT, Population, Tables
 
 __all__ = ["analyse_mixed", "ensemble_vote"]
 
@@ -86,8 +87,7 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     return decide
 
 
-def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]
-                  ) -> dict[str, Any]:
+def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]) -> Tables:
     """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
     the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
     minus the main vote, and the ensemble under each rule minus its best member alone."""
@@ -104,23 +104,26 @@ def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]
     row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
 
     big = sum(ns)
-    results = [row(cells[r], diff=False, member="ensemble", t=None, n=big, aggregator=r)
+    results = [row.result(cells[r], member="ensemble", t=None, n=big, aggregator=r)
                for r in aggregators]
-    results += [row(alone[i], diff=False, member=labels[i], t=members[i].temperature,
-                    n=ns[i], aggregator=base) for i in range(len(members))]
-    contrasts = [row(cells[r].minus(cells[base], same_answers=True), diff=True,
-                     kind="aggregator", member="ensemble", t=None, vs_t=None, n=big, vs_n=big,
-                     aggregator=r, vs_aggregator=base) for r in aggregators[1:]]
+    results += [row.result(alone[i], member=labels[i], t=members[i].temperature, n=ns[i],
+                           aggregator=base) for i in range(len(members))]
+    contrasts = [row.contrast(cells[r].minus(cells[base], same_answers=True),
+                              kind="aggregator", member="ensemble", t=None, vs_t=None, n=big,
+                              vs_n=big, aggregator=r, vs_aggregator=base)
+                 for r in aggregators[1:]]
     # the ensemble under each rule minus its best member alone (the highest estimate here),
     # paired: the ensemble's estimate uses that member's samples too
     best = max(range(len(members)), key=lambda i: float(alone[i].values.mean()))
-    contrasts += [row(cells[r].minus(widen(alone[best], best, cells[r]), same_answers=True),
-                      diff=True, kind="vs-best-member", member="ensemble", t=None,
-                      vs_t=members[best].temperature, n=big, vs_n=ns[best], aggregator=r,
-                      vs_aggregator=base, vs_member=labels[best]) for r in aggregators]
+    contrasts += [row.contrast(cells[r].minus(widen(alone[best], best, cells[r]),
+                                              same_answers=True),
+                               kind="vs-best-member", member="ensemble", t=None,
+                               vs_t=members[best].temperature, n=big, vs_n=ns[best],
+                               aggregator=r, vs_aggregator=base, vs_member=labels[best])
+                  for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
-    return {**_mixed_head(plan, items=items, total=total),
-            "results": results, "contrasts": contrasts, **_invalid(members, labels, inv)}
+    return Tables(**_mixed_head(plan, items=items, total=total), results=results,
+                  contrasts=contrasts, **_invalid(members, labels, inv))
 
 
 def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any]:
@@ -131,8 +134,8 @@ def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any
                         "check the prompt, the parser or --max-tokens")
     return {
         "invalid_rate": float(np.mean(inv)),
-        "invalid_rate_by_t": [{"t": float(m.temperature), "member": float(i),
-                               "invalid_rate": r}
+        "invalid_rate_by_t": [InvalidByT(t=float(m.temperature), member=float(i),
+                                         invalid_rate=r)
                               for i, (m, r) in enumerate(zip(members, inv, strict=True))],
         "invalid_policy": "invalid answers drop out of the vote (the rule for the valid "
                           "counts); no valid answer at all counts as wrong",
@@ -157,8 +160,8 @@ def _mixed_head(plan: RunPlan, *, items: int, total: int) -> dict[str, Any]:
                       + ESTIMATOR[box]),
         "temperatures": [float(m.temperature) for m in members], "ns": [m.n for m in members],
         "samples_per_question": plan.samples,
-        "population": {"items": items, "total": total, "unit": unit, "limit": plan.limit,
-                       "fraction": items / total},
+        "population": Population(items=items, total=total, unit=unit, limit=plan.limit,
+                                 fraction=items / total),
         "intervals": {
             "ci": f"95% interval for the task ({total} {unit}): bootstrap over {unit} with the "
                   "finite-population correction (as for one model)",

@@ -17,32 +17,55 @@ document of docs/evals.md), grid.csv, accuracy.png, spec.json and the run record
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ensemble.errors import InputError
 from ensemble.tasks import Task
 
 from .draw import Drawn, draw, estimate
+from .outputs import write_outputs
 from .plan import RunOptions, RunPlan, resolve
+from .schemas import (
+    SUMMARY_VERSION,
+    CostSummary,
+    DataNotes,
+    EnsembleInfo,
+    EvalSummary,
+    FailedSummary,
+    MemberInfo,
+    ProviderInfo,
+    SampleCounts,
+    Tables,
+    Tokens,
+)
 from .spec import RunSpec
 
-__all__ = ["RunOptions", "dry_run", "finish", "run_eval", "run_facts", "run_plan",
-           "summary_of"]
+__all__ = ["RunOptions", "chance_of", "dry_run", "estimate_eval", "run_eval", "run_facts",
+           "run_plan", "summary_of"]
 
 
-async def run_eval(spec: RunSpec, options: RunOptions | None = None) -> dict[str, Any]:
-    """Draw what is missing, score every cell, write the outputs; return the summary (a dry
-    run: what drawing would request and cost). The spec is read once, into its plan
-    (`evals.plan.resolve`)."""
+async def run_eval(spec: RunSpec, options: RunOptions | None = None) -> EvalSummary:
+    """Draw what is missing, score every cell, write the outputs; return the summary. The
+    spec is read once, into its plan (`evals.plan.resolve`). A dry run (`RunOptions(dry_run=
+    True)`) is `estimate_eval`, which sends nothing: here it is refused."""
     plan = resolve(spec, options)
     if plan.dry_run:
-        return dry_run(plan)
+        raise InputError("a dry run sends nothing and writes no summary: call "
+                         "estimate_eval(spec, options) for what the run would request and cost")
     return await run_plan(plan)
 
 
-async def run_plan(plan: RunPlan) -> dict[str, Any]:
+def estimate_eval(spec: RunSpec, options: RunOptions | None = None) -> dict[str, Any]:
+    """What running the spec would request and cost (`ensemble eval --dry-run`): nothing is
+    sent and nothing is written."""
+    return dry_run(resolve(spec, options))
+
+
+async def run_plan(plan: RunPlan) -> EvalSummary:
     """The steps of a resolved run: claim its folder, record its spec, draw what is missing,
     write the records, score, write the summary and the outputs; returns the summary."""
     from ensemble.jsonio import write_atomic
@@ -57,8 +80,10 @@ async def run_plan(plan: RunPlan) -> dict[str, Any]:
                        build=plan.build, separate=plan.ensemble, whole=plan.layout.group)
     t1 = time.perf_counter()
     _write_records(plan, drawn)
-    scored = _score(plan, drawn)
-    return finish(plan.out, summary_of(plan, scored, drawn, t1=t1))
+    tables = _score(plan, drawn)
+    summary = summary_of(plan, tables, drawn, t1=t1)
+    write_outputs(plan.out, summary, chance=chance_of(plan.task, drawn.questions))
+    return summary
 
 
 def dry_run(plan: RunPlan) -> dict[str, Any]:
@@ -90,27 +115,28 @@ def _write_records(plan: RunPlan, drawn: Drawn) -> None:
                   ensemble=ensemble_vote(list(plan.rules), [m.lam for m in plan.members]))
 
 
-def _score(plan: RunPlan, drawn: Drawn) -> dict[str, Any]:
+def _score(plan: RunPlan, drawn: Drawn) -> Tables:
     """The tables: one model's cells (`evals.grid`), or a mixed ensemble's (`evals.mixed`)."""
     if plan.ensemble:
         from .mixed import analyse_mixed
 
-        scored = analyse_mixed(plan, drawn.questions, drawn.answers)
-        scored["adaptive"] = []
+        tables = analyse_mixed(plan, drawn.questions, drawn.answers)
         if plan.stopping is not None:  # the cost rule over the members (`spec.check`)
             from .costeval import mixed_cost_rows
 
-            scored["adaptive"] = mixed_cost_rows(plan, drawn)
-        return scored
+            tables.adaptive = mixed_cost_rows(plan, drawn)
+        return tables
     from .grid import adaptive_rows, analyse, extra_rules
 
     answers = np.stack(drawn.answers)
-    scored = analyse(plan, drawn.questions, answers)
-    extra_rules(plan, drawn.questions, answers, scored)
-    scored["adaptive"] = [] if plan.stopping is None else adaptive_rows(
-        plan, drawn.questions, answers,
-        costs=np.stack([drawn.costs(g, plan.stopping.max_n) for g in range(len(plan.members))]))
-    return scored
+    tables = analyse(plan, drawn.questions, answers)
+    extra_rules(plan, drawn.questions, answers, tables)
+    if plan.stopping is not None:
+        tables.adaptive = adaptive_rows(
+            plan, drawn.questions, answers,
+            costs=np.stack([drawn.costs(g, plan.stopping.max_n)
+                            for g in range(len(plan.members))]))
+    return tables
 
 
 UNITS = ("λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units, at each member's temperature; "
@@ -120,51 +146,47 @@ SHARED_SIGNAL = ("the rules treat the members as groups of experts sharing one s
                  "across models (docs/ensembles.md)")
 
 
-def summary_of(plan: RunPlan, scored: dict[str, Any], drawn: Drawn, *, t1: float
-               ) -> dict[str, Any]:
+def summary_of(plan: RunPlan, tables: Tables, drawn: Drawn, *, t1: float) -> EvalSummary:
     """summary.json of every run, one model's or a mixed ensemble's: the same fields
-    (`evals.schemas.EvalSummary`), its tables from `scored`."""
-    import dataclasses
-
-    from .schemas import SUMMARY_VERSION
-
+    (`evals.schemas.EvalSummary`), built by keyword from the plan, the tables and the draw."""
     members = plan.members
     same = len({repr(d.options.public()) for d in members}) == 1
     ensemble = None
     rules = list(plan.rules)
     if plan.ensemble:
-        ensemble = {"members": [
-            {"label": m.label, "model": m.model, "api_base": m.api_base, "n": m.n,
-             "temperature": m.temperature, "lam": m.lam, "lam_source": m.lam_source,
-             "samples": m.samples, "endpoint": e, "served_by": s}
+        ensemble = EnsembleInfo(members=[
+            MemberInfo(label=m.label or "", model=m.model, api_base=m.api_base, n=m.n or 1,
+                       temperature=m.temperature, lam=m.lam, lam_source=m.lam_source,
+                       samples=m.samples, endpoint=e, served_by=s)
             for m, e, s in zip(members, drawn.endpoints, drawn.served_by, strict=True)],
-            "aggregators": rules, "units": UNITS, "assumption": SHARED_SIGNAL}
+            aggregators=rules, units=UNITS, assumption=SHARED_SIGNAL)
     endpoints = set(drawn.endpoints)
-    return {
-        "schema_version": SUMMARY_VERSION,
-        "task": plan.task_name, "model": plan.model, "title": plan.title,
-        "metric": scored["metric"], "estimator": scored["estimator"],
-        "temperatures": scored["temperatures"], "ns": scored["ns"],
-        "samples_per_question": scored["samples_per_question"],
-        "bootstrap": plan.bootstrap, "seed": plan.seed,
-        "population": scored["population"], "intervals": scored["intervals"],
-        "results": scored["results"], "contrasts": scored["contrasts"],
-        "invalid_rate": scored["invalid_rate"], "invalid_rate_by_t": scored["invalid_rate_by_t"],
-        "invalid_policy": scored["invalid_policy"], "warnings": scored["warnings"],
-        "adaptive": scored.get("adaptive", []), "ensemble": ensemble, "aggregators": rules,
-        "lam1": plan.lam1, "layout": dataclasses.asdict(plan.layout),
+    return EvalSummary(
+        schema_version=SUMMARY_VERSION,
+        task=plan.task_name, model=plan.model, title=plan.title,
+        metric=tables.metric, estimator=tables.estimator,
+        temperatures=tables.temperatures, ns=tables.ns,
+        samples_per_question=tables.samples_per_question,
+        bootstrap=plan.bootstrap, seed=plan.seed,
+        population=tables.population, intervals=tables.intervals,
+        results=tables.results, contrasts=tables.contrasts,
+        invalid_rate=tables.invalid_rate, invalid_rate_by_t=tables.invalid_rate_by_t,
+        invalid_policy=tables.invalid_policy, warnings=tables.warnings,
+        adaptive=tables.adaptive, ensemble=ensemble, aggregators=rules,
+        lam1=plan.lam1, layout=plan.layout,
         **run_facts(drawn, drawn.stats, out=plan.out, t1=t1),
-        "data": data_notes(plan.task),
-        "notes": [n for s in drawn.stats for n in s.notes],
-        "provider": (members[0].options if same else plan.provider).public(),
-        "endpoint": next(iter(endpoints)) if len(endpoints) == 1 else None,
-        "served_by": ", ".join(dict.fromkeys(drawn.served_by)) or None,
-    }
+        data=DataNotes(**data_notes(plan.task)),
+        notes=[n for s in drawn.stats for n in s.notes],
+        provider=ProviderInfo(**(members[0].options if same else plan.provider).public()),
+        endpoint=next(iter(endpoints)) if len(endpoints) == 1 else None,
+        served_by=", ".join(dict.fromkeys(drawn.served_by)) or None,
+    )
 
 
 def run_facts(drawn: Drawn, stats: list[Any], *, out: Path, t1: float) -> dict[str, Any]:
-    """The summary's account of a draw: requests, cost, tokens, samples, retries, time (the
-    sums over the samplers; a cost is unknown when one sampler's is)."""
+    """The summary's account of a draw (`EvalSummary` fields): requests, cost, tokens,
+    samples, retries, time (the sums over the samplers; a cost is unknown when one sampler's
+    is)."""
     from ensemble import __version__
 
     from .records import now_iso
@@ -185,35 +207,39 @@ def run_facts(drawn: Drawn, stats: list[Any], *, out: Path, t1: float) -> dict[s
 
     return {
         "requests": total("requests"), "cost_usd": total("cost_usd"),
-        "cost": {"now_usd": total("cost_usd"), "stored_samples_usd": total("stored_cost_usd"),
-                 "samples_usd": of_samples("cost_usd"),
-                 "note": "now: this run's requests; stored_samples: what the samples read "
-                         "from the store had cost when drawn; samples: what the samples "
-                         "behind the results cost, one shared by several questions counted "
-                         "for each (null: price unknown)"
-                         + ("; all members" if len(stats) > 1 else "")},
-        "tokens": {"prompt": total("prompt_tokens"), "completion": total("completion_tokens")},
-        "tokens_samples": {"prompt": of_samples("prompt_tokens", unknown_is_zero=True),
-                           "completion": of_samples("completion_tokens", unknown_is_zero=True)},
-        "samples": {"total": total("samples_total"), "from_store": total("samples_cached"),
-                    "from_batches": total("samples_batch"), "shared": total("samples_shared")},
+        "cost": CostSummary(
+            now_usd=total("cost_usd"), stored_samples_usd=total("stored_cost_usd"),
+            samples_usd=of_samples("cost_usd"),
+            note="now: this run's requests; stored_samples: what the samples read from the "
+                 "store had cost when drawn; samples: what the samples behind the results "
+                 "cost, one shared by several questions counted for each (null: price "
+                 "unknown)" + ("; all members" if len(stats) > 1 else "")),
+        "tokens": Tokens(prompt=total("prompt_tokens"), completion=total("completion_tokens")),
+        "tokens_samples": Tokens(
+            prompt=of_samples("prompt_tokens", unknown_is_zero=True),
+            completion=of_samples("completion_tokens", unknown_is_zero=True)),
+        "samples": SampleCounts(total=total("samples_total"), from_store=total("samples_cached"),
+                                from_batches=total("samples_batch"),
+                                shared=total("samples_shared")),
         "retries": total("retries"), "errors": total("errors"),
         "rate_limited": total("rate_limited"),
         "wall_time_s": drawn.wall_s, "analysis_time_s": time.perf_counter() - t1,
-        "run_dir": str(out), "failed": drawn.failed.to_dict(),
+        "run_dir": str(out), "failed": FailedSummary(**drawn.failed.to_dict()),
         "created": now_iso(), "version": __version__,
     }
 
 
-def finish(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
-    """Check the summary against its model (a bug, not input, if it fails) and write the
-    outputs."""
-    from .outputs import write_outputs
-    from .schemas import EvalSummary, dump
-
-    summary = dump(EvalSummary.model_validate(summary))
-    write_outputs(out, summary)
-    return summary
+def chance_of(task: Task, questions: Sequence[Any]) -> float | None:
+    """The accuracy (utility) of a uniform guess, for the figure's dashed line: the task's
+    own, else the mean of 1/len(choices) over the questions; None for open answers (their
+    options are the answers given)."""
+    if task.layout.chance is not None:
+        return task.layout.chance
+    kind = task.answer_kind
+    if kind is not None and kind.is_open:
+        return None
+    inv = [1 / len(q.choices) for q in questions if q.choices]
+    return float(np.mean(inv)) if inv else None
 
 
 def data_notes(task: Task) -> dict[str, Any]:

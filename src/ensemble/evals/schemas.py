@@ -38,11 +38,16 @@ __all__ = [
     "EvalSummary",
     "FailedSummary",
     "FixedRow",
+    "InvalidByT",
     "MemberInfo",
     "Population",
     "ProviderInfo",
     "Recommendation",
     "ResultRow",
+    "SampleCounts",
+    "SkippedRow",
+    "Tables",
+    "Tokens",
     "dump",
     "read_document",
 ]
@@ -249,6 +254,26 @@ class ProviderInfo(_Model):
     max_retry_time: float
     max_failures: int
     price_per_1k: tuple[float, float] | None  # USD per 1,000 (prompt, completion) tokens
+
+
+class Tables(_Model):
+    """What the scoring step computes of a run (`evals.grid.analyse`, `evals.mixed`): the
+    part of summary.json that is its tables, with what they say about themselves."""
+
+    metric: str
+    estimator: str
+    temperatures: list[float]
+    ns: list[int]
+    samples_per_question: int
+    population: Population
+    intervals: dict[str, str]
+    results: list[ResultRow]
+    contrasts: list[ContrastRow]
+    invalid_rate: float
+    invalid_rate_by_t: list[InvalidByT]
+    invalid_policy: str
+    warnings: list[str]
+    adaptive: list[AdaptiveRow] = []
 
 
 class EvalSummary(_Model):

@@ -10,7 +10,7 @@ ones exactly for one member. How a task is scored comes from its declared `TaskL
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from ensemble.tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
 from .intervals import Summary, bootstrap_counts, sampled_row, summarise
+from .schemas import ContrastRow, ResultRow
 
 __all__ = [
     "ESTIMATOR",
@@ -41,7 +42,7 @@ __all__ = [
     "lam_at",
     "one_model_rules",
     "option_codes",
-    "row_builder",
+    "Rows",
     "run_rows",
     "widen",
 ]
@@ -63,33 +64,41 @@ ESTIMATOR = {
 
 
 def run_rows(layout: TaskLayout, *, items: int, total: int, seed: int,
-             bootstrap: int) -> Callable[..., dict[str, Any]]:
+             bootstrap: int) -> Rows:
     """The row builder of one table of a run: `bootstrap` resamples of its `items` drawn once
-    from `seed` and shared by every row (see `row_builder`)."""
+    from `seed` and shared by every row (see `Rows`)."""
     g = np.random.default_rng(seed)
     resamples = bootstrap_counts(items, bootstrap, g)
-    return row_builder(box=layout.utility, total=total, unit=layout.unit, items=items,
-                       resamples=resamples, rng=g)
+    return Rows(box=layout.utility, total=total, unit=layout.unit, items=items,
+                resamples=resamples, rng=g)
 
 
-def row_builder(*, box: bool, total: int, unit: str, items: int, resamples: Any,
-                rng: np.random.Generator) -> Callable[..., dict[str, Any]]:
-    """`row(values, diff=..., **head)`: one table row (head fields, then the estimate, its
-    intervals and what they cover) from per-item values, with the bootstrap resamples shared by
-    every row of a run (so differences between rows are paired). Box-ball values are utilities
-    in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]. The answers
-    count as sampled (`summarise`) unless the row's temperatures (`t`, `vs_t`) are all 0; a
-    mixed ensemble's row (t None) counts as sampled."""
-    covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
+class Rows:
+    """Table rows of one run from per-item values, with the bootstrap resamples shared by
+    every row (so differences between rows are paired): `result(values, **head)` a results
+    row, `contrast(values, **head)` a paired difference (head: the row's t, n, aggregator,
+    ...; then the estimate, its intervals and what they cover). Box-ball values are
+    utilities in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]. The
+    answers count as sampled (`summarise`) unless the row's temperatures (`t`, `vs_t`) are all
+    0; a mixed ensemble's row (t None) counts as sampled."""
 
-    def row(iv: ItemValues, *, diff: bool, **head: Any) -> dict[str, Any]:
-        span = 2.0 if box else 1.0
-        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if box else (0.0, 1.0))
-        s = summarise(iv, population=total, counts=resamples, rng=rng, bounds=(lo, hi),
-                      sampled=sampled_row(head), level=not diff)
-        return {**head, **fields(s, box=box, diff=diff), "covers": covers}
+    def __init__(self, *, box: bool, total: int, unit: str, items: int, resamples: Any,
+                 rng: np.random.Generator) -> None:
+        self.box, self.total, self.resamples, self.rng = box, total, resamples, rng
+        self.covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
 
-    return row
+    def _fields(self, iv: ItemValues, diff: bool, head: dict[str, Any]) -> dict[str, Any]:
+        span = 2.0 if self.box else 1.0
+        lo, hi = (-span, span) if diff else ((-1.0, 1.0) if self.box else (0.0, 1.0))
+        s = summarise(iv, population=self.total, counts=self.resamples, rng=self.rng,
+                      bounds=(lo, hi), sampled=sampled_row(head), level=not diff)
+        return {**head, **fields(s, box=self.box, diff=diff), "covers": self.covers}
+
+    def result(self, iv: ItemValues, **head: Any) -> ResultRow:
+        return ResultRow(**self._fields(iv, False, head))
+
+    def contrast(self, iv: ItemValues, **head: Any) -> ContrastRow:
+        return ContrastRow(**self._fields(iv, True, head))
 
 
 def fields(s: Summary, *, box: bool, diff: bool) -> dict[str, Any]:

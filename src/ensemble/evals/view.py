@@ -353,7 +353,7 @@ def _eval_header(r: RunRecords) -> str:
     diffs = []
     for c in d.contrasts:
         ci = c.utility_ci if box else c.ci
-        diffs.append([contrast_text(c.model_dump()), c.aggregator,
+        diffs.append([contrast_text(c), c.aggregator,
                       _num(c.utility_difference if box else c.difference),
                       "–" if not ci else f"[{_num(ci[0], 3)}, {_num(ci[1], 3)}]"])
     cost = d.cost_usd

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ensemble.cliargs import (
     add_mode_args,
@@ -23,6 +23,15 @@ from ensemble.cliargs import (
     temperature,
 )
 from ensemble.rules import RANDOM_FOLLOW
+
+if TYPE_CHECKING:
+    from ensemble.evals.schemas import (
+        ContrastRow,
+        CostSummary,
+        EvalSummary,
+        ResultRow,
+        Tokens,
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -103,7 +112,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from ensemble.evals.runner import RunOptions, run_eval
+    from ensemble.evals.runner import RunOptions, estimate_eval, run_eval
+    from ensemble.evals.schemas import dump
 
     if args.ensemble_schema:
         from ensemble.evals.spec import spec_schema
@@ -115,13 +125,17 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(provider=provider_options(args), out=out, dry_run=args.dry_run,
                          progress=not args.json, on_status=status_printer, batch=batch,
                          router=router, skip_invalid=args.skip_invalid)
+    if options.dry_run:
+        doc = estimate_eval(spec, options)
+        if args.json:
+            emit_json(doc)
+        else:
+            for member in doc.get("members", [doc]):
+                print_dry_run(member)
+        return 0
     summary = run_sync(run_eval(spec, options))
     if args.json:
-        emit_json(summary)
-        return 0
-    if options.dry_run:
-        for doc in summary.get("members", [summary]):
-            print_dry_run(doc)
+        emit_json(dump(summary))
         return 0
     _table(summary)
     return 0
@@ -154,55 +168,53 @@ def _spec(args: argparse.Namespace) -> tuple[Any, str | None]:
     return spec, args.out or (str(folder) if folder else None)
 
 
-def _title(summary: dict[str, Any]) -> str:
+def _title(summary: EvalSummary) -> str:
     """The task as people name it (a task file's name, not the registered "taskfile")."""
-    return summary.get("title") or summary["task"]
+    return summary.title or summary.task
 
 
-def _table(summary: dict[str, Any]) -> None:
+def _table(summary: EvalSummary) -> None:
     from ensemble.clitables import console
 
     con = console()
-    lines = (mixed_table_lines(summary, width=con.width) if summary.get("ensemble")
+    lines = (mixed_table_lines(summary, width=con.width) if summary.ensemble
              else table_lines(summary, width=con.width))
     for line in lines:
         con.print(line)
-    samples = summary["samples"]
-    batches = samples.get("from_batches") or 0
-    cost = _cost_text(summary.get("cost", {}), summary["requests"] + batches,
-                      samples["from_store"])
-    con.print(f"requests {summary['requests']} · "
+    samples = summary.samples
+    batches = samples.from_batches or 0
+    cost = _cost_text(summary.cost, summary.requests + batches, samples.from_store or 0)
+    con.print(f"requests {summary.requests} · "
               + (f"collected from batches {batches} · " if batches else "")
-              + f"from store {samples['from_store']} of {samples['total']} · "
-              + (f"shared {samples['shared']} · " if samples.get("shared") else "")
+              + f"from store {samples.from_store} of {samples.total} · "
+              + (f"shared {samples.shared} · " if samples.shared else "")
               + f"tokens {_tokens_text(summary)} · "
-              f"cost {cost} · {summary['wall_time_s']:.1f} s · outputs in {summary['run_dir']}")
+              f"cost {cost} · {summary.wall_time_s:.1f} s · outputs in {summary.run_dir}")
 
 
-def _tokens_text(summary: dict[str, Any]) -> str:
+def _tokens_text(summary: EvalSummary) -> str:
     """The tokens this run's requests paid for, and those of the samples behind the results
     where they differ (samples read from the store, or shared by questions with one prompt)."""
-    def tokens(t: dict[str, Any] | None) -> int | None:
-        if not t or t.get("prompt") is None or t.get("completion") is None:
+    def tokens(t: Tokens | None) -> int | None:
+        if t is None or t.prompt is None or t.completion is None:
             return None
-        return int(t["prompt"]) + int(t["completion"])
+        return t.prompt + t.completion
 
-    paid, used = tokens(summary.get("tokens")), tokens(summary.get("tokens_samples"))
+    paid, used = tokens(summary.tokens), tokens(summary.tokens_samples)
     text = "unknown" if paid is None else str(paid)
     if used is not None and used != paid:
         text += f" now (the samples used: {used})"
     return text
 
 
-def _cost_text(cost: dict[str, Any], requests: int, stored: int) -> str:
+def _cost_text(cost: CostSummary, requests: int, stored: int) -> str:
     """What was spent now, and what the samples read from the store had cost."""
     def usd(x: float | None) -> str:
         return "unknown" if x is None else f"${x:.4f}"
 
-    now = cost.get("now_usd")
-    text = f"now {usd(now)}" if requests else "now $0 (no request)"
+    text = f"now {usd(cost.now_usd)}" if requests else "now $0 (no request)"
     if stored:
-        text += f"; the {stored} stored samples had cost {usd(cost.get('stored_samples_usd'))}"
+        text += f"; the {stored} stored samples had cost {usd(cost.stored_samples_usd)}"
     return text
 
 
@@ -214,7 +226,16 @@ def _sem(x: float) -> str:
     return "∞" if x == float("inf") else f"{x:.4f}"
 
 
-def table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
+def _on(box: bool, row: ResultRow | ContrastRow) -> tuple[float, list[float], list[float]]:
+    """A row's SEM and its two intervals on the table's scale: utility (±1 units) for the
+    box-ball task, else accuracy."""
+    if box:
+        return (row.utility_sem or 0.0, row.utility_ci or row.ci,
+                row.utility_ci_questions or row.ci_questions)
+    return row.sem, row.ci, row.ci_questions
+
+
+def table_lines(summary: EvalSummary, *, width: int = 80) -> list[Any]:
     """The eval's tables and notes as rich renderables, no wider than `width` (no number
     cut): the results, the paired differences, adaptive sampling, and what the numbers rest on
     (questions, intervals, invalid replies)."""
@@ -232,28 +253,23 @@ def table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     note = dropped_note(sorted(set(dropped)), width)
     notes = ([note] if note else []) + _notes(summary, marks)
     out.extend(notes)
-    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
+    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.warnings)
     return out
 
 
-def _scale(summary: dict[str, Any]) -> tuple[bool, int | None, int | None, str, bool]:
+def _scale(summary: EvalSummary) -> tuple[bool, int, int, str, bool]:
     """(utility metric, items, task's items, unit, a random subset)."""
-    from ensemble.evals.outputs import run_layout
-
-    pop = summary.get("population", {})
-    items, total = pop.get("items"), pop.get("total")
-    subset = items is not None and total is not None and items < total
-    return run_layout(summary).utility, items, total, pop.get("unit", "questions"), subset
+    pop = summary.population
+    return summary.layout.utility, pop.items, pop.total, pop.unit, pop.items < pop.total
 
 
-def _results_table(summary: dict[str, Any], width: int, marks: set[str]
+def _results_table(summary: EvalSummary, width: int, marks: set[str]
                    ) -> tuple[Any, list[str]]:
     from ensemble.clitables import Column, fit_table
 
     box, items, total, unit, subset = _scale(summary)
     key = "utility" if box else "accuracy"
-    prefix = "utility_" if box else ""
-    by_t = {r["t"]: r["invalid_rate"] for r in summary.get("invalid_rate_by_t", [])}
+    by_t = {r.t: r.invalid_rate for r in summary.invalid_rate_by_t}
     cols = [Column("t"), Column("n"), Column("aggregator"), Column(key), Column("SEM", drop=2),
             Column("95% for the task" if subset else f"95% interval ({total} {unit})")]
     if subset:
@@ -261,40 +277,40 @@ def _results_table(summary: dict[str, Any], width: int, marks: set[str]
     cols.append(Column("invalid", drop=3))
     rows, sections = [], []
     last_t = None
-    for r in summary["results"]:
-        exact_q = r.get("questions_exact", True)
-        sem, ci, ciq = r[prefix + "sem"], r[prefix + "ci"], r[prefix + "ci_questions"]
-        none_valid = by_t.get(r["t"]) == 1.0
-        same = r.get("identical", False) and not none_valid  # all invalid: said below
+    for r in summary.results:
+        exact_q = r.questions_exact
+        sem, ci, ciq = _on(box, r)
+        value = (r.utility or 0.0) if box else r.accuracy
+        none_valid = by_t.get(r.t) == 1.0 if r.t is not None else False
+        same = r.identical and not none_valid  # all invalid: said below
         if same:
             marks.add("same")
-        cells = [f"{r['t']:g}" if r["t"] != last_t else "", str(r["n"]), r["aggregator"],
-                 f"{r[key]:.4f}" if not none_valid else f"{r[key]:.4f} (no valid reply)",
+        cells = ["" if r.t == last_t or r.t is None else f"{r.t:g}", str(r.n), r.aggregator,
+                 f"{value:.4f}" if not none_valid else f"{value:.4f} (no valid reply)",
                  "0 (†)" if same and sem == 0 else _sem(sem), _iv(ci)]
         if not exact_q and not same and not none_valid:
-            marks.add("k=n" if r["n"] >= summary.get("samples_per_question", 0) else "agree")
+            marks.add("k=n" if r.n >= summary.samples_per_question else "agree")
         if subset:
             cells.append("exact (†)" if same else _iv(ciq) + ("" if exact_q else " ‡"))
         elif not exact_q:
             cells[-1] += " ‡"
-        inv = by_t.get(r["t"])
-        cells.append("" if r["t"] == last_t or inv is None else f"{inv:.1%}")
+        inv = by_t.get(r.t) if r.t is not None else None
+        cells.append("" if r.t == last_t or inv is None else f"{inv:.1%}")
         rows.append(cells)
-        sections.append(r["aggregator"] == RANDOM_FOLLOW)
-        last_t = r["t"]
+        sections.append(r.aggregator == RANDOM_FOLLOW)
+        last_t = r.t
     return fit_table(cols, rows, width=width, sections=sections,
-                     title=f"{_title(summary)} · {summary['model']} · {_count_line(summary)}",
-                     caption=summary["metric"])
+                     title=f"{_title(summary)} · {summary.model} · {_count_line(summary)}",
+                     caption=summary.metric)
 
 
-def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
+def _diffs_table(summary: EvalSummary, width: int, dropped: list[str]) -> Any:
     from ensemble.clitables import Column, fit_table
 
-    diffs = summary.get("contrasts", [])
+    diffs = summary.contrasts
     if not diffs:
         return None
     box, items, _, unit, subset = _scale(summary)
-    prefix = "utility_" if box else ""
     cols = [Column("difference", wrap=True), Column("aggregator"), Column("estimate"),
             Column("SEM", drop=2), Column("95% for the task" if subset else "95% interval")]
     if subset:
@@ -303,13 +319,11 @@ def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any
 
     rows = []
     for c in diffs:
-        what = contrast_text(c)
-        val = c["utility_difference"] if box else c["difference"]
-        row = [what, c["aggregator"], f"{val:+.4f}", _sem(c[prefix + "sem"]),
-               _iv(c[prefix + "ci"])]
+        sem, ci, ciq = _on(box, c)
+        val = (c.utility_difference or 0.0) if box else c.difference
+        row = [contrast_text(c), c.aggregator, f"{val:+.4f}", _sem(sem), _iv(ci)]
         if subset:
-            row.append(_iv(c[prefix + "ci_questions"])
-                       + ("" if c.get("questions_exact", True) else " ‡"))
+            row.append(_iv(ciq) + ("" if c.questions_exact else " ‡"))
         rows.append(row)
     table, gone = fit_table(cols, rows, width=width,
                             title="Paired differences (the same " + unit + "; "
@@ -318,51 +332,50 @@ def _diffs_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any
     return table
 
 
-def _adaptive_table(summary: dict[str, Any], width: int, dropped: list[str]) -> Any:
+def _adaptive_table(summary: EvalSummary, width: int, dropped: list[str]) -> Any:
     from ensemble.clitables import Column, fit_table
 
-    adaptive = summary.get("adaptive", [])
+    adaptive = summary.adaptive
     if not adaptive:
         return None
     cols = [Column("t"), Column("rule"), Column("samples / question"), Column("accuracy"),
-            Column("95% interval", drop=1), Column(f"fixed n = {adaptive[0]['n']}", drop=2),
+            Column("95% interval", drop=1), Column(f"fixed n = {adaptive[0].n}", drop=2),
             Column("difference (95%)", drop=3), Column("saving"), Column("$ / question", drop=4)]
     rows = []
     for r in adaptive:
-        vs = r["vs_fixed"]
-        cost = r.get("mean_cost_usd")
-        rows.append(["—" if r["t"] is None else f"{r['t']:g}", f"{r['stop']} (max {r['n']})",
-                     f"{r['mean_samples']:.2f} {_iv(r['mean_samples_ci'], 2)}",
-                     f"{r['accuracy']:.4f}", _iv(r["ci"]), f"{vs['accuracy']:.4f}",
-                     f"{vs['difference']:+.4f} {_iv(vs['difference_ci'])}",
-                     f"{r['saving']:.0%}", "unknown" if cost is None else f"{cost:.3g}"])
-    table, gone = fit_table(cols, rows, width=width, caption=adaptive[0]["scored"],
+        vs = r.vs_fixed
+        cost = r.mean_cost_usd
+        rows.append(["—" if r.t is None else f"{r.t:g}", f"{r.stop} (max {r.n})",
+                     f"{r.mean_samples:.2f} {_iv(r.mean_samples_ci, 2)}",
+                     f"{r.accuracy:.4f}", _iv(r.ci), f"{vs.accuracy:.4f}",
+                     f"{vs.difference:+.4f} {_iv(vs.difference_ci)}",
+                     f"{r.saving:.0%}", "unknown" if cost is None else f"{cost:.3g}"])
+    table, gone = fit_table(cols, rows, width=width, caption=adaptive[0].scored,
                             title="Adaptive sampling, replayed on the drawn samples (the same "
                                   "random orders of each question's samples for every row)")
     dropped.extend(gone)
     return table
 
 
-def _notes(summary: dict[str, Any], marks: set[str]) -> list[str]:
+def _notes(summary: EvalSummary, marks: set[str]) -> list[str]:
     _, items, total, unit, subset = _scale(summary)
-    pop = summary.get("population", {})
-    by_t = {r["t"]: r["invalid_rate"] for r in summary.get("invalid_rate_by_t", [])}
+    by_t = {r.t: r.invalid_rate for r in summary.invalid_rate_by_t}
     notes = []
     if subset:
         notes.append(f"{items} of the task's {total} {unit}, drawn at random (--limit "
-                     f"{pop.get('limit')}, --seed {summary.get('seed')}): “for the task” "
+                     f"{summary.population.limit}, --seed {summary.seed}): “for the task” "
                      f"includes the variation between {unit}; “for these {items}” only the "
                      "sampling noise of the answers.")
     if "same" in marks:
-        ts = sorted({r["t"] for r in summary["results"]
-                     if r.get("identical") and by_t.get(r["t"]) != 1.0})
+        ts = sorted({r.t for r in summary.results
+                     if r.identical and r.t is not None and by_t.get(r.t) != 1.0})
         notes.append("† " + ", ".join(f"t = {t:g}" for t in ts) + ": all samples of each "
                      "question identical (no sampling noise to measure); "
                      + ("the interval for the task comes from the choice of " + unit + " alone."
                         if subset else "the value is exact for these " + unit + "."))
     why = []
     if "k=n" in marks:
-        why.append(f"as many samples per question ({summary.get('samples_per_question')}) "
+        why.append(f"as many samples per question ({summary.samples_per_question}) "
                    "as the group size")
     if "agree" in marks:
         why.append("sampled answers (t > 0) identical within every question, which does not "
@@ -372,15 +385,14 @@ def _notes(summary: dict[str, Any], marks: set[str]) -> list[str]:
                      "the variation between " + unit + ", so the wider interval for the task "
                      "(without the finite-population correction) is shown; draw more with "
                      "--samples.")
-    if summary.get("invalid_rate", 0) > 0:
-        notes.append(f"invalid replies {summary['invalid_rate']:.1%}: "
-                     + summary.get("invalid_policy", ""))
+    if summary.invalid_rate > 0:
+        notes.append(f"invalid replies {summary.invalid_rate:.1%}: {summary.invalid_policy}")
     notes.append(f"{RANDOM_FOLLOW} (follow one expert) does not depend on n: one row per t.")
-    notes.extend(summary.get("notes", []))  # what the sampler noticed (e.g. n not supported)
+    notes.extend(summary.notes)  # what the sampler noticed (e.g. n not supported)
     return [f"[dim]{n}[/]" for n in notes]
 
 
-def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
+def mixed_table_lines(summary: EvalSummary, *, width: int = 80) -> list[Any]:
     """A mixed ensemble's tables: its members, the ensemble under each rule and each member
     alone, each rule minus majority / plurality on the same samples, and the ensemble under
     each rule minus its best member alone (no wider than `width`, no number cut)."""
@@ -389,37 +401,37 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
 
     box = _scale(summary)[0]
     key = "utility" if box else "accuracy"
-    pre = "utility_" if box else ""
-    ens = summary["ensemble"]
+    ens = summary.ensemble
+    assert ens is not None, "a mixed ensemble's summary names its members"
     members, gone = fit_table(
         [Column("member", justify="left"), Column("model", justify="left"),
          Column("api_base", drop=1, justify="left"), Column("t"), Column("n"), Column("λ"),
          Column("λ from", drop=2, justify="left"), Column("samples", drop=3)],
-        [[m["label"], m["model"], m["api_base"] or "", f"{m['temperature']:g}", str(m["n"]),
-          "unknown" if m["lam"] is None else fmt_lam(m["lam"]), m["lam_source"] or "",
-          str(m["samples"])] for m in ens["members"]],
-        width=width, title=f"members ({ens['units']})")
-    ens_rows = [r for r in summary["results"] if r.get("member") == "ensemble"]
+        [[m.label, m.model, m.api_base or "", f"{m.temperature:g}", str(m.n),
+          "unknown" if m.lam is None else fmt_lam(m.lam), m.lam_source or "",
+          str(m.samples)] for m in ens.members],
+        width=width, title=f"members ({ens.units})")
+    ens_rows = [r for r in summary.results if r.member == "ensemble"]
     res, gone2 = fit_table(
         [Column("who", justify="left"), Column("t"), Column("n"), Column("aggregator"),
          Column(key), Column("SEM", drop=2), Column("95% for the task"),
          Column("95% for these", drop=1)],
-        [[r.get("member") or "", "" if r["t"] is None else f"{r['t']:g}", str(r["n"]),
-          r["aggregator"], f"{r[key]:.4f}", _sem(r[pre + "sem"]), _iv(r[pre + "ci"]),
-          _iv(r[pre + "ci_questions"])] for r in summary["results"]],
-        width=width, sections=[bool(ens_rows) and r is ens_rows[-1] for r in summary["results"]],
-        title=f"{_title(summary)} · {summary['model']} · {_count_line(summary)}",
-        caption=summary["metric"])
+        [[r.member or "", "" if r.t is None else f"{r.t:g}", str(r.n), r.aggregator,
+          f"{(r.utility or 0.0) if box else r.accuracy:.4f}", _sem(_on(box, r)[0]),
+          _iv(_on(box, r)[1]), _iv(_on(box, r)[2])] for r in summary.results],
+        width=width, sections=[bool(ens_rows) and r is ens_rows[-1] for r in summary.results],
+        title=f"{_title(summary)} · {summary.model} · {_count_line(summary)}",
+        caption=summary.metric)
     out: list[Any] = [members, res]
     gone += gone2
-    if summary.get("contrasts"):
+    if summary.contrasts:
         d, gone3 = fit_table(
             [Column("difference", justify="left", wrap=True), Column("estimate"),
              Column("SEM", drop=2),
              Column("95% for the task"), Column("95% for these", drop=1)],
-            [[contrast_text(c), f"{c[pre + 'difference' if box else 'difference']:+.4f}",
-              _sem(c[pre + "sem"]),
-              _iv(c[pre + "ci"]), _iv(c[pre + "ci_questions"])] for c in summary["contrasts"]],
+            [[contrast_text(c), f"{(c.utility_difference or 0.0) if box else c.difference:+.4f}",
+              _sem(_on(box, c)[0]), _iv(_on(box, c)[1]), _iv(_on(box, c)[2])]
+             for c in summary.contrasts],
             width=width, title="Paired differences (the ensemble's same samples; "
             + ("utility, ±1 units" if box else "accuracy") + ")")
         out.append(d)
@@ -430,19 +442,17 @@ def mixed_table_lines(summary: dict[str, Any], *, width: int = 80) -> list[Any]:
     note = dropped_note(sorted(set(gone)), width)
     if note:
         out.append(note)
-    out.append(f"[dim]{ens['assumption']}[/]")
-    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.get("warnings", []))
+    out.append(f"[dim]{ens.assumption}[/]")
+    out.extend(f"[bold yellow]warning:[/] {w}" for w in summary.warnings)
     return out
 
 
-def _count_line(summary: dict[str, Any]) -> str:
+def _count_line(summary: EvalSummary) -> str:
     """How many questions, of how many, and why."""
-    pop = summary.get("population", {})
-    items, total, unit = pop.get("items"), pop.get("total"), pop.get("unit", "questions")
-    k = summary.get("samples_per_question")
-    text = (f"{items} of {total} {unit} (--limit {pop.get('limit')})" if items < total
-            else f"all {items} {unit}")
-    skipped = summary.get("data", {}).get("skipped")
-    if skipped:
-        text += f", {len(skipped)} malformed data rows skipped (--skip-invalid)"
+    pop = summary.population
+    k = summary.samples_per_question
+    text = (f"{pop.items} of {pop.total} {pop.unit} (--limit {pop.limit})"
+            if pop.items < pop.total else f"all {pop.items} {pop.unit}")
+    if summary.data.skipped:
+        text += f", {len(summary.data.skipped)} malformed data rows skipped (--skip-invalid)"
     return text + f" · {k} sample{'s' if k != 1 else ''} each"
