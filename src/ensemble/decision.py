@@ -263,6 +263,10 @@ def _why(v: Vote, fields: dict[str, Vote], kind: AnswerKind, n: int) -> str:
         what = getattr(kind, "reads", None) or f"a {kind.name} answer"
         return f"none of the {n} replies could be read as {what}"
     if fields:
+        explain = getattr(kind, "explain", None)  # the kind's own reason (a failed schema)
+        said = explain(fields) if callable(explain) else None
+        if said:
+            return str(said)
         undecided = [name for name, f in fields.items() if f.decision is None]
         if undecided:
             return (f"no valid vote or a tie on {', '.join(undecided[:5])}: the voted parts do "

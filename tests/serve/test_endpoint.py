@@ -241,7 +241,8 @@ def test_malformed_body_is_a_400_error_object(env):
     r = httpx.post(url, headers=auth, json={"model": "vote", "messages": "hi"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
     r = httpx.post(url, headers=auth, json={"model": "vote", "response_format": {
-        "type": "json_schema", "json_schema": {"name": "x", "schema": {}}},
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"$ref": "#/$defs/Nowhere"}}}}},
         "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "response_format"
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}

@@ -24,6 +24,7 @@ from .formats import ClientFormat, dspy_sections
 from .jsonmode import JsonObject, object_in
 from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
+from .schemavote import JsonSchema, check_votable
 from .structured import Exact, Structured, is_model_class
 from .tally import member_keys, merge_same, spellings, vote_keys
 from .toolcalls import Tool, ToolCall, ToolCalls, tools_of
@@ -36,6 +37,7 @@ __all__ = [
     "Exact",
     "FieldVoter",
     "JsonObject",
+    "JsonSchema",
     "Math",
     "Number",
     "OpenKind",
@@ -45,6 +47,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "answer_span",
+    "check_votable",
     "dspy_sections",
     "clear_math_cache",
     "mbr_choice",

@@ -157,7 +157,7 @@ class ServedEnsembles:
         self._base: dict[str, Ensemble[Any]] = {}
         self._variants: OrderedDict[tuple[str, Overrides, str, tuple[tuple[str, Any], ...]],
                                     Ensemble[Any]] = OrderedDict()
-        self._models: OrderedDict[str, Any] = OrderedDict()  # schema digest -> its model
+        self._models: OrderedDict[str, Any] = OrderedDict()  # schema digest -> its kind
         for name, served in config.models.items():
             try:
                 self._base[name] = self._build(served)
@@ -212,14 +212,14 @@ class ServedEnsembles:
         if isinstance(response_format, Mapping) and response_format.get("type") == "json_object":
             answer, schema = JsonObject(), schema + "json_object"
         elif response_format is not None:
-            from .schemas import json_schema_of, model_from_schema, schema_key
+            from .schemas import json_schema_of, schema_key, schema_kind
 
             spec = json_schema_of(response_format)
             if spec is not None:
-                digest = schema_key(*spec)
+                digest = schema_key("response_format", response_format)
                 answer = self._models.get(digest)
                 if answer is None:
-                    answer = model_from_schema(*spec)
+                    answer = schema_kind(response_format)
                 self._keep(self._models, digest, answer)
                 schema += digest
         overrides = overrides or Overrides()

@@ -17,10 +17,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..answers.schema import model_from_schema as answers_model
+from ..answers.schemavote import JsonSchema
 from ..errors import InputError
 from .wire import RequestRejected
 
-__all__ = ["json_schema_of", "model_from_schema", "schema_key"]
+__all__ = ["json_schema_of", "model_from_schema", "schema_key", "schema_kind"]
 
 
 def json_schema_of(response_format: Any) -> tuple[str, dict[str, Any]] | None:
@@ -52,6 +53,19 @@ def schema_key(name: str, schema: Mapping[str, Any]) -> str:
     """A short digest of a schema, to keep one model (and one Ensemble) per schema."""
     text = json.dumps([name, schema], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def schema_kind(response_format: Mapping[str, Any]) -> JsonSchema:
+    """The answer kind of a json_schema response_format: the client's schema voted by its
+    parts and checked as the client checks it, the response_format sent upstream as the
+    client sent it (`ensemble.answers.schemavote`); a schema it cannot vote is a
+    RequestRejected naming the place."""
+    spec = response_format.get("json_schema")
+    assert isinstance(spec, Mapping)
+    try:
+        return JsonSchema(spec["schema"], response_format=response_format)
+    except InputError as exc:
+        raise RequestRejected(str(exc), param="response_format") from None
 
 
 def model_from_schema(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
