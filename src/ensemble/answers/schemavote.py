@@ -314,7 +314,7 @@ class Plan:
                 if k is not None:
                     keys.setdefault(k, x)
                     spelled.setdefault(k, Counter())[json.dumps(x)] += 1
-            held.update(keys)
+            held.update(keys.keys())
             order.update(dict.fromkeys(keys))
             flat += list(keys)
         fields[f"{name}[]"] = aggregate(flat)  # how many replies hold each element

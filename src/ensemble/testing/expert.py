@@ -332,16 +332,20 @@ class SimulatedExpert:
             return Reply("I cannot decide which box it is.")
         if self.tools is not None and tools:
             result = tool_call_of(messages)
-            if result is not None:
+            if result is None:
+                text, calls = self.tools.reply(prompt, tools, rng, self.seed, index)
+                return Reply(text, tool_calls=tuple(calls))
+            if self.structured is None or response_format is None:
                 return Reply(f"The tool answered.\nANSWER: {result}")
-            text, calls = self.tools.reply(prompt, tools, rng, self.seed, index)
-            return Reply(text, tool_calls=tuple(calls))
+            # after a tool's result, a request with a format gets its typed answer (below)
         schema = _schema_of(response_format)
         if self.structured is not None and schema is not None:
-            return Reply(self.structured.reply(schema, rng))
+            return Reply(self.structured.reply(schema, rng, prompt=prompt, index=index,
+                                               seed=self.seed))
         if self.structured is not None and isinstance(response_format, Mapping) \
                 and response_format.get("type") == "json_object":
-            return Reply(self.structured.reply_object(rng))
+            return Reply(self.structured.reply_object(rng, prompt=prompt, index=index,
+                                                      seed=self.seed))
         if self.formats is not None:
             formatted = self.formats.reply(prompt, rng, self.seed)
             if formatted is not None:

@@ -116,24 +116,62 @@ class OpenAnswers:
 
 @dataclass(frozen=True)
 class StructuredPlan:
-    """Structured mode: planted field values, the chance each field is right, invalid JSON."""
+    """Structured mode: planted field values, the chance each field is right, invalid JSON.
+
+    `splits=True` plants close splits instead of independent errors: of every 5 samples of a
+    prompt each top-level field is right in 3 (its plurality), and the most common whole object
+    (2 of the 5, identical) is wrong on the last field, so a vote of whole objects answers
+    that wrong object and a vote field by field the planted one (`split_rows`)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     accuracy: float = 0.8
     invalid_rate: float = 0.0
     missing_rate: float = 0.0
+    splits: bool = False
 
-    def reply(self, schema: Mapping[str, Any], rng: np.random.Generator) -> str:
+    def reply(self, schema: Mapping[str, Any], rng: np.random.Generator, *,
+              prompt: str = "", index: int = 0, seed: int = 0) -> str:
         if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
             return '{"truncated": '
+        if self.splits:
+            return json.dumps(self.split_rows(schema, prompt, seed)[index % 5])
         doc = self._object(schema, schema, self.values, rng)
         return json.dumps(doc)
 
-    def reply_object(self, rng: np.random.Generator) -> str:
+    def split_rows(self, schema: Mapping[str, Any], prompt: str, seed: int
+                   ) -> list[dict[str, Any]]:
+        """The 5 objects a prompt's samples cycle through (sample i is row i mod 5, the rows
+        shifted by the prompt), and so the planted split: see the class docstring."""
+        rng = _rng(seed, "split", prompt)
+        props = {k: _deref(p, schema) for k, p in (schema.get("properties") or {}).items()}
+        names = list(props)
+        wins = {k: self.values[k] if k in self.values else _draw(props[k], rng) for k in names}
+        losers = {k: _losers(props[k], wins[k], rng) for k in names}
+        last = len(names) - 1
+        rows: list[dict[str, Any]] = [{} for _ in range(5)]
+        for j, k in enumerate(names):
+            if j == last and last > 0:  # rows 0, 1: the whole-object plurality, wrong here
+                column = [losers[k][0], losers[k][0], wins[k], wins[k], wins[k]]
+            elif last == 0:
+                column = [wins[k]] * 3 + losers[k]
+            else:  # right in rows 0, 1 and one of rows 2-4
+                column = [wins[k], wins[k]]
+                other = iter(losers[k])
+                column += [wins[k] if r == 2 + j % 3 else next(other) for r in (2, 3, 4)]
+            for r in range(5):
+                rows[r][k] = column[r]
+        shift = int(rng.integers(5))
+        return rows[shift:] + rows[:shift]
+
+    def reply_object(self, rng: np.random.Generator, *, prompt: str = "", index: int = 0,
+                     seed: int = 0) -> str:
         """A JSON-mode reply: the planted keys, each maybe missing, right or wrong."""
         if self.invalid_rate > 0 and rng.random() < self.invalid_rate:
             return '{"truncated": '
         schema: dict[str, Any] = {"properties": {k: {} for k in self.values}}
+        if self.splits:
+            return "Here is the object:\n" + json.dumps(
+                self.split_rows(schema, prompt, seed)[index % 5])
         doc = self._object(schema, schema, self.values, rng)
         if self.missing_rate > 0:
             doc = {k: v for k, v in doc.items() if rng.random() >= self.missing_rate}
@@ -175,6 +213,65 @@ def _deref(prop: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any
             if p.get("type") != "null":
                 return _deref(p, root)
     return prop
+
+
+def _draw(prop: Mapping[str, Any], rng: np.random.Generator) -> Any:
+    """A planted value for a property's schema."""
+    from .toolexpert import WORDS
+
+    if "enum" in prop and prop["enum"]:
+        return prop["enum"][int(rng.integers(len(prop["enum"])))]
+    if "const" in prop:
+        return prop["const"]
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "integer":
+        return int(rng.integers(100))
+    if kind == "number":
+        return round(float(rng.integers(1000)) / 10, 1)
+    if kind == "boolean":
+        return bool(rng.random() < 0.5)
+    if kind == "array":  # two distinct items (uniqueItems holds)
+        items = prop.get("items") or {"type": "string"}
+        first = _draw(items, rng)
+        second = next((x for x in (_draw(items, rng) for _ in range(20)) if x != first),
+                      first)
+        return [first, second] if second != first else [first]
+    extra = prop.get("additionalProperties")
+    if (kind == "object" or "properties" in prop) and not prop.get("properties") \
+            and isinstance(extra, Mapping):  # a dict: two keys of its value's kind
+        return {WORDS[int(rng.integers(len(WORDS)))] + str(i): _draw(extra, rng)
+                for i in range(2)}
+    if kind == "object" or "properties" in prop:
+        return {k: _draw(p, rng) for k, p in (prop.get("properties") or {}).items()}
+    return WORDS[int(rng.integers(len(WORDS)))]
+
+
+def _losers(prop: Mapping[str, Any], win: Any, rng: np.random.Generator) -> list[Any]:
+    """Two wrong values of a property (distinct where its kind has them)."""
+    from .toolexpert import WORDS
+
+    if "enum" in prop:
+        others = [v for v in prop["enum"] if v != win] or [win]
+        return [others[0], others[1 % len(others)]]
+    if isinstance(win, bool):
+        return [not win, not win]
+    if isinstance(win, (int, float)):
+        return [win + 1, win + 2]
+    if isinstance(win, str):
+        others = [w for w in WORDS if w != win.lower()]
+        return [others[0], others[1]]
+    if isinstance(win, list):
+        return [win[:1], [*win, *win[:1]]]
+    if isinstance(win, dict):
+        out = []
+        for shift in (1, 2):
+            out.append({k: (v + shift if isinstance(v, (int, float)) and not isinstance(v, bool)
+                            else f"{v}-{shift}" if isinstance(v, str) else v)
+                        for k, v in win.items()})
+        return out
+    return [None, None]
 
 
 def _default(prop: Mapping[str, Any]) -> Any:

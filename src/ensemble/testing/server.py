@@ -73,7 +73,7 @@ class ServedReply:
     request's last message, temperature, sample indices, the texts and the usage it reported
     (the true ones: before `echo_key` or `usage` misreport them), the logprobs served when
     the request asked for them, each choice's tool calls, and the messages, tools and
-    tool_choice received."""
+    tool_choice and response_format received."""
 
     number: int  # the request's number (1, 2, ...: order of arrival)
     prompt: str
@@ -87,6 +87,7 @@ class ServedReply:
     messages: tuple[Any, ...] = ()  # the request's messages, as received
     tools: tuple[Any, ...] = ()  # the request's tools and tool_choice, as received
     tool_choice: Any = None
+    response_format: Any = None  # the request's response_format, as received
 
 
 @dataclass
@@ -542,7 +543,7 @@ class SimulatedServer:
                     number, prompt, temperature, tuple(range(start, start + k)), texts, ptoks,
                     ctoks, tuple(c.get("logprobs") for c in choices) if want_lp else (),
                     calls, tuple(messages), tuple(body.get("tools") or ()),
-                    body.get("tool_choice")))
+                    body.get("tool_choice"), body.get("response_format")))
         model = str(body.get("model", ""))
         return 200, {
             "id": f"chatcmpl-sim-{number}", "object": "chat.completion",
