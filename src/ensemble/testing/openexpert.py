@@ -30,12 +30,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number",
+__all__ = ["FORMS", "WORDS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number",
            "wrong_value"]
 
 _OPEN_Q = re.compile(r"### Question:\s*(.*?)\s*(?:\n\s*\n|###|$)", re.DOTALL)
 
 FORMS = ("plain", "thousands", "decimal", "dollar", "boxed", "sentence")
+# the words planted for strings (the tool plan's arguments, the splits' values)
+WORDS = ("paris", "london", "berlin", "madrid", "rome", "vienna", "oslo", "lisbon")
 
 
 def open_question_text(prompt: str) -> str | None:
@@ -217,8 +219,6 @@ def _deref(prop: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any
 
 def _draw(prop: Mapping[str, Any], rng: np.random.Generator) -> Any:
     """A planted value for a property's schema."""
-    from .toolexpert import WORDS
-
     if "enum" in prop and prop["enum"]:
         return prop["enum"][int(rng.integers(len(prop["enum"])))]
     if "const" in prop:
@@ -250,8 +250,6 @@ def _draw(prop: Mapping[str, Any], rng: np.random.Generator) -> Any:
 
 def _losers(prop: Mapping[str, Any], win: Any, rng: np.random.Generator) -> list[Any]:
     """Two wrong values of a property (distinct where its kind has them)."""
-    from .toolexpert import WORDS
-
     if "enum" in prop:
         others = [v for v in prop["enum"] if v != win] or [win]
         return [others[0], others[1 % len(others)]]

@@ -34,11 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from .openexpert import wrong_value
+from .openexpert import WORDS, wrong_value
 
 __all__ = ["FormatPlan", "ToolPlan", "bad_tool_history", "dspy_fields", "tool_call_of"]
 
-WORDS = ("paris", "london", "berlin", "madrid", "rome", "vienna", "oslo", "lisbon")
 _DSPY_RESPOND = re.compile(r"Respond with the corresponding output fields(.*)", re.DOTALL)
 _DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _INSPECT = re.compile(r"ANSWER: \$(\w+)")
