@@ -100,3 +100,28 @@ def test_deepconf_confidences_of_a_trace():
     assert conf == pytest.approx((1.55 + 1.0 + 2.505) / 3, abs=1e-4)
     assert low == pytest.approx((1.55 + 1.0) / 2, abs=1e-4)
     assert tail == pytest.approx((1.0 + 2.505) / 2, abs=1e-4)
+
+
+def test_samples_stored_without_logprobs_are_redrawn_and_the_run_says_so(tmp_path, box_questions,
+                                                                          box_parse):
+    """Logprobs are part of the store key: a draw that reads them does not reuse samples
+    stored without them; it draws them again and says so (one note, before the requests);
+    drawn once with them, a second draw requests nothing."""
+    q = box_questions[5]
+    store = tmp_path / "s.sqlite"
+    with SimulatedServer(lam1=2.0, seed=1) as srv:
+        async def go(**params):
+            async with Sampler(MODEL, api_base=srv.base_url, transport=srv.transport(),
+                               store=store) as s:
+                rows = await s.sample([SampleRequest.of(q.prompt, temperature=1.0, k=4,
+                                                        **params)], parser=box_parse)
+                return rows, s.stats
+
+        _, plain = asyncio.run(go())
+        rows, soft = asyncio.run(go(logprobs=True, top_logprobs=2))
+        again = asyncio.run(go(logprobs=True, top_logprobs=2))[1]
+    assert plain.requests == 1 and soft.requests == 1 and again.requests == 0
+    assert any("4 of the samples asked for are stored without logprobs" in n
+               for n in soft.notes)
+    assert not any("without logprobs" in n for n in again.notes)
+    assert all(s.answer_lp is not None for s in rows[0])

@@ -80,7 +80,7 @@ from .run import (
     status_interval,
 )
 from .store import SampleStore, new_holder
-from .types import JobStats, Parser, Sample, SampleRequest, request_key
+from .types import JobStats, Parser, Sample, SampleRequest, request_key, without_logprobs
 from .units import RowView, Unit, UnitQueue
 
 if sys.version_info >= (3, 11):
@@ -408,6 +408,7 @@ class Sampler:
         """Read what the store holds; return the units of missing samples."""
         ctx = self.run_state
         units: list[Unit] = []
+        redrawn = 0
         for ri, req in enumerate(requests):
             key = self.key_of(req)
             have: dict[int, Sample] = {}
@@ -421,10 +422,17 @@ class Sampler:
             self.stats.samples_total += req.k
             ctx.fill(rows[ri], have, cached=True)
             missing = [i for i in range(req.k) if i not in have]
+            if missing and req.params.logprobs and self.store is not None and not self.refresh:
+                redrawn += len(self.store.get(self.key_of(without_logprobs(req)), missing))
             per_unit = 1 if ctx.n_ok is False else self.max_n
             for run in contiguous(missing):
                 for start in range(0, len(run), per_unit):
                     units.append(Unit(ri, key, run[start:start + per_unit]))
+        if redrawn:
+            ctx.note(f"{redrawn} of the samples asked for are stored without logprobs; this "
+                     "draw reads logprobs, which are part of the store key, so those samples "
+                     "are requested (and paid for) again, with them")
+            ctx.say(ctx.stats.notes[-1])
         return units
 
     async def _worker(self, queue: UnitQueue, requests: Sequence[SampleRequest],

@@ -24,6 +24,7 @@ __all__ = [
     "as_messages",
     "check_text",
     "request_key",
+    "without_logprobs",
 ]
 
 Message = Mapping[str, Any]
@@ -149,6 +150,14 @@ class SampleRequest:
            tag: str | None = None, **params: Any) -> SampleRequest:
         """A request for `k` samples of `prompt` (a string, or chat messages)."""
         return cls(as_messages(prompt), SamplingParams.make(temperature, **params), k, tag)
+
+
+def without_logprobs(req: SampleRequest) -> SampleRequest:
+    """The same request drawn without logprobs (another store key: what a run drawn without
+    them stored)."""
+    from dataclasses import replace
+
+    return replace(req, params=replace(req.params, logprobs=False, top_logprobs=None))
 
 
 @dataclass(frozen=True, slots=True)
