@@ -1,6 +1,6 @@
-"""Batch mode's input files: the bytes of each line, the split within the provider's limits,
-temporary files that hold the lines instead of memory; and the openai SDK's Batch API, which
-runs a batch without importing litellm."""
+"""Batch mode's input files: each line as the provider's wire format writes it, the split
+within the provider's limits, temporary files that hold the lines instead of memory; and the
+openai SDK's Batch API, which runs a batch without importing litellm."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ import textwrap
 import pytest
 
 from ensemble.errors import InputError
-from ensemble.providers.batch import BATCH_ENDPOINT
+from ensemble.providers.openai_wire import BATCH_ENDPOINT, line_writer
 from ensemble.sampling.batch_input import input_files, input_lines
 
 BODIES = {"k1": {"model": "m", "messages": [{"role": "user", "content": "é 1"}],
                  "temperature": 1.0},
           "k2": {"model": "m", "messages": [{"role": "user", "content": "two"}],
                  "temperature": 0.5, "max_tokens": 9}}
+WRITERS = {key: line_writer(body) for key, body in BODIES.items()}
 
 
 def test_lines_are_the_json_of_their_documents_with_n_on_lines_of_several():
-    got = list(input_lines([("k1", [0, 1, 2, 3, 4, 7]), ("k2", [5])], BODIES.__getitem__, 4))
+    got = list(input_lines([("k1", [0, 1, 2, 3, 4, 7]), ("k2", [5])], WRITERS.__getitem__, 4))
     assert [(ln.key, ln.start, ln.count, ln.custom_id) for ln, _ in got] == [
         ("k1", 0, 4, "k1:0:4"), ("k1", 4, 1, "k1:4:1"), ("k1", 7, 1, "k1:7:1"),
         ("k2", 5, 1, "k2:5:1")]
@@ -37,7 +38,7 @@ def test_lines_are_the_json_of_their_documents_with_n_on_lines_of_several():
 
 
 def test_files_are_split_within_the_limits_and_hold_the_lines():
-    lines = list(input_lines([("k1", range(10)), ("k2", range(10))], BODIES.__getitem__, 2))
+    lines = list(input_lines([("k1", range(10)), ("k2", range(10))], WRITERS.__getitem__, 2))
     one = max(len(d) for _, d in lines)
     files = list(input_files(iter(lines), max_lines=4, max_bytes=3 * one))
     try:
@@ -55,7 +56,7 @@ def test_files_are_split_within_the_limits_and_hold_the_lines():
 
 def test_a_line_larger_than_a_file_is_refused():
     with pytest.raises(InputError, match="more than the provider's 10 per file"):
-        list(input_files(input_lines([("k1", [0])], BODIES.__getitem__, 1), max_lines=5,
+        list(input_files(input_lines([("k1", [0])], WRITERS.__getitem__, 1), max_lines=5,
                          max_bytes=10))
 
 

@@ -1,15 +1,17 @@
 """What batch mode needs from a provider's Files and Batch API: the `BatchAPI` protocol,
 `BatchInfo` (a provider's batch as read from its API) and `BatchCalls` (what every Batch API
 client shares: its calls under the one retry policy, their errors in the one translation
-table). A provider declares its Batch API in `Capabilities.batch_api`: litellm's is
+table; its wire format: the input file's lines, the output file's lines read back).
+A provider declares its Batch API in `Capabilities.batch_api`: litellm's is
 `ensemble.providers.litellm_batch.LiteLLMBatchAPI`, the openai SDK's
-`ensemble.providers.openai_batch.OpenAIBatchAPI`.
+`ensemble.providers.openai_batch.OpenAIBatchAPI`, both in OpenAI's format
+(`ensemble.providers.openai_wire`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -19,13 +21,36 @@ from ..errors import (
     ModelNotFoundError,
     ProviderError,
     ProviderTimeoutError,
+    ServerError,
 )
+from .base import Completion
+from .params import SamplingParams
 from .retry import RetryPolicy
 from .translate import exception_chain, reply_body, translate_error
 
-__all__ = ["BATCH_ENDPOINT", "BatchAPI", "BatchCalls", "BatchInfo"]
+__all__ = ["BatchAPI", "BatchCalls", "BatchInfo", "LineResult", "LineWriter", "not_run"]
 
-BATCH_ENDPOINT = "/v1/chat/completions"
+# write(custom_id, count): the input file's line of a request for `count` samples of a prompt
+LineWriter = Callable[[str, int], bytes]
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """One line of a batch's output or error file, read: the request it answers
+    (`custom_id`), its HTTP status (None: the batch did not run it), and its completion or
+    its error."""
+
+    custom_id: str
+    status: int | None
+    completion: Completion | None = None
+    error: ProviderError | None = None
+
+
+def not_run(what: str, *, model: str, api_base: str | None) -> ProviderError:
+    """The error of a request its batch never ran (`what` the batch did: "expired", ...): a
+    retryable `ServerError`, so its samples are submitted again."""
+    return ServerError(f"{model}: the batch {what} before this request ran",
+                       reason=f"batch {what}", model=model, status=None, api_base=api_base)
 
 
 @dataclass(frozen=True)
@@ -104,6 +129,20 @@ class BatchAPI(Protocol):
         """A page of batches, newest first, and whether there are more."""
         ...
 
+    def request_lines(self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
+                      ) -> LineWriter:
+        """The input file's lines of one prompt, in the provider's wire format:
+        `write(custom_id, count)` is the line (newline included) of a request for `count`
+        samples."""
+        ...
+
+    def read_line(self, raw: bytes, *, batch_status: str = "") -> LineResult | None:
+        """One line of an output or error file: the request it answers (its custom_id) and
+        its completion or its error (a `ProviderError` by the one translation table); None
+        for a line that cannot be read. `batch_status`: what the batch did, for a line it did
+        not run."""
+        ...
+
 
 class BatchCalls:
     """What every Batch API client shares: each call bounded in time (`timeout` seconds, the
@@ -114,6 +153,7 @@ class BatchCalls:
 
     provider: str
     endpoint: str
+    model: str
 
     def __init__(self, target: str, *, api_base: str | None, timeout: float,
                  max_attempts: int) -> None:

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
 from ..errors import InputError, ModelNotFoundError
-from .batch import BATCH_ENDPOINT, BatchCalls, BatchInfo
+from .batch import BatchCalls, BatchInfo
 from .litellm_lib import litellm
+from .openai_wire import BATCH_ENDPOINT, OpenAILines
 
 __all__ = ["BATCH_PROVIDERS", "LiteLLMBatchAPI"]
 
@@ -20,7 +21,7 @@ BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "li
 STREAMED = ("openai", "hosted_vllm", "litellm_proxy")
 
 
-class LiteLLMBatchAPI(BatchCalls):
+class LiteLLMBatchAPI(OpenAILines, BatchCalls):
     """The Files and Batch API of a provider, through litellm (OpenAI, Azure, Vertex, Bedrock,
     Mistral, vLLM and any OpenAI-compatible base URL).
 

@@ -48,17 +48,18 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._sync import PerLoop
 from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeoutError
-from .base import INDEX_HEADER, Capabilities, Choice, Completion
+from .base import INDEX_HEADER, Capabilities, Completion
 from .endpoints import normalise_api_base
 from .http import new_client, new_session, transport_of
 from .litellm import litellm_token_count, resolve_key
+from .openai_wire import chat_body, completion_of
 from .options import ProviderOptions
 from .prices import token_price
-from .toolcalls import reply_text
 from .translate import page_error, translate_error
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ class OpenAIProvider:
 
         return OpenAIBatchAPI(self.target, client=self.client, model=self.wire_model,
                               api_base=self.api_base, timeout=self.options.retry.timeout,
-                              max_attempts=self.options.retry.max_attempts)
+                              max_attempts=self.options.retry.max_attempts,
+                              max_tokens_name=self._max_tokens_name)
 
     def price(self, prompt_tokens: int, completion_tokens: int, *,
               batch: bool = False) -> float | None:
@@ -221,19 +223,8 @@ class OpenAIProvider:
 
     def _body(self, messages: Sequence[Mapping[str, str]], params: SamplingParams,
               n: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.wire_model, "messages": list(messages)}
-        for k, v in params.as_dict().items():
-            if k == "extra_body":  # provider-specific fields, merged into the body as the SDK does
-                body.update(v or {})
-            elif k == "max_tokens":
-                body[self._max_tokens_name] = v
-            elif k == "response_format":
-                body[k] = _response_format(v)
-            else:
-                body[k] = v
-        if n > 1:
-            body["n"] = n
-        return body
+        return chat_body(self.wire_model, messages, params, n,
+                         max_tokens_name=self._max_tokens_name)
 
     def _completion(self, raw: bytes, latency: float) -> Completion:
         try:
@@ -248,22 +239,15 @@ class OpenAIProvider:
                                          api_base=self.api_base,
                                          reason="malformed reply") from None
         try:
-            items = sorted(doc["choices"], key=lambda c: c.get("index") or 0)
-            choices = tuple(Choice(text=reply_text(c["message"].get("content"),
-                                                   c["message"].get("tool_calls")),
-                                   finish_reason=c.get("finish_reason"),
-                                   logprobs=c.get("logprobs")) for c in items)
-        except (TypeError, KeyError, AttributeError):
+            comp = completion_of(doc, latency=latency)
+        except ValueError:
             raise page_error(json.dumps(doc)[:200], model=self.model,
                              api_base=self.api_base) from None
-        if not choices:
+        if not comp.choices:
             raise MalformedResponseError(f"{self.model}: reply without choices",
                                          model=self.model, provider="openai",
                                          api_base=self.api_base, reason="reply without choices")
-        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        return Completion(choices=choices, prompt_tokens=pt, completion_tokens=ct,
-                          cost_usd=self._cost(pt, ct), latency_s=latency)
+        return replace(comp, cost_usd=self._cost(comp.prompt_tokens, comp.completion_tokens))
 
     def _cost(self, prompt_tokens: Any, completion_tokens: Any) -> float | None:
         if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
@@ -281,12 +265,3 @@ class OpenAIProvider:
 
 async def _close_session(session: Any) -> None:
     await session.close()
-
-
-def _response_format(value: Any) -> Any:
-    """A pydantic model class becomes the JSON-schema response format; dicts pass as given."""
-    schema = getattr(value, "model_json_schema", None)
-    if isinstance(value, type) and callable(schema):
-        return {"type": "json_schema",
-                "json_schema": {"name": value.__name__, "schema": schema()}}
-    return value

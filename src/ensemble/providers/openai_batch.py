@@ -15,22 +15,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
-from .batch import BATCH_ENDPOINT, BatchCalls, BatchInfo
+from .batch import BatchCalls, BatchInfo
+from .openai_wire import BATCH_ENDPOINT, OpenAILines
 
 __all__ = ["OpenAIBatchAPI"]
 
 
-class OpenAIBatchAPI(BatchCalls):
+class OpenAIBatchAPI(OpenAILines, BatchCalls):
     """The Files and Batch API behind an `AsyncOpenAI` client (`client()` gives the client of
     the running event loop: the provider's shared one)."""
 
     provider = "openai"
 
     def __init__(self, target: str, *, client: Callable[[], Any], model: str,
-                 api_base: str | None, timeout: float = 60.0, max_attempts: int = 6) -> None:
+                 api_base: str | None, timeout: float = 60.0, max_attempts: int = 6,
+                 max_tokens_name: str = "max_tokens") -> None:
         super().__init__(target, api_base=api_base, timeout=timeout, max_attempts=max_attempts)
         self.client = client
         self.model = model  # the name a line's body carries
+        self.max_tokens_name = max_tokens_name  # as the provider's online requests name it
         self.endpoint = api_base or self.provider  # as litellm's Batch API records it
 
     def __repr__(self) -> str:  # the client holds the key: never shown

@@ -4,9 +4,10 @@ resumable, into the same store with the same keys as online samples.
     async with Sampler("openai/gpt-4o-mini", store="run/samples.sqlite", mode="batch") as s:
         result = await s.run(requests)          # the same SampleResult as online
 
-`Sampler.run` hands over to `run_batch` when `mode == "batch"`. Through litellm's Files and
-Batches API (`acreate_file`, `acreate_batch`, `aretrieve_batch`, `afile_content`,
-`acancel_batch`, `alist_batches`), never a job system of our own:
+`Sampler.run` hands over to `run_batch` when `mode == "batch"`. Through the provider's Files
+and Batch API (its `BatchAPI`: the openai SDK's, or litellm's), never a job system of our own;
+the lines are in the provider's wire format, written and read by its `BatchAPI`
+(`request_lines`, `read_line`): this module knows none.
 
 - **Lines.** Each (prompt, parameters) with missing samples becomes input lines of at most
   `max_n` samples each (the provider's `n`; one per line once a provider is seen to ignore
@@ -43,12 +44,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 from ..errors import (
     BatchesSubmitted,
@@ -58,13 +58,12 @@ from ..errors import (
     RunStopped,
     ServerError,
 )
-from ..providers.base import Choice, Provider
-from ..providers.batch import BatchAPI, BatchInfo
-from ..providers.toolcalls import reply_text
+from ..providers.base import Completion, Provider
+from ..providers.batch import BatchAPI, BatchInfo, LineResult, LineWriter, not_run
 from ..secrets import redact
 from .batch_input import input_files, input_lines
-from .batch_options import BatchOptions, batch_api_for, line_error
-from .replies import checked_logprobs, checked_text, usable_tokens
+from .batch_options import BatchOptions, batch_api_for
+from .replies import checked
 from .results import SampleFailure, SampleResult, failure_of
 from .run import LEASE_TTL, RunContext, request_meta
 from .store import BatchLine, BatchRecord, SampleStore, batch_holder
@@ -269,16 +268,10 @@ class _BatchRun:
             return False
         return self.attempts.get(key, i) < self.opts.max_submissions
 
-    def _body(self, key: str) -> dict[str, Any]:
-        """The body of a prompt's lines (the model, messages and parameters; `n` apart)."""
+    def _writer(self, key: str) -> LineWriter:
+        """The input file's lines of a prompt, in the provider's wire format."""
         req = self.requests[self.by_key[key][0]]
-        body = {"model": self.api.model, "messages": [dict(m) for m in req.messages]}
-        params = dict(req.params.as_dict())
-        extra = params.pop("extra_body", None)
-        body.update(params)
-        if isinstance(extra, Mapping):
-            body.update(extra)
-        return body
+        return self.api.request_lines(req.messages, req.params)
 
     async def _submit(self, todo: list[_Todo]) -> None:
         """The claimed samples as input files (`ensemble.sampling.batch_input`: written line by
@@ -286,7 +279,7 @@ class _BatchRun:
         # every file written before the first is submitted: a line too large for a file
         # stops the run before anything is paid for
         files = list(input_files(
-            input_lines(((t.key, t.indices) for t in todo), self._body, self.per_line),
+            input_lines(((t.key, t.indices) for t in todo), self._writer, self.per_line),
             max_lines=self.opts.max_lines, max_bytes=self.opts.max_bytes))
         try:
             for chunk, file in files:
@@ -437,22 +430,18 @@ class _BatchRun:
             if not fid:
                 continue
             async for raw in self.api.lines(fid):
-                row = _json_line(raw)
-                cid = str(row.get("custom_id")) if row is not None else ""
-                ln = lines.get(cid)
-                if row is None or ln is None or cid in seen:
+                res = self.api.read_line(raw, batch_status=col.batch_status)
+                ln = lines.get(res.custom_id) if res is not None else None
+                if res is None or ln is None or res.custom_id in seen:
                     continue  # a line we cannot read counts as not returned: resubmitted
-                seen.add(cid)
-                resp = row.get("response") or None
-                if isinstance(resp, Mapping):
-                    col.take(ln, int(resp.get("status_code") or 0) or None, resp.get("body"))
-                else:
-                    col.take(ln, None, row.get("error"))
+                seen.add(res.custom_id)
+                col.take(ln, res)
                 if len(col.buf) >= 5000:  # one transaction per 5,000 samples
                     col.flush()
         for cid, ln in lines.items():
             if cid not in seen:  # in neither file: the batch never ran it
-                col.take(ln, None, None)
+                col.take(ln, LineResult(cid, None, error=not_run(
+                    col.batch_status or "not run", model=self.model, api_base=self.api_base)))
         col.flush()
         if col.fewer and self.per_line > 1:
             self.per_line = 1
@@ -465,22 +454,14 @@ class _BatchRun:
         s.say(f"batch: {rec.batch_id} {info.status}: {col.stored} samples stored"
               + (f", {n_failed} requests failed" if n_failed else ""))
 
-    def samples_of(self, ln: BatchLine, body: Mapping[str, Any]) -> list[Sample]:
+    def samples_of(self, ln: BatchLine, comp: Completion) -> list[Sample]:
         """The samples of a line's reply, accounted as one paid request."""
-        choices = sorted(body.get("choices") or [], key=lambda c: c.get("index", 0) or 0)
-        # no API key is stored, whoever echoes it; impossible usage is unknown
-        got = [Choice(text=checked_text(reply_text((c.get("message") or {}).get("content"),
-                                                   (c.get("message") or {}).get("tool_calls"))),
-                      finish_reason=c.get("finish_reason"),
-                      logprobs=checked_logprobs(c.get("logprobs")))
-               for c in choices[:ln.count]]
-        usage = body.get("usage") or {}
-        pt = usable_tokens(usage.get("prompt_tokens"))
-        ct = usable_tokens(usage.get("completion_tokens"))
+        comp = checked(comp)  # the one door: no API key is stored; impossible usage unknown
+        pt, ct = comp.prompt_tokens, comp.completion_tokens
         cost = None if pt is None or ct is None else self.provider.price(pt, ct, batch=True)
         self.s.account(pt, ct, cost)
-        return self.s.samples(ln.key, ln.start, got, prompt_tokens=pt, completion_tokens=ct,
-                              cost=cost, latency=None, source="batch")
+        return self.s.samples(ln.key, ln.start, list(comp.choices[:ln.count]), prompt_tokens=pt,
+                              completion_tokens=ct, cost=cost, latency=None, source="batch")
 
     def _fail_lines(self, lines: Sequence[BatchLine], exc: ProviderError) -> None:
         for ln in lines:
@@ -570,17 +551,6 @@ class _BatchRun:
         return out
 
 
-def _json_line(raw: bytes | str) -> dict[str, Any] | None:
-    """One JSONL line's object, or None (blank, unreadable, not an object)."""
-    if not raw.strip():
-        return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _span(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -650,11 +620,11 @@ class _Collected:
         run.s.stats.samples_batch += len(self.buf)
         self.buf.clear()
 
-    def take(self, ln: BatchLine, status: int | None, body: Any) -> None:
+    def take(self, ln: BatchLine, res: LineResult) -> None:
         run = self.run
         model = run.model
-        if status == 200 and isinstance(body, Mapping):
-            got = run.samples_of(ln, body)
+        if res.completion is not None:
+            got = run.samples_of(ln, res.completion)
             self.buf.extend(got)
             if len(got) == ln.count:
                 self.updates.append((ln.custom_id, "done", None))
@@ -668,8 +638,7 @@ class _Collected:
             for i in list(ln.indices)[len(got):]:
                 run.errors[(ln.key, i)] = short
             return
-        exc = line_error(status, body, model=model, api_base=run.api_base,
-                         batch_status=self.batch_status)
+        exc = res.error or not_run("not run", model=model, api_base=run.api_base)
         run.s.stats.errors += 1
         if exc.backpressure:
             run.s.stats.rate_limited += 1

@@ -1,9 +1,9 @@
-"""Batch mode's input files: the JSONL lines of the claimed samples, each prompt's body
-encoded once, written line by line to temporary files within the provider's limits and
-uploaded from there, so a paper-sized input file is never held in memory (nor copied for the
-upload: the HTTP client streams the open file).
+"""Batch mode's input files: the lines of the claimed samples, in the provider's wire format
+(its `BatchAPI.request_lines`: each prompt's body encoded once), written line by line to
+temporary files within the provider's limits and uploaded from there, so a paper-sized input
+file is never held in memory (nor copied for the upload: the HTTP client streams the open file).
 
-    lines = input_lines([(key, [0, 1, 2, ...]), ...], body_of, per_line=10)
+    lines = input_lines([(key, [0, 1, 2, ...]), ...], writer_of, per_line=10)
     files = list(input_files(lines, max_lines=50_000, max_bytes=200 << 20))  # on disk
     for batch_lines, file in files:
         ...  # record the batch, upload `file`, close it
@@ -12,13 +12,12 @@ upload: the HTTP client streams the open file).
 from __future__ import annotations
 
 import io
-import json
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO
 
 from ..errors import InputError
-from ..providers.batch import BATCH_ENDPOINT
+from ..providers.openai_wire import LineWriter
 from .batch_options import custom_id
 from .run import contiguous
 from .store import BatchLine
@@ -26,40 +25,20 @@ from .store import BatchLine
 __all__ = ["input_files", "input_lines"]
 
 
-# json.dumps(obj, ensure_ascii=False, separators=(",", ":")), its encoder made once
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _dumps(obj: Any) -> bytes:
-    return _encode(obj).encode()
-
-
-_METHOD_URL = b',"method":"POST","url":' + _dumps(BATCH_ENDPOINT) + b',"body":'
-
-
 def input_lines(todo: Iterable[tuple[str, Sequence[int]]],
-                body_of: Callable[[str], Mapping[str, Any]], per_line: int
+                writer_of: Callable[[str], LineWriter], per_line: int
                 ) -> Iterator[tuple[BatchLine, bytes]]:
-    """The lines (and their JSONL bytes) of the samples `todo` names ((key, indices), the
-    indices of one key together): contiguous indices in lines of at most `per_line` samples,
-    the body of `body_of(key)` with `n` set on lines of more than one. The bytes are those of
-    `json.dumps({"custom_id", "method", "url", "body"})`, each body encoded once per sample
-    count."""
+    """The lines (and their bytes) of the samples `todo` names ((key, indices), the indices of
+    one key together): contiguous indices in lines of at most `per_line` samples, each written
+    by `writer_of(key)` (the provider's `request_lines` of the key's prompt) from its
+    custom_id and its count of samples."""
     for key, indices in todo:
-        body = body_of(key)
-        encoded: dict[int, bytes] = {}
+        write = writer_of(key)
         for run in contiguous(indices):
             for a in range(0, len(run), per_line):
                 count = min(per_line, len(run) - a)
                 cid = custom_id(key, run[a], count)
-                data = encoded.get(count)
-                if data is None:
-                    line_body = dict(body)
-                    if count > 1:
-                        line_body["n"] = count
-                    data = encoded[count] = _dumps(line_body) + b"}\n"
-                yield (BatchLine(cid, key, run[a], count),
-                       b'{"custom_id":' + _dumps(cid) + _METHOD_URL + data)
+                yield BatchLine(cid, key, run[a], count), write(cid, count)
 
 
 def input_files(lines: Iterable[tuple[BatchLine, bytes]], *, max_lines: int, max_bytes: int

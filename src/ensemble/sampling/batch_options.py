@@ -1,18 +1,15 @@
-"""Batch mode's vocabulary: its options, the `custom_id` of a line, the Batch API a provider
-declares, and the error of a failed line (by the one translation table)."""
+"""Batch mode's vocabulary: its options, the `custom_id` of a line and the Batch API a provider
+declares (whose wire format the lines are written and read in)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from ..errors import InputError, ProviderError, ServerError
+from ..errors import InputError
 from ..providers.base import Provider
 from ..providers.batch import BatchAPI
-from ..providers.translate import Where, classify, failure_of_line
 
-__all__ = ["BatchOptions", "batch_api_for", "custom_id", "line_error", "parse_custom_id"]
+__all__ = ["BatchOptions", "batch_api_for", "custom_id", "parse_custom_id"]
 
 
 def custom_id(key: str, start: int, count: int) -> str:
@@ -72,23 +69,3 @@ def batch_api_for(provider: Provider) -> BatchAPI:
                          f"{type(provider).__name__} has none: run without --batch")
     api: BatchAPI = make()
     return api
-
-
-def line_error(status: int | None, error: Any, *, model: str, api_base: str | None,
-               batch_status: str = "") -> ProviderError:
-    """The `ProviderError` of a failed batch line: by the one translation table
-    (`ensemble.providers.translate`) when the line has a reply; a line the batch never ran
-    (expired, cancelled, failed) is resubmittable."""
-    if status is not None:
-        return classify(failure_of_line(status, error),
-                        Where(model=model, api_base=api_base, key_source="explicit"))
-    err = error if isinstance(error, Mapping) else {}
-    if isinstance(err.get("error"), Mapping):
-        err = err["error"]
-    what = {"batch_expired": "expired", "batch_cancelled": "cancelled"}.get(
-        str(err.get("code") or ""), batch_status or "not run")
-    exc: ProviderError = ServerError(f"{model}: the batch {what} before this request ran",
-                                     reason=f"batch {what}", model=model, status=None,
-                                     api_base=api_base)
-    exc.retryable = True
-    return exc
