@@ -193,9 +193,10 @@ def test_a_tie_of_the_rule_is_broken_by_the_ensembles_tie_rule(rule):
 def test_a_fresh_ensembles_cost_rule_does_not_believe_its_first_votes():
     """Issue 40.4: a fresh Ensemble(stop="cost") fitted its joint prior on the one decision's
     pilot and reported `win 0.9999999` after two agreeing votes. Until `pilot_questions`
-    decisions are in it decides with the default joint prior (each member's q uniform and
-    independent), and the Decision says so; its win after the pilot is what that prior
-    supports (at most 0.93 here), not certainty."""
+    decisions are in it decides with the default joint prior (the members read the same
+    question: the strongest member's q uniform, the other's following under quantal
+    response), and the Decision says so; its win is what that prior supports (at most 0.87
+    here), not certainty."""
     from ensemble.tasks import get_task
 
     question = min(get_task("boxball").questions(), key=lambda x: abs(x.posterior - 0.53))
@@ -219,4 +220,4 @@ def test_a_fresh_ensembles_cost_rule_does_not_believe_its_first_votes():
         assert d.cost_rule.win < 0.95, d.cost_rule
         assert d.stop_prior is not None and d.stop_prior.source == "default"
         assert d.stop_prior.questions == 1 and d.stop_prior.needed == 30
-        assert d.stop_prior.prior.members == 2
+        assert d.stop_prior.prior.members == 2 and len(d.stop_prior.prior.w) == 41

@@ -299,3 +299,52 @@ def test_the_fixed_n_cells_of_open_answers_are_coded_per_question():
             w_ref, j_ref = ref[cell].weight[q], ref[cell].jack[q]
             theirs = sorted(zip(w_ref[w_ref > 0], j_ref[w_ref > 0], strict=True))
             np.testing.assert_allclose(mine, theirs, atol=1e-12)
+
+
+class _Through:
+    """A plan that is not a `StopSpec` and a rule that overrides `next`: both force the replay
+    through the stop-rule interface (pilots, fit, `next` per batch) instead of the table."""
+
+    def __init__(self, spec):
+        self.spec, self.stop = spec, spec.stop
+
+    def budgets(self, ns):
+        return self.spec.budgets(ns)
+
+    def pilot_draw(self, i, budgets, memory):
+        return self.spec.pilot_draw(i, budgets, memory)
+
+    def fit(self, pilots, memory, context):
+        return self.spec.fit(pilots, memory, context)
+
+    def remember(self, memory, pilot, drawn):
+        self.spec.remember(memory, pilot, drawn)
+
+
+class _Beta(BetaRule):
+    def next(self, drawn):  # the same decisions, read through next: not table-only
+        return super().next(drawn)
+
+
+def test_any_plan_is_replayed_through_the_interface_as_the_table_would():
+    """Issue 36.5: the evals' adaptive rows ask the stop-rule interface; a rule or plan that
+    cannot be looked up in a table (soft evidence, tokens, a plug-in plan) is replayed through
+    pilots, fit and `next` per batch, exactly where the vectorised table replay stops (a
+    rule's k is lossless)."""
+    g = np.random.default_rng(11)
+    q = g.beta(0.4, 0.4, size=40)
+    codes = np.where(g.random((40, 12)) < 0.05, -1,
+                     (g.random((40, 12)) < q[:, None]).astype(int))
+    codes[:5] = g.integers(-1, 3, size=(5, 12))  # a few questions with a third answer
+    orders = np.argsort(g.random((40, 6, 12)), axis=-1)
+    spec = StopSpec("bayes", max_n=12, cost=0.004, fit_after=10)
+    for table, through in ((spec, _Through(spec)), (BetaRule(max_n=12), _Beta(max_n=12))):
+        a = replay(codes, table, n_options=3, orders=orders, fixed_ns=[1, 5])
+        b = replay(codes, through, n_options=3, orders=orders, fixed_ns=[1, 5])
+        assert (a.used == b.used).all() and (a.counts == b.counts).all()
+        assert all((a.fixed[n] == b.fixed[n]).all() for n in (1, 5))
+    fitted = replay(codes, _Through(spec), n_options=3, orders=orders).rules
+    assert all(r.prior_used.source == "fitted" for r in fitted)
+    (row,) = adaptive_eval(codes, _Through(spec), correct=[0] * 40, n_options=3, orders=orders,
+                           reps=50)
+    assert row.stop == "bayes" and row.max_n == 12

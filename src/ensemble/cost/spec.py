@@ -6,7 +6,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -20,8 +20,8 @@ from .choice import CostChoice, cost_choice
 from .joint import JointPrior, fit_joint_prior, joint_grid
 from .rule import CREDITS, REFERENCES, CostRule
 
-__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostMemory", "CostSpec", "two_fixed_choices",
-           "uniform_joint_prior"]
+__all__ = ["DEFAULT_PILOT_QUESTIONS", "CostMemory", "CostSpec", "same_question_prior",
+           "two_fixed_choices", "uniform_joint_prior"]
 
 #: Questions that get a full pilot (every member's `pilot` votes) before the joint prior is
 #: fitted; later questions are asked by the rule alone, and their counts refit the prior.
@@ -30,12 +30,30 @@ DEFAULT_PILOT_QUESTIONS = 30
 
 
 def uniform_joint_prior(members: int) -> JointPrior:
-    """The cost rule's default joint prior: each member's q uniform and independent of the
-    others' (the product grid `fit_joint_prior` fits on, equal weights). It knows nothing of
-    how the members' votes relate, so one member's votes say nothing of another's q: until
-    the pilots teach it that, the rule buys the votes of the member whose vote the
-    reference follows rather than trust the others' agreement."""
+    """Each member's q uniform and independent of the others' (the product grid
+    `fit_joint_prior` fits on, equal weights): a prior that knows nothing of how the members'
+    votes relate, so one member's votes say nothing of another's q (pass it as
+    `CostSpec(default_prior=...)` for members that may read different questions)."""
     return JointPrior.of(joint_grid(members, _GRID.get(members, 7)))
+
+
+def same_question_prior(lams: Sequence[float | None], nodes: int = 41) -> JointPrior:
+    """The cost rule's default joint prior: the members read the same question, each at its
+    own λ. The strongest member's q is uniform (the bayes rule's default, `UNIFORM`), and
+    under quantal response (logit q_g = 2λ_g(2p − 1)) every other member's q follows from it:
+    logit q_g = (λ_g / λ_max) logit q_max. So a weak member's agreement is weak evidence of
+    the strong member's answer, and the rule may buy the cheap votes first. With some λ
+    unknown the members are taken alike (q_g = q for all). `nodes` points of the strongest
+    member's q, evenly spaced, equal weights."""
+    lw = np.array([1.0 if x is None else float(x) for x in lams])
+    if any(x is None for x in lams) or not (lw > 0).any():
+        lw = np.ones(len(lams))
+    top = lw.max()
+    ratio = (np.where(np.isinf(lw), 1.0, 0.0) if math.isinf(top) else lw / top)
+    u = (np.arange(nodes) + 0.5) / nodes
+    logit = np.log(u) - np.log1p(-u)
+    q = 1.0 / (1.0 + np.exp(-np.outer(logit, ratio)))
+    return JointPrior.of(q)
 
 
 _GRID = {1: 41, 2: 21, 3: 11}  # nodes per member, as fit_joint_prior's default grid
@@ -99,11 +117,12 @@ class CostSpec:
     pilot: votes per member on each pilot question (default 2 each); pilot_questions: how many
     questions get that full pilot before the prior is fitted (counts of later questions refit
     it); until the counts of that many are in (a fresh Ensemble's first decisions), the rule
-    uses `default_prior` (None: `uniform_joint_prior`, each member's q uniform and
-    independent) rather than a fit on a handful of pilots, which would believe the first
-    votes. prior: a `JointPrior` to use instead (no pilot). prices: USD per vote of each member
-    (default: the mean cost of the member's samples drawn so far, i.e. its token usage times
-    its price, from the price table or `price_per_1k`).
+    uses `default_prior` (None: `same_question_prior(λ)`: the strongest member's q uniform,
+    the others' following from it under quantal response) rather than a fit on a handful of
+    pilots, which would believe the first votes. prior: a `JointPrior` to use instead (no
+    pilot). prices: USD per vote of each member (default: the mean cost of the member's
+    samples drawn so far, i.e. its token usage times its price, from the price table or
+    `price_per_1k`).
     """
 
     value_usd: float | None = None
@@ -135,10 +154,11 @@ class CostSpec:
         return cls()
 
     @classmethod
-    def default_plan(cls, *, max_n: int | None = None) -> CostSpec:
-        """The plan `stop="cost"` stands for (`ensemble.stopping.plan_for`): the default spec
-        (each member draws up to its own n; `max_n` does not apply)."""
-        return cls.default_spec()
+    def default_plan(cls, *, max_n: int | None = None, **options: Any) -> CostSpec:
+        """The plan `stop="cost"` stands for (`ensemble.stopping.plan_for`): the spec with
+        `options` as its fields (each member draws up to its own n; `max_n` does not
+        apply)."""
+        return cls(**options)
 
     def __post_init__(self) -> None:
         if self.value_usd is not None and self.target_loss is not None:
@@ -170,14 +190,16 @@ class CostSpec:
                              f"{len(max_n)}")
         return tuple(min(p, n) for p, n in zip(pil, max_n, strict=True))
 
-    def prior_for(self, a: ArrayLike | None, b: ArrayLike | None, members: int) -> PriorUsed:
+    def prior_for(self, a: ArrayLike | None, b: ArrayLike | None, members: int,
+                  lams: Sequence[float | None] | None = None) -> PriorUsed:
         """The joint prior the rule decides with, from counts (a, b: questions x members), and
-        why: the spec's own `prior` ("given"); `default_prior` while fewer than
-        `pilot_questions` questions have 2 votes for their two leaders ("default"); else the
-        NPMLE fit on the counts ("fitted")."""
+        why: the spec's own `prior` ("given"); `default_prior` (None: `same_question_prior`
+        of the members' λ) while fewer than `pilot_questions` questions have 2 votes for their
+        two leaders ("default"); else the NPMLE fit on the counts ("fitted")."""
         if self.prior is not None:
             return PriorUsed("given", self.prior, 0, 0)
-        default = self.default_prior or uniform_joint_prior(members)
+        default = self.default_prior or same_question_prior(
+            lams if lams is not None else [None] * members)
         if default.members != members:
             raise InputError(f"default_prior is over {default.members} members, the ensemble "
                              f"has {members}")
@@ -195,7 +217,7 @@ class CostSpec:
         """The rule, its prior chosen from counts (a, b: questions x members) by `prior_for`
         (its `prior_used` says which); `two_choices`: the answers are two fixed choices
         (`two_fixed_choices`), which the caller knows from its answer kind and choices."""
-        used = self.prior_for(a, b, len(max_n))
+        used = self.prior_for(a, b, len(max_n), lams)
         value, loss = self.value_usd, self.target_loss
         if value is None and loss is None:
             loss = 0.005
@@ -232,10 +254,6 @@ class CostSpec:
         for d in drawn:
             mem.paid(d)
         G = len(lams)
-        data = list(mem.counts)
-        for d in drawn:  # pilots before the rule exists: members ranked by λ, or alike
-            a, b, _ = d.member_counts(weights or [1.0] * G)
-            data.append((tuple(a), tuple(b)))
         prices = []
         for g in range(G):
             price = mem.price(g) if mem.spent else None
@@ -244,6 +262,12 @@ class CostSpec:
                                  "samples have none: give the member price_per_1k=(in, out) "
                                  "USD per 1,000 tokens, or CostSpec(prices=...)")
             prices.append(price or 0.0)
+        # the pilots' leaders ranked as the rule ranks them: by λ, else by price
+        rank = weights or list(self.prices or prices)
+        data = list(mem.counts)
+        for d in drawn:
+            a, b, _ = d.member_counts(rank)
+            data.append((tuple(a), tuple(b)))
         rule = mem.rule if mem.still_fits(len(data), prices) else None
         if rule is None:
             rule = self.build(a=[d[0] for d in data] if data else None,

@@ -15,6 +15,15 @@ replays the stored order only (what one real run would have done). A rule whose 
 from a pilot (a `StopSpec` of the bayes rule without a prior) refits it for each order from that
 order's first `pilot` answers of every question, as a real run would.
 
+Any stopping rule. A rule is given as a built `StoppingRule`, or as its plan (`StopPlan`, the
+stop-rule interface the Python API draws by: a `StopSpec`, a plug-in's plan). A rule that
+decides from its table alone (`StoppingRule.table_only`: fixed, beta, bayes) is looked up
+vectorised; any other (a rule on soft evidence or tokens, a plug-in plan) is replayed through
+the interface itself: per order, each question's pilot (`plan.pilot_draw`), the policy fitted
+on the pilots of that order (`plan.fit`), then `policy.next(drawn)` after each batch it asks
+for, the batch taken along the order, as the Python API's draw loop does; slower (a Python
+call per batch), the same answer.
+
 Scoring. `values[q, o]` is the credit of deciding option o on question q: 1 for the right
 option of a multiple-choice question (`correct=`), and for box-and-ball P(ω = decision | colour):
 p for L, 1 − p for R (`boxball_inputs`). Per question, the value and the samples used are
@@ -36,7 +45,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ensemble.errors import InputError
-from ensemble.stopping import StoppingRule, StopSpec
+from ensemble.stopping import (
+    Drawn,
+    FitContext,
+    StopMemory,
+    StoppingRule,
+    StopPlan,
+    StopPolicy,
+    StopSpec,
+)
 
 from .intervals import Estimate, estimate
 
@@ -63,7 +80,7 @@ class Replay:
     used: NDArray[np.int16]
     counts: NDArray[np.int16]
     fixed: dict[int, NDArray[np.int16]]
-    rules: tuple[StoppingRule, ...]
+    rules: tuple[StopPolicy, ...]
     spent: NDArray[np.float64] | None = None  # [q, r]: dollars of the samples used (costs=)
 
 
@@ -182,16 +199,16 @@ def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.i
     return part[..., -1], part[..., -2]
 
 
-def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
+def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
            orders: int | ArrayLike | None = 200, fixed_ns: Sequence[int] = (),
            rng: Any = 0, costs: ArrayLike | None = None) -> Replay:
     """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
 
-    `rule` is a built rule, or a `StopSpec` (then a bayes prior without one is fitted per order
-    from that order's pilot). `orders`: a number of random orders per question, explicit
-    permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or None for the stored
-    order. `costs` (Q, K): each stored sample's dollars (NaN: unknown); `spent` is then what the
-    samples the rule used cost, along each order.
+    `rule` is a built rule, or a plan (a `StopSpec`: a bayes prior without one is fitted per
+    order from that order's pilot; any `StopPlan`). `orders`: a number of random orders per
+    question, explicit permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or
+    None for the stored order. `costs` (Q, K): each stored sample's dollars (NaN: unknown);
+    `spent` is then what the samples the rule used cost, along each order.
     """
     c = np.asarray(codes)
     if c.ndim != 2:
@@ -200,12 +217,18 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
     if (c < -1).any() or (c >= n_options).any():
         raise InputError(f"answer codes must be -1 (invalid) or lie in [0, {n_options})")
     spec = rule if isinstance(rule, StopSpec) else None
-    M = rule.max_n
+    M = max_n_of(rule, K)
     if K < M:
         raise InputError(f"the rule may draw up to max_n = {M} samples but only {K} are stored")
     bad = [n for n in fixed_ns if not 1 <= n <= M]
     if bad:
         raise InputError(f"fixed n must lie in [1, max_n = {M}], got {bad[0]}")
+    if not _by_table(rule):
+        g = _gen(rng)
+        idx = _order_indices(Q, K, M, orders, g)
+        plan = _Built(rule) if isinstance(rule, StoppingRule) else rule
+        return _replay_plan(c, plan, idx, n_options, M, fixed_ns, costs)
+    assert isinstance(rule, (StoppingRule, StopSpec))
     g = _gen(rng)
     idx = _order_indices(Q, K, M, orders, g)
     R = idx.shape[1]
@@ -249,6 +272,86 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopSpec, *, n_options: int,
         if cost is not None and spent is not None:
             paid = cost[np.arange(lo, hi)[:, None, None], idx[lo:hi]].cumsum(axis=2)
             spent[lo:hi] = np.take_along_axis(paid, tau[..., None], axis=2)[..., 0]
+    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent)
+
+
+def max_n_of(rule: StoppingRule | StopPlan, stored: int) -> int:
+    """The most samples `rule` may draw for a question of one member with `stored` samples:
+    a rule's (or a `StopSpec`'s) max_n, else the plan's budget for that member."""
+    if isinstance(rule, (StoppingRule, StopSpec)):
+        return rule.max_n
+    return int(rule.budgets([stored])[0])
+
+
+def _by_table(rule: StoppingRule | StopPlan) -> bool:
+    """Whether the rule's decisions can be looked up in its table (vectorised)."""
+    if isinstance(rule, StoppingRule):
+        return type(rule).table_only()
+    return isinstance(rule, StopSpec) and rule.rule_class.table_only()
+
+
+class _Built:
+    """A rule already built, as a plan: nothing to pilot or fit."""
+
+    def __init__(self, rule: StoppingRule) -> None:
+        self.rule = rule
+        self.stop = rule.name
+
+    def budgets(self, ns: Sequence[int]) -> tuple[int, ...]:
+        return (self.rule.max_n,)
+
+    def pilot_draw(self, i: int, budgets: Sequence[int], memory: StopMemory) -> tuple[int, ...]:
+        return (0,)
+
+    def fit(self, pilots: Sequence[Drawn | None], memory: StopMemory,
+            context: FitContext) -> StopPolicy:
+        return self.rule
+
+    def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
+        return None
+
+
+def _replay_plan(c: NDArray[Any], plan: StopPlan, idx: NDArray[np.intp], n_options: int,
+                 M: int, fixed_ns: Sequence[int], costs: ArrayLike | None) -> Replay:
+    """The replay through the stop-rule interface (any plan): per order, pilots, fit, then
+    `next` one answer at a time (see the module docstring)."""
+    Q, R = idx.shape[:2]
+    labels = [str(o) for o in range(n_options)]
+    seqs = [[[None if x < 0 else labels[x] for x in c[q, idx[q, r]]] for r in range(R)]
+            for q in range(Q)]
+    used = np.empty((Q, R), dtype=np.int16)
+    at_stop = np.zeros((Q, R, n_options), dtype=np.int16)
+    fixed = {n: np.zeros((Q, R, n_options), dtype=np.int16) for n in fixed_ns}
+    cost = None if costs is None else np.asarray(costs, dtype=float)
+    if cost is not None and cost.shape != c.shape:
+        raise InputError(f"costs must be one per stored sample, shaped {c.shape}")
+    spent = None if cost is None else np.empty((Q, R))
+    budgets = (M,)
+    ctx = FitContext(budgets=budgets, lams=(None,))
+    rules: list[StopPolicy] = []
+    for r in range(R):
+        memory = StopMemory()
+        heads = [min(plan.pilot_draw(q, budgets, memory)[0], M) for q in range(Q)]
+        policy = plan.fit([Drawn.of([seqs[q][r][:heads[q]]], budgets) for q in range(Q)],
+                          memory, ctx)
+        rules.append(policy)
+        for q in range(Q):
+            seq, n = seqs[q][r], heads[q]
+            while n < M:
+                k = policy.next(Drawn.of([seq[:n]], budgets))[0]
+                if k <= 0:
+                    break
+                n += min(k, M - n)
+            used[q, r] = n
+            for x in c[q, idx[q, r, :n]]:
+                if x >= 0:
+                    at_stop[q, r, x] += 1
+            for m in fixed_ns:
+                for x in c[q, idx[q, r, :m]]:
+                    if x >= 0:
+                        fixed[m][q, r, x] += 1
+            if cost is not None and spent is not None:
+                spent[q, r] = float(cost[q, idx[q, r, :n]].sum())
     return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent)
 
 
@@ -302,7 +405,7 @@ def _weighted(x: NDArray[np.float64], w: NDArray[np.float64], grp: NDArray[np.in
     return estimate(num / np.where(den > 0, den, 1.0), float((w * x).sum() / w.sum()))
 
 
-def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
+def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                   correct: ArrayLike | None = None, values: ArrayLike | None = None,
                   weights: ArrayLike | None = None, groups: ArrayLike | None = None,
                   n_options: int | None = None, orders: int | ArrayLike | None = 200,
@@ -341,12 +444,12 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopSpec, *,
         raise InputError("weights and groups need one entry per question (weights >= 0)")
     if reps < 2:
         raise InputError("reps must be >= 2")
-    M = rule.max_n
+    M = max_n_of(rule, c.shape[2])
     ns = sorted({*fixed_ns, M})
     g = _gen(rng)
     G = int(grp.max()) + 1
     boot = g.integers(0, G, size=(reps, G))
-    name = rule.stop if isinstance(rule, StopSpec) else rule.name
+    name = rule.name if isinstance(rule, StoppingRule) else rule.stop
     cs = None if costs is None else np.asarray(costs, dtype=float).reshape(c.shape)
     out = []
     for ti, ct in enumerate(c):

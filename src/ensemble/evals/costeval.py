@@ -7,24 +7,34 @@ its i-th sample along the order); `cost_rows` is the eval's adaptive row of a mi
 member's n under the λ-weighted vote, on the same orders. Each decision is the rule's own
 (`ensemble.cost.choice.cost_choice`), as the Ensemble's Decision with `stop="cost"` is.
 
-The joint prior is fitted (no labels) from every stored sample of every question, i.e. from the
-run's whole draw rather than from a pilot the rule would have paid for first: the row says what
-the rule would have spent and decided on these questions given the prior the run supports.
+The rule is built and asked through the stop-rule interface the Python API draws by
+(`ensemble.stopping.plan`): `CostSpec.fit` on every stored sample of every question as its
+"pilots" (its joint prior fitted without labels from the run's whole draw rather than from a
+pilot the rule would have paid for first, once `pilot_questions` questions are in, the default
+prior below that; each member's price the mean of its samples' dollars), then
+`rule.next(drawn)` one vote at a time: the row says what the rule would have spent and decided
+on these questions given the prior the run supports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ensemble.cost import CostRule, fit_joint_prior, member_counts
+from ensemble.cost import CostRule
 from ensemble.cost.choice import cost_choice
 from ensemble.cost.spec import CostSpec, two_fixed_choices
 from ensemble.errors import InputError
+from ensemble.stopping import (
+    Drawn as SoFar,  # a question's samples so far, as rules read them
+    FitContext,
+    Observation,
+    StopMemory,
+)
 
 from .draw import Drawn
 from .intervals import estimate
@@ -73,12 +83,11 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
         for r in range(R):
             seq = [_labels(codes[g][q, orders[g][q, r]]) for g in range(G)]
             n = [0] * G
-            while True:
-                a, b, _ = member_counts([seq[g][:n[g]] for g in range(G)], rule.lams)
-                ask = rule.next_member(a, b, [n[h] < rule.max_n[h] for h in range(G)])
-                if ask is None:
+            while True:  # as the Python API's draw loop asks it: one vote at a time
+                ask = rule.next(SoFar.of([seq[g][:n[g]] for g in range(G)], rule.max_n))
+                if not any(ask):
                     break
-                n[ask] += 1
+                n = [x + k for x, k in zip(n, ask, strict=True)]
             drawn[q, r] = n
             for h in range(G):
                 used = orders[h][q, r, :n[h]]
@@ -136,21 +145,17 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     G = len(codes)
     g_rng = np.random.default_rng(seed)
     Q = codes[0].shape[0]
-    weights_l = None if any(x is None for x in lams) else [float(x) for x in lams]  # type: ignore
-    price = []
     for g in range(G):
-        c = np.asarray(costs[g], dtype=float)
-        if not np.isfinite(c).all():
+        if not np.isfinite(np.asarray(costs[g], dtype=float)).all():
             raise InputError("the cost rule needs every sample's price: give each member "
                              "price_per_1k (or a model the price table knows)")
-        price.append(float(c.mean()))
-    lw = weights_l or price
-    counts = [member_counts([_labels(codes[g][q]) for g in range(G)], lw) for q in range(Q)]
-    prior = spec.prior or fit_joint_prior(np.array([c[0] for c in counts]),
-                                          np.array([c[1] for c in counts]))
-    rule = replace(spec, prior=prior).build(a=None, b=None, prices=price, max_n=budgets,
-                                            lams=weights_l,
-                                            two_choices=two_fixed_choices(options))
+    # every stored sample of each question, as the plan's pilots: the rule is fitted on them
+    stored = [SoFar(tuple(tuple(Observation(None if x < 0 else str(int(x)), cost_usd=float(c))
+                                for x, c in zip(codes[g][q], costs[g][q], strict=True))
+                          for g in range(G)), tuple(budgets)) for q in range(Q)]
+    rule = spec.fit(stored, StopMemory(), FitContext(
+        budgets=tuple(budgets), lams=tuple(lams), two_choices=two_fixed_choices(options)))
+    lw = list(rule.lams)
     ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
             for g in range(G)]
     rp, credit = replay_scored(rule, codes, ords, values, costs)

@@ -183,7 +183,7 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     each drawn sample's dollars, `Drawn.costs`), each row's `mean_cost_usd` is the dollars of
     the samples it used.
     """
-    from ensemble.stopping import StopSpec, stop_rules
+    from ensemble.stopping import plan_for, stop_rules
 
     from .adaptive import adaptive_eval, boxball_inputs, question_codes
 
@@ -205,8 +205,10 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
         kw["costs"] = np.asarray(costs, dtype=float)[:, :, :max_n]
     rows: list[AdaptiveRow] = []
     for stop in stopping.rules:
-        takes_cost = "cost" in stop_rules.get(stop).params
-        rule = StopSpec(stop=stop, max_n=max_n, cost=stopping.cost if takes_cost else None)
+        # the plan the rule's name stands for, as Ensemble(stop=...) draws by
+        takes_cost = "cost" in getattr(stop_rules.get(stop), "params", ())
+        rule = plan_for(stop, max_n=max_n,
+                        **({"cost": stopping.cost} if takes_cost and stopping.cost else {}))
         results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
                                 reps=plan.bootstrap, rng=plan.seed, **kw)
         for t, res in zip(plan.temperatures, results, strict=True):

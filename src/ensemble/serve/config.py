@@ -124,7 +124,8 @@ class CostConfig(BaseModel):
                                           "of pilots")
     default_prior: CostPriorConfig | None = Field(
         default=None, description="the joint prior until pilot_questions pilots are in "
-                                  "(default: each member's q uniform and independent)")
+                                  "(default: the members read the same question, the "
+                                  "strongest member's q uniform)")
 
     @model_validator(mode="after")
     def _one_parameter(self) -> CostConfig:

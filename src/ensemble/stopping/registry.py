@@ -52,8 +52,9 @@ def register_stop_rule(name: str, cls: R, /, *, replace: bool = ...) -> R: ...
 def register_stop_rule(name: str | None = None, /, *,
                        replace: bool = ...) -> Callable[[R], R]: ...
 def register_stop_rule(*args: Any, name: str | None = None, replace: bool = False) -> Any:
-    """Register a stopping rule: a `StoppingRule` subclass (or a rule over members, declaring
-    `over_members = True`), known by its `name` attribute or the name given. The one shape of
+    """Register a stopping rule: a `StoppingRule` subclass (or a plan class of the stop-rule
+    interface, `ensemble.stopping.plan`, declaring `default_plan(max_n=..., **options)`, e.g.
+    the cost rule's spec), known by its `name` attribute or the name given. The one shape of
     every registering function (`ensemble.registry`): `@register_stop_rule`,
     `@register_stop_rule("mine")` or `register_stop_rule("mine", cls)`. An installed
     plug-in's rule is named `package/name`."""
@@ -62,8 +63,9 @@ def register_stop_rule(*args: Any, name: str | None = None, replace: bool = Fals
 
     def add(cls: Any, given: str | None) -> Any:
         if not (isinstance(cls, type) and (issubclass(cls, StoppingRule)
-                                           or getattr(cls, "over_members", False))):
-            raise InputError(f"register_stop_rule takes a StoppingRule subclass, got {cls!r}")
+                                           or callable(getattr(cls, "default_plan", None)))):
+            raise InputError(f"register_stop_rule takes a StoppingRule subclass or a plan "
+                             f"class with default_plan, got {cls!r}")
         stop_rules.add(own_name(cls, given, what="register_stop_rule"), cls, replace=replace)
         return cls
 

@@ -222,16 +222,20 @@ class StopSpec:
                            lambda: deque[tuple[int, int]](maxlen=HISTORY_MAX))
 
 
-def plan_for(stop: str, *, max_n: int) -> StopPlan:
-    """The plan a registered rule's name stands for: the rule's own `default_plan` (a rule
-    over members: the cost rule's `CostSpec()`), else `StopSpec(stop, max_n=max_n)`. An
-    unknown name is one line listing the known rules."""
+def plan_for(stop: str, *, max_n: int, **options: Any) -> StopPlan:
+    """The plan a registered rule's name stands for: the rule's own `default_plan(max_n=...)`
+    (a plan class, e.g. the cost rule's spec), else `StopSpec(stop, max_n=max_n, ...)` with
+    `options` (its fields, e.g. cost=0.002; a plug-in rule's own parameters go to its
+    `options`). An unknown name is one line listing the known rules."""
     cls = stop_rules.get(stop)
     make = getattr(cls, "default_plan", None)
     if make is not None:
-        return make(max_n=max_n)
-    return StopSpec(stop=stop, max_n=max_n)
+        return make(max_n=max_n, **options)
+    fields = {k: v for k, v in options.items() if k in _FIELDS or k in _SPEC_ONLY}
+    own = {k: v for k, v in options.items() if k not in fields}
+    return StopSpec(stop=stop, max_n=max_n, options=own, **fields)
 
 
 _FIELDS = frozenset(f for f in StopSpec.__dataclass_fields__
                     if f not in ("stop", "max_n", "options", "default_prior", "fit_after"))
+_SPEC_ONLY = frozenset(("default_prior", "fit_after"))

@@ -87,6 +87,14 @@ class StoppingRule:
             return (min(k, left[0]),)
         return tuple(1 if k > 0 and m > 0 else 0 for m in left)
 
+    @classmethod
+    def table_only(cls) -> bool:
+        """Whether the rule decides from its table alone (the counts of one question's two
+        leading answers): then a replay may look its decisions up, vectorised
+        (`ensemble.evals.adaptive`). A subclass that overrides `next` reads more of a question
+        (soft evidence, tokens) and is replayed through `next`."""
+        return cls.next is StoppingRule.next
+
     def stops(self, *, drawn: int, top: int, second: int) -> bool:
         """Whether the rule stops in this state."""
         return self.more_counts(drawn=drawn, top=top, second=second) == 0
