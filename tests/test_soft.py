@@ -97,3 +97,26 @@ def test_the_signal_statistic_and_the_label_free_temperature():
     conf = [[-0.1, -3.0, -3.0]] * 4
     answers = [["a", "b", "b", "a", "a", "a"]] * 4
     assert fit_temperature(conf, answers, n=3) == 2.0  # the largest T at which "a" wins
+
+
+def test_serve_with_the_soft_rule_votes_on_the_planted_beliefs(box_questions):
+    """`ensemble serve` with `aggregator: soft` answers through the rule: the served ensemble
+    draws the logprobs it reads from the simulated upstream (a rule whose logprobs were
+    missing would refuse the request)."""
+    import openai
+
+    from ensemble.serve import VotingServer, parse_config
+
+    q = _question(box_questions)
+    with SimulatedServer(lam1=1.0, seed=3, keep_replies=True) as up:
+        cfg = parse_config({"port": 0, "models": {"soft": {
+            "model": "openai/sim-expert", "api_base": up.base_url, "n": 5,
+            "temperature": 1.0, "choices": ["L", "R"], "aggregator": "soft"}}})
+        with VotingServer(cfg) as srv:
+            c = openai.OpenAI(base_url=srv.base_url, api_key="unused", max_retries=0)
+            doc = c.chat.completions.create(model="soft", messages=[
+                {"role": "user", "content": q.prompt}]).model_extra["ensemble"]
+        asked = [r for r in up.stats.replies]
+    assert doc["aggregator"] == "soft" and asked
+    assert sum(doc["votes"].values()) == 5 and doc["decision"] in ("L", "R")
+    assert all(r.logprobs for r in asked)  # drawn with the logprobs the rule reads
