@@ -598,7 +598,7 @@ def _with_tools(kind: AnswerKind, tools: Sequence[dict[str, Any]] | None,
         if tool_choice is not None:
             raise InputError("tool_choice= applies with tools=[...]")
         return kind
-    return ToolCalls(tools, text=kind)
+    return ToolCalls(tools, text=kind, choice=tool_choice)
 
 
 _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",

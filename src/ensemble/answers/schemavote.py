@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ __all__ = ["JsonSchema", "check_votable"]
 
 REFUSED = ("allOf", "if", "then", "else", "patternProperties", "dependentSchemas")
 MAX_DEPTH = 32  # nesting of the values voted (a recursive schema ends with its data)
+# why the last vote in this context decided nothing (a voted value the schema rejects)
+FAILURE: ContextVar[str | None] = ContextVar("ensemble_schema_failure", default=None)
 Fields = dict[str, "Vote"]
 Aggregate = Callable[[list[str | None]], "Vote"]
 
@@ -387,7 +390,6 @@ class JsonSchema(OpenKind):
         self._validator = Draft202012Validator(schema, format_checker=FormatChecker())
         self._plan = Plan(schema, schema, self._validator)
         self._digest = json.dumps(schema, sort_keys=True, separators=(",", ":"))
-        self._failures: dict[int, str] = {}
 
     def __repr__(self) -> str:
         spec = self._format.get("json_schema")
@@ -423,14 +425,13 @@ class JsonSchema(OpenKind):
         schema; each part's Vote)."""
         column = [MISSING if k is None else json.loads(k) for k in keys]
         fields: Fields = {}
+        FAILURE.set(None)
         value = self._plan.vote(column, aggregate, "", fields)
         if value is MISSING:
             return None, fields
         error = self.failure(value)
         if error is not None:
-            if len(self._failures) > 64:
-                self._failures.clear()
-            self._failures[id(fields)] = error
+            FAILURE.set(error)  # read back by explain(), in the same tally
             return None, fields
         return value, fields
 
@@ -445,8 +446,9 @@ class JsonSchema(OpenKind):
         return f"{'at ' + where + ': ' if where else ''}{error.message}"
 
     def explain(self, fields: Mapping[str, Vote]) -> str | None:
-        """Why the vote that produced `fields` decided nothing, when the schema said so."""
-        error = self._failures.pop(id(fields), None)
+        """Why the vote just made decided nothing, when the schema said so (`decision.tally`
+        asks right after `vote_fields`, in the same context)."""
+        error = FAILURE.get()
         return None if error is None else (f"the voted value fails the request's schema "
                                            f"({error}); nothing is returned as valid")
 

@@ -42,6 +42,7 @@ from .base import AnswerKind, FieldVoter, OpenKind
 from .jsonmode import vote_objects
 from .kinds import Choice
 from .schema import model_from_schema
+from .schemavote import check_votable
 from .structured import Structured, vote_column
 
 if TYPE_CHECKING:
@@ -107,14 +108,52 @@ def tools_of(tools: Sequence[Any]) -> tuple[Tool, ...]:
                                                                    "properties": {}}
         if not isinstance(name, str) or not name:
             raise InputError(f"tools[{i}]: a function tool needs a name")
+        if not _NAME.fullmatch(name) or len(name) > 64:
+            raise InputError(f"tools[{i}]: the function name {name!r} may hold only letters, "
+                             "digits, _ and - (at most 64 characters); rename it")
         if not isinstance(params, Mapping):
             raise InputError(f"tools[{i}] ({name}): parameters must be a JSON schema object")
+        check_votable(params, f"tools[{i}] ({name}).parameters")
         out.append(Tool(name, dict(params)))
     names = [t.name for t in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise InputError(f"tools: {dup!r} is named twice; tool names must be distinct")
     return tuple(out)
+
+
+def choice_rule(choice: Any, tools: Sequence[Tool]) -> tuple[frozenset[str], bool, bool]:
+    """What a request's `tool_choice` lets a reply do: (the tools it may call, whether it must
+    call one, whether it may call any). `auto` / None: any tool or text; `none`: text only;
+    `required`: a tool; `{"type": "function", "function": {"name": N}}`: tool N;
+    `{"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools": [...]}}`:
+    those tools (and text, in mode auto). The vote enforces it: a reply that breaks it
+    abstains."""
+    names = frozenset(t.name for t in tools)
+    if choice in (None, "auto"):
+        return names, False, True
+    if choice == "none":
+        return frozenset(), False, False
+    if choice == "required":
+        return names, True, True
+    if isinstance(choice, Mapping) and choice.get("type") == "function":
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
+        return frozenset({str(name)}) & names, True, True
+    if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
+        spec = choice.get("allowed_tools")
+        spec = spec if isinstance(spec, Mapping) else choice
+        listed = spec.get("tools")
+        allowed: set[str] = set()
+        for t in listed if isinstance(listed, list) else []:
+            fn = t.get("function") if isinstance(t, Mapping) else None
+            name = fn.get("name") if isinstance(fn, Mapping) else (
+                t.get("name") if isinstance(t, Mapping) else None)
+            allowed.add(str(name))
+        return frozenset(allowed) & names, spec.get("mode") == "required", True
+    raise InputError("tool_choice must be auto, none, required, {\"type\": \"function\", "
+                     "\"function\": {\"name\": NAME}} or {\"type\": \"allowed_tools\", "
+                     "\"allowed_tools\": {\"mode\": \"auto\", \"tools\": [...]}}")
 
 
 def _read_key(key: str) -> str | list[dict[str, Any]]:
@@ -133,11 +172,13 @@ class ToolCalls(OpenKind):
 
     name = "tool_call"
 
-    def __init__(self, tools: Sequence[Any], text: AnswerKind | None = None) -> None:
+    def __init__(self, tools: Sequence[Any], text: AnswerKind | None = None, *,
+                 choice: Any = None) -> None:
         self.tools = tuple(tools) if tools and all(isinstance(t, Tool) for t in tools) \
             else tools_of(tools)
         self.text: Any = text if text is not None else Choice()
         self._arguments = {t.name: t.arguments_kind() for t in self.tools}
+        self.allowed, self.must_call, self.may_call = choice_rule(choice, self.tools)
 
     def __repr__(self) -> str:
         return f"ToolCalls({[t.name for t in self.tools]!r}, text={self.text!r})"
@@ -165,11 +206,17 @@ class ToolCalls(OpenKind):
         text has no answer)."""
         reply = read_tool_calls(text)
         if reply is None:
+            if self.must_call:  # tool_choice required / a named tool: a text reply abstains
+                return None
             key = self.text.parse(text) if text else None
             return None if key is None else TEXT_PREFIX + key
+        if not self.may_call:  # tool_choice "none": a call anyway abstains
+            return None
         calls = []
         for c in reply.tool_calls:
             fn = c.get("function") or {}
+            if fn.get("name") not in self.allowed:  # outside tool_choice's tools: abstains
+                return None
             try:
                 args = json.loads(fn.get("arguments") or "{}")
             except (TypeError, ValueError):
@@ -224,9 +271,14 @@ class ToolCalls(OpenKind):
         if won == "text":
             texts = [d if k == "text" and isinstance(d, str) else None
                      for d, k in zip(docs, kinds, strict=True)]
+            if isinstance(self.text, FieldVoter):  # a typed answer: voted by its parts
+                decision, parts = self.text.vote_fields(texts, aggregate)
+                fields.update({f"text.{name}": v for name, v in parts.items()})
+                return decision, fields
             v = aggregate(texts)
             fields["text"] = v
             return (None if v.decision is None else self.text.value(v.decision, {})), fields
+
         if won != "tool_call":
             return None, fields
         calls = [d if k == "tool_call" and isinstance(d, list) else None
@@ -250,6 +302,16 @@ class ToolCalls(OpenKind):
                 return None, fields
             out.append(call)
         return (out[0] if len(out) == 1 and "calls" not in fields else tuple(out)), fields
+
+    def explain(self, fields: Mapping[str, Vote]) -> str | None:
+        """Why a text reply's typed answer decided nothing, when its kind says (a voted
+        object that fails the request's schema)."""
+        kind = fields.get("kind")
+        explain = getattr(self.text, "explain", None)
+        if kind is None or kind.value != "text" or not callable(explain):
+            return None
+        said = explain(fields)
+        return None if said is None else str(said)
 
     def _vote_call(self, at: Sequence[Mapping[str, Any] | None],
                    aggregate: Callable[[list[str | None]], Vote], prefix: str,

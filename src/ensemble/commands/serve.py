@@ -22,7 +22,8 @@ DEFAULT_NAME = "ensemble"
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "serve", help="an OpenAI-compatible endpoint that answers with the ensemble's vote",
-        description="Serves POST /v1/chat/completions, GET /v1/models and GET /health on "
+        description="Serves POST /v1/chat/completions, /v1/responses and /v1/completions, "
+                    "GET /v1/models, /v1/models/{id} and /health on "
                     "127.0.0.1 (unless --host says otherwise). Prints its base URL "
                     "(http://HOST:PORT/v1) on the first line, then one log line per request on "
                     "stderr. Serve one ensemble from the options below, or several named "

@@ -180,9 +180,12 @@ class VotingApp:
             return resp
         except asyncio.CancelledError:
             rec.status = CLIENT_CLOSED
-            rec.error = ("client disconnected; its pending samples were cancelled"
-                         + ("" if self.config.store is None else
-                            " (those already requested are stored when they arrive)"))
+            if not rec.deciding:
+                rec.error = "client disconnected before its request was decided (nothing drawn)"
+            else:
+                rec.error = ("client disconnected; its pending samples were cancelled"
+                             + ("" if self.config.store is None else
+                                " (those already requested are stored when they arrive)"))
             raise
         except (ConnectionResetError, web.HTTPException):
             raise  # the client went away mid-stream; aiohttp's own replies
@@ -195,16 +198,32 @@ class VotingApp:
 
     async def _serve(self, request: web.Request, wire: Wire[InfoT, DocT], rec: Outcome
                      ) -> web.StreamResponse:
+        wait = self.config.body_timeout
         try:
-            body = json.loads(await request.read())
+            raw = await asyncio.wait_for(request.read(), wait)
         except web.HTTPRequestEntityTooLarge:
             rec.error = "body too large"
             return _error(413, f"the request body is larger than {request.client_max_size} "
                                "bytes", code="request_too_large")
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except asyncio.TimeoutError:  # a slow or stalled client holds no slot for long
+            rec.error = f"the body did not arrive within {wait:g} s (nothing was drawn)"
+            return _error(408, f"the request body did not arrive within {wait:g} s; send it "
+                               "whole", code="request_timeout", headers={"Connection": "close"})
+        except web.RequestPayloadError as exc:  # e.g. a Content-Encoding it is not in
+            why = " ".join(str(exc).split())
+            rec.error = f"unreadable body: {why}"
+            return _error(400, f"the request body could not be read ({why}); send it as "
+                               "plain or validly gzip-encoded JSON", code="unreadable_body")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            # JSONDecodeError, an integer past Python's 4300 digits, nesting too deep
             rec.error = "malformed JSON"
-            return _error(400, f"the request body is not valid JSON; send {wire.what} as a "
-                               "JSON object")
+            why = "" if isinstance(exc, json.JSONDecodeError) else \
+                f" ({' '.join(str(exc).split()[:8])})" if isinstance(exc, ValueError) \
+                else " (nested too deeply)"
+            return _error(400, f"the request body is not valid JSON{why}; send {wire.what} "
+                               "as a JSON object")
         try:
             req, info = wire.parse(body)
             rec.model = req.model
@@ -230,6 +249,7 @@ class VotingApp:
                                "bound; retry after the Retry-After seconds", "rate_limit_error",
                           code="queue_full", headers={"Retry-After": "1"})
         self.active += 1
+        rec.deciding = True
         try:
             decided = await self._decide(req, ens, rec)
         finally:

@@ -21,18 +21,21 @@ from typing import Any
 
 from .replies import ChatCompletion, TextChoice, TextCompletion
 from .wire import (
-    IGNORED,
     MAX_TOP_LOGPROBS,
     ChatRequest,
     RequestRejected,
     Wire,
     parse_chat_request,
+    unread,
 )
 
 __all__ = ["COMPLETIONS", "CompletionInfo", "text_completion_doc", "text_completion_frames",
            "to_chat"]
 
 CHUNK_CHARS = 64
+# what a completions request's fields are read for (suffix and best_of > 1 are refused)
+READ = ("model", "prompt", "stream", "stream_options", "n", "logprobs", "echo", "suffix",
+        "best_of", "ensemble")
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def to_chat(body: object) -> tuple[ChatRequest, CompletionInfo]:
     if k is not None:
         chat.update(logprobs=True, top_logprobs=k)
     req = parse_chat_request(chat)
-    return (replace(req, ignored=tuple(key for key in IGNORED if body.get(key) is not None)),
+    return (replace(req, ignored=unread(body, READ)),
             CompletionInfo(prompt=prompt, echo=bool(echo)))
 
 

@@ -244,6 +244,9 @@ class ServeConfig(BaseModel):
                               "tools, overrides) kept built; past it the least recently used "
                               "is dropped")
     request_timeout: float = Field(default=300.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0, description="seconds a client has to "
+                                "send its request's body; past it 408 (a slow or stalled "
+                                "client holds no connection for long)")
     store: str | None = None
     log_json: bool = False
     models: dict[str, ServedModel]

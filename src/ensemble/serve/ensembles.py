@@ -116,10 +116,13 @@ def build_ensemble(served: ServedModel, *, store: str | SampleStore | None = Non
     overrides = overrides or Overrides()
     stop = served.stop if overrides.stop is None else (
         None if overrides.stop == "none" else overrides.stop)
+    choices = served.choices
     if answer is None:  # neither choices nor an answer kind: the client's own format
         answer = served.answer if served.answer is not None or served.choices else \
             ClientFormat()
-    kw: dict[str, Any] = {"choices": served.choices, "aggregator": served.aggregator,
+    else:  # the request's own format (a schema, JSON mode) wins: choices are for plain text
+        choices = None
+    kw: dict[str, Any] = {"choices": choices, "aggregator": served.aggregator,
                           "answer": answer,
                           "stop": stop, "calibration": served.calibration,
                           "system": served.system, "seed": served.seed, "store": store,

@@ -71,6 +71,7 @@ class Outcome:
     stream: bool = False
     error: str | None = None
     note: str | None = None
+    deciding: bool = False  # admitted and deciding (samples may be in flight)
 
     def record(self, seconds: float) -> RequestRecord:
         return RequestRecord(self.method, self.path, self.status, seconds, model=self.model,

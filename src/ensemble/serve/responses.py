@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .replies import ChatCompletion, ResponseDoc
-from .wire import ChatRequest, RequestRejected, Wire, parse_chat_request
+from .wire import ChatRequest, RequestRejected, Wire, parse_chat_request, unread
 
 __all__ = ["RESPONSES", "ResponsesInfo", "response_doc", "response_events", "to_chat"]
 
@@ -39,6 +39,10 @@ STATELESS = {
                   "send the request without background",
 }
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# what a Responses request's fields are read for (the stateless ones are refused when set;
+# `store` is answered "store": false); any other field is listed under ensemble.ignored
+READ = ("model", "input", "instructions", "text", "stream", "include", "top_logprobs",
+        "tools", "tool_choice", "metadata", "ensemble", "store", *STATELESS)
 TEXT_PARTS = ("input_text", "output_text", "text")
 CHUNK_CHARS = 64
 
@@ -137,10 +141,16 @@ def _tools(tools: Any, choice: Any) -> tuple[list[dict[str, Any]] | None, Any]:
                                   param="tools")
         out.append({"type": "function", "function": {
             k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}})
-    if isinstance(choice, Mapping):
+    if isinstance(choice, Mapping) and choice.get("type") == "allowed_tools":
+        choice = {"type": "allowed_tools", "allowed_tools": {
+            "mode": choice.get("mode", "auto"),
+            "tools": [{"type": "function", "function": {"name": t.get("name")}}
+                      for t in choice.get("tools") or [] if isinstance(t, Mapping)]}}
+    elif isinstance(choice, Mapping):
         if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
-            raise RequestRejected('tool_choice must be auto, none, required or {"type": '
-                                  '"function", "name": NAME}', param="tool_choice")
+            raise RequestRejected('tool_choice must be auto, none, required, {"type": '
+                                  '"function", "name": NAME} or {"type": "allowed_tools", '
+                                  '"mode": "auto", "tools": [...]}', param="tool_choice")
         choice = {"type": "function", "function": {"name": choice["name"]}}
     return out, choice
 
@@ -200,7 +210,11 @@ def to_chat(body: object) -> tuple[ChatRequest, ResponsesInfo]:
         raise RequestRejected(str(exc).replace("response_format", "text.format"),
                               status=exc.status, param=param, code=exc.code,
                               etype=exc.etype) from None
-    req = replace(req, ignored=tuple(k for k in IGNORED if body.get(k) is not None))
+    ignored = [k for k in IGNORED if body.get(k) is not None]
+    ignored += [k for k in unread(body, READ) if k not in ignored]
+    if body.get("store") is True:  # nothing is kept: the response says "store": false
+        ignored.append("store")
+    req = replace(req, ignored=tuple(ignored))
     return req, ResponsesInfo(instructions=body.get("instructions"), text_format=echoed,
                               metadata=body.get("metadata"), tools=body.get("tools") or [],
                               tool_choice=body.get("tool_choice") or "auto")

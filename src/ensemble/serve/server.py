@@ -39,9 +39,12 @@ class VotingServer:
         from aiohttp import web
 
         # handler_cancellation: a client that disconnects cancels its request's samples
+        # keepalive_timeout: aiohttp closes a connection that has not sent a whole request
+        # (a header drip) or sits idle between requests after this long
         self._runner = web.AppRunner(self.app.application(), access_log=None,
                                      handle_signals=False, handler_cancellation=True,
-                                     shutdown_timeout=1.0)
+                                     shutdown_timeout=1.0,
+                                     keepalive_timeout=self.config.body_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..sampling.types import Sample
 
 __all__ = ["CHAT", "ChatRequest", "RequestRejected", "Wire", "completion_chunks",
-           "completion_doc", "ensemble_doc", "error_doc", "parse_chat_request"]
+           "completion_doc", "ensemble_doc", "error_doc", "parse_chat_request", "unread"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 UNSUPPORTED = ("functions", "function_call", "audio", "prediction")
@@ -53,6 +53,9 @@ UNSUPPORTED = ("functions", "function_call", "audio", "prediction")
 IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
            "presence_penalty", "frequency_penalty", "logit_bias", "parallel_tool_calls")
 FORMATS = ("text", "json_schema", "json_object")
+# what a chat request's fields are read for; any other field is served without it, and said
+READ = ("model", "messages", "stream", "stream_options", "n", "response_format", "logprobs",
+        "top_logprobs", "tools", "tool_choice", "ensemble")
 MAX_TOP_LOGPROBS = 20
 MAX_CHOICES = 16
 CHUNK_CHARS = 64
@@ -171,13 +174,15 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Any, ...] | None, Any]:
         names = [t.name for t in tools_of(tools)]
     except InputError as exc:
         raise RequestRejected(str(exc), param="tools") from None
-    named = choice.get("function", {}).get("name") if isinstance(choice, Mapping) \
-        and isinstance(choice.get("function"), Mapping) else None
-    if not (choice in (None, "auto", "none", "required") or named in names):
-        raise RequestRejected(f"tool_choice must be auto, none, required or "
-                              '{"type": "function", "function": {"name": NAME}} naming one of '
-                              f"the tools ({', '.join(names)}), got {choice!r}",
-                              param="tool_choice")
+    from ..answers.toolcalls import choice_rule
+
+    try:
+        allowed, _, may = choice_rule(choice, tools_of(tools))
+    except InputError as exc:
+        raise RequestRejected(str(exc), param="tool_choice") from None
+    if may and not allowed:
+        raise RequestRejected(f"tool_choice names no tool of the request ({', '.join(names)}): "
+                              f"{json.dumps(choice)}; name one of them", param="tool_choice")
     return tuple(tools), choice
 
 
@@ -217,9 +222,17 @@ def parse_chat_request(body: object) -> ChatRequest:
                        n=n, overrides=body.get("ensemble"),
                        response_format=fmt if isinstance(fmt, Mapping)
                        and fmt.get("type") in ("json_schema", "json_object") else None,
-                       ignored=tuple(k for k in IGNORED if body.get(k) is not None),
+                       ignored=unread(body, READ + UNSUPPORTED),
                        logprobs=logprobs, top_logprobs=top, tools=tools,
                        tool_choice=tool_choice)
+
+
+def unread(body: Mapping[str, Any], read: Sequence[str]) -> tuple[str, ...]:
+    """The fields a request set that the endpoint does not act on: the sampling parameters
+    the served ensemble sets itself first (`IGNORED`), then any other, in the body's order;
+    each is listed under `ensemble.ignored` (never dropped silently)."""
+    given = [k for k in body if body[k] is not None and k not in read]
+    return tuple([k for k in IGNORED if k in given] + [k for k in given if k not in IGNORED])
 
 
 def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int | None]:
