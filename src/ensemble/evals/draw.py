@@ -186,7 +186,7 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
         f = apply_failure_policy(res, question_ids=[q.id for q in qs],
                                  temperatures=[members[g].temperature for g in group],
                                  out=where, fail_on_error=policy.fail_on_error,
-                                 samples_total=st.samples_total)
+                                 samples_total=st.samples_total, unstored=st.unstored)
         ids += [x for x in f.ids if x not in ids]
         for r, c in f.reasons.items():
             reasons[r] = reasons.get(r, 0) + c

@@ -53,11 +53,13 @@ class FailedQuestions:
 
 def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
                          temperatures: Sequence[float], out: Path,
-                         fail_on_error: float | None, samples_total: int) -> FailedQuestions:
+                         fail_on_error: float | None, samples_total: int,
+                         unstored: int = 0) -> FailedQuestions:
     """Write failures.jsonl; raise when the run must stop; else return what to leave out.
 
     `result.rows` are in (temperature, question) order: row i is question i % Q at
-    temperature i // Q.
+    temperature i // Q. `unstored`: samples drawn that the store could not take (a full
+    disk).
     """
     q = len(question_ids)
     path = out / FAILURES_FILE
@@ -85,8 +87,9 @@ def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
         lost = f" ({failed.count} questions failed, {listed})" if failed.count else ""
         nxt = ("" if "cost cap" in str(result.stopped) else
                "; fix the cause and rerun the same command to continue")
-        raise RunStopped(f"{result.stopped}; {drawn} of {samples_total} samples drawn and "
-                         f"stored{lost}{nxt}", failures=list(result.failures),
+        kept = (f"{drawn} of {samples_total} samples drawn and stored" if not unstored else
+                f"{drawn - unstored} of {samples_total} samples stored")
+        raise RunStopped(f"{result.stopped}; {kept}{lost}{nxt}", failures=list(result.failures),
                          cause=result.stopped.cause)
     if not failed.count:
         return failed

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import EnsembleError, InputError, RunStopped
+from ..errors import EnsembleError, InputError, RunStopped, StoreError
 from ..providers.base import Choice
 from .logprobs import compact as compact_logprobs
 from .parsing import extract_answer
@@ -85,6 +85,11 @@ class RunContext:
         self.parse: Parser = default_parser
         self.stop: RunStopped | None = None
         self.last_progress = time.monotonic()
+        # replies the store could not take (a full disk), kept to write again: (samples,
+        # model, request metadata); the store's error; samples written or tried
+        self.unstored: list[tuple[Sequence[Sample], str, dict[str, Any]]] = []
+        self.store_error: StoreError | None = None
+        self.put_samples = 0
         self._bar: Any = None
         self._task_id: Any = None
         self._t_start = 0.0
@@ -145,17 +150,66 @@ class RunContext:
             raise
         for t in pending:
             t.cancel()
+        lost_before = self.lost
+        self.flush()
         if not sent:
             return
-        stored = min(sent, sum(not t.cancelled() and t.exception() is None
-                               and t.result() is not None for t in done))
-        if stored == sent:
+        came = min(sent, sum(not t.cancelled() and t.exception() is None
+                             and t.result() is not None for t in done))
+        unstored = max(0, self.lost - lost_before)
+        if came == sent and not unstored:
             self.say(f"stored the replies of all {_requests(sent)} in flight")
             return
-        lost = sent - stored
-        self.say(f"stored the replies of {stored} of the {_requests(sent)} in flight; {lost} "
-                 f"did not return (or failed) within {IN_FLIGHT_GRACE:g} s: a rerun asks for "
-                 f"{'it' if lost == 1 else 'them'} again")
+        late = sent - came
+        self.say(f"{came} of the {_requests(sent)} in flight returned within "
+                 f"{IN_FLIGHT_GRACE:g} s" + (f", {unstored} of their samples could not be stored "
+                                              f"({self.store_error})" if unstored else "")
+                 + ": a rerun asks for " + ("those again" if late or unstored else "none"))
+
+    # -- the store ---------------------------------------------------------------------------
+    def put(self, samples: Sequence[Sample], *, model: str, request: dict[str, Any]) -> None:
+        """Store one reply's samples (dropping this run's leases on them). A store that cannot
+        be written (a full disk) stops new requests at once; what it could not take is kept
+        here and written again with the next reply and before the sampler closes (`flush`)."""
+        self.put_samples += len(samples)
+        self.unstored.append((samples, model, request))
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the replies the store could not take yet, oldest first."""
+        while self.unstored and self.store is not None:
+            samples, model, request = self.unstored[0]
+            try:
+                self.store.put_many(samples, model=model, request=request, holder=self.holder)
+            except StoreError as exc:
+                self.store_failed(exc)
+                return
+            self.unstored.pop(0)
+
+    def store_failed(self, exc: StoreError) -> None:
+        """The store cannot be written: stop drawing (every new reply would be lost too)."""
+        if self.store_error is None:
+            self.store_error = exc
+            self.stop_for(f"{exc}; stopped new requests", cause=exc)
+
+    @property
+    def lost(self) -> int:
+        """Samples drawn (paid for) that the store could not take."""
+        return sum(len(s) for s, _, _ in self.unstored)
+
+    def store_outcome(self) -> None:
+        """At the end of a run stopped by its store: the stop says how many samples drawn
+        could not be stored, after one more try."""
+        self.flush()
+        self.stats.unstored = self.lost
+        if self.store_error is None or self.stop is None or self.stop.cause is not \
+                self.store_error:
+            return
+        what = (f"{self.lost} of {self.put_samples} samples drawn could not be stored (paid "
+                "for: a rerun asks for them again)" if self.lost
+                else "every sample drawn was stored")
+        self.stop = RunStopped(f"{self.store_error}; stopped new requests: {what}",
+                               cause=self.store_error)
 
     # -- samples ---------------------------------------------------------------------------------
     def account(self, prompt_tokens: int | None, completion_tokens: int | None,

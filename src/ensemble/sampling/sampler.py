@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._sync import outlive_caller
-from ..errors import ContentRefusedError, InputError, ProviderError
+from ..errors import ContentRefusedError, InputError, ProviderError, StoreError
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter, limiter_for
 from ..providers.options import ProviderKwargs, ProviderOptions
@@ -214,6 +214,7 @@ class Sampler:
                 await self.run_state.settle([t for t in self._in_flight if not t.done()],
                                             sent=self._online.in_flight, why=why)
         finally:
+            self.run_state.flush()  # a store that could not take a reply: once more
             await self._close()
 
     async def _close(self) -> None:
@@ -318,6 +319,7 @@ class Sampler:
             self.stats.wall_time_s += time.perf_counter() - t0
             ctx.stop_progress()
         self.stats.failed += sum(len(f.indices) for f in failures)
+        ctx.store_outcome()
         stopped = ctx.stop
         if stopped is not None:
             stopped.failures = list(failures)
@@ -443,13 +445,17 @@ class Sampler:
                 return
             req = requests[unit.ri]
             todo = unit.indices
-            if self.store is not None and not self.refresh:
-                todo = self._claim(unit, rows, queue)
-                if not todo:
-                    queue.done(unit)
-                    continue
-            elif self.store is not None:
-                self.store.claim([(unit.key, todo)], holder=self.holder, ttl=LEASE_TTL)
+            try:
+                if self.store is not None and not self.refresh:
+                    todo = self._claim(unit, rows, queue)
+                    if not todo:
+                        queue.done(unit)
+                        continue
+                elif self.store is not None:
+                    self.store.claim([(unit.key, todo)], holder=self.holder, ttl=LEASE_TTL)
+            except StoreError as exc:  # a full disk: stop drawing, keep what is in flight
+                self.run_state.store_failed(exc)
+                return
             try:
                 await self._run_unit(req, unit.key, todo, rows[unit.ri])
             except (ProviderError, RunWasStopped) as exc:
@@ -591,9 +597,8 @@ class Sampler:
                                   completion_tokens=comp.completion_tokens,
                                   cost=comp.cost_usd, latency=comp.latency_s)
             if self.store is not None:
-                self.store.put_many(samples, model=self.model,
-                                    request=request_meta(self.model, req, self.provider.identity),
-                                    holder=self.holder)
+                ctx.put(samples, model=self.model,
+                        request=request_meta(self.model, req, self.provider.identity))
             return comp, samples
 
         if self.store is None:

@@ -413,29 +413,54 @@ class SampleStore:
                  else None)
                 for s in samples]
         with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                prompts = dict(requests or {})
-                if request is not None:
-                    prompts[samples[0].key] = request
-                if prompts:
-                    self._conn.executemany(
-                        "INSERT OR IGNORE INTO prompts (key, model, request, endpoint) "
-                        "VALUES (?, ?, ?, ?)",
-                        [(k, model, json.dumps(r, sort_keys=True), r.get("endpoint"))
-                         for k, r in prompts.items()])
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO samples (key, idx, model, text, finish_reason,"
-                    " prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs, created,"
-                    " source, answer_lp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                if holder is not None:
-                    self._conn.executemany(
-                        "DELETE FROM leases WHERE key = ? AND idx = ? AND holder = ?",
-                        [(s.key, s.index, holder) for s in samples])
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreError(f"cannot write to the sample store {self.path}: {exc}") from None
+            for retry in (False, True):
+                try:
+                    self._put_rows(rows, samples, model=model, request=request, holder=holder,
+                                   requests=requests)
+                    return
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    if not retry and self._shrink_log(exc):
+                        continue
+                    raise StoreError(f"cannot write to the sample store {self.path}: {exc}"
+                                     ) from None
+
+    def _put_rows(self, rows: list[tuple[Any, ...]], samples: Sequence[Sample], *, model: str,
+                  request: dict[str, Any] | None, holder: str | None,
+                  requests: Mapping[str, dict[str, Any]] | None) -> None:
+        """put_many's transaction (under the lock)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        prompts = dict(requests or {})
+        if request is not None:
+            prompts[samples[0].key] = request
+        if prompts:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO prompts (key, model, request, endpoint) "
+                "VALUES (?, ?, ?, ?)",
+                [(k, model, json.dumps(r, sort_keys=True), r.get("endpoint"))
+                 for k, r in prompts.items()])
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO samples (key, idx, model, text, finish_reason,"
+            " prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs, created,"
+            " source, answer_lp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if holder is not None:
+            self._conn.executemany(
+                "DELETE FROM leases WHERE key = ? AND idx = ? AND holder = ?",
+                [(s.key, s.index, holder) for s in samples])
+        self._conn.execute("COMMIT")
+
+    def _shrink_log(self, exc: sqlite3.Error) -> bool:
+        """After a write failed for want of space (a full disk, a file-size limit): fold the
+        write-ahead log into the database and truncate it, which frees most of it (the log
+        holds a copy of each page per transaction; on a small disk it is most of the store).
+        True when that was worth a second try."""
+        if not any(w in str(exc).lower() for w in ("full", "i/o error")):
+            return False
+        try:
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error:
+            return False
+        return not busy
 
     def _rollback(self) -> None:
         try:
@@ -451,39 +476,48 @@ class SampleStore:
         For each pair: indices already stored are `done`; leased by another live holder,
         `busy`; the rest are leased to `holder` now (taking over expired or dead leases).
         """
+        with self._lock:
+            for retry in (False, True):
+                try:
+                    return self._claim_rows(items, holder=holder, ttl=ttl)
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    if not retry and self._shrink_log(exc):
+                        continue
+                    raise StoreError(f"cannot claim samples in the store {self.path}: {exc}"
+                                     ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _claim_rows(self, items: Sequence[tuple[str, Sequence[int]]], *, holder: str,
+                    ttl: float) -> list[Claim]:
+        """claim's transaction (under the lock)."""
         now = time.time()
         out: list[Claim] = []
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                for key, indices in items:
-                    c = Claim()
-                    stored = {r[0] for r in self._conn.execute(
-                        "SELECT idx FROM samples WHERE key = ?", (key,))}
-                    leased = {r[0]: (r[1], r[2]) for r in self._conn.execute(
-                        "SELECT idx, holder, expires FROM leases WHERE key = ?", (key,))}
-                    take = []
-                    for i in indices:
-                        if i in stored:
-                            c.done.append(i)
-                            continue
-                        lease = leased.get(i)
-                        if lease is not None and lease[0] != holder and lease[1] > now \
-                                and not _holder_dead(lease[0]):
-                            c.busy.append(i)
-                            continue
-                        take.append((key, i, holder, now + ttl))
-                        c.claimed.append(i)
-                    if take:
-                        self._conn.executemany(
-                            "INSERT OR REPLACE INTO leases (key, idx, holder, expires) "
-                            "VALUES (?, ?, ?, ?)", take)
-                    out.append(c)
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreError(f"cannot claim samples in the store {self.path}: {exc}") \
-                    from None
+        self._conn.execute("BEGIN IMMEDIATE")
+        for key, indices in items:
+            c = Claim()
+            stored = {r[0] for r in self._conn.execute(
+                "SELECT idx FROM samples WHERE key = ?", (key,))}
+            leased = {r[0]: (r[1], r[2]) for r in self._conn.execute(
+                "SELECT idx, holder, expires FROM leases WHERE key = ?", (key,))}
+            take = []
+            for i in indices:
+                if i in stored:
+                    c.done.append(i)
+                    continue
+                lease = leased.get(i)
+                if lease is not None and lease[0] != holder and lease[1] > now \
+                        and not _holder_dead(lease[0]):
+                    c.busy.append(i)
+                    continue
+                take.append((key, i, holder, now + ttl))
+                c.claimed.append(i)
+            if take:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO leases (key, idx, holder, expires) "
+                    "VALUES (?, ?, ?, ?)", take)
+            out.append(c)
+        self._conn.execute("COMMIT")
         return out
 
     def renew(self, holder: str, ttl: float) -> None:

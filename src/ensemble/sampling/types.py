@@ -197,6 +197,7 @@ class JobStats:
     samples_shared: int = 0  # stored meanwhile by another run on the same store
     samples_batch: int = 0  # collected from finished Batch API results by this job
     failed: int = 0  # samples whose request failed for good
+    unstored: int = 0  # samples drawn (paid for) that the store could not take (a full disk)
     requests: int = 0
     retries: int = 0
     errors: int = 0
