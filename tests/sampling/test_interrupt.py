@@ -17,13 +17,13 @@ from ensemble.testing import SimulatedServer
 
 def _eval(url, out):
     return [sys.executable, "-m", "ensemble", "eval", "boxball", "--model", "openai/sim-expert",
-            "--api-base", url, "--t", "1", "--n", "1", "--samples", "2", "--limit", "60",
+            "--api-base", url, "--t", "1", "--n", "1", "--samples", "2", "--limit", "10",
             "--max-concurrency", "8", "--bootstrap", "100", "--out", str(out)]
 
 
 def test_ctrl_c_stores_the_replies_in_flight_and_the_rerun_pays_none_twice(tmp_path, run_cli):
     out = tmp_path / "run"
-    with SimulatedServer(lam1=3.0, seed=3, latency=0.5) as srv:
+    with SimulatedServer(lam1=3.0, seed=3, latency=2.0) as srv:
         proc = subprocess.Popen(_eval(srv.base_url, out), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
