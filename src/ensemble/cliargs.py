@@ -135,8 +135,9 @@ def add_run_policy_args(p: argparse.ArgumentParser) -> None:
                    help="accept up to this share (below 1) or count (1 or more) of questions "
                         "failing for good; they are left out of every estimate and listed")
     p.add_argument("--max-cost", type=positive_float, metavar="USD",
-                   help="stop new requests before spending more than this; rerun with a higher "
-                        "cap to continue from the store")
+                   help="stop new requests before the run's cost passes this (what its samples "
+                        "already in the store cost counts too: the cap is the run's, not each "
+                        "invocation's); rerun with a higher cap to continue from the store")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, tokens and price the run would spend, and exit "
                         "without sending anything")

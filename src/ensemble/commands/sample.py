@@ -34,7 +34,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--store", help="SQLite store path (resumable); default: none")
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
     p.add_argument("--max-cost", type=positive_float, metavar="USD",
-                   help="stop new requests before spending more than this")
+                   help="stop new requests before spending more than this (with --store: "
+                        "what the samples already stored for these prompts cost counts too)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, tokens and price, and exit without sending")
     add_mode_args(p)

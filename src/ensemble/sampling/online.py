@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded
+from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded, RunStopped
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter
 from ..providers.options import ProviderOptions
@@ -67,6 +67,9 @@ class OnlineRequests:
         self.retrying = 0
         self.stored = stored  # whether a store keeps the samples (for the cost cap's words)
         self.bad_usage: str | None = None
+        # the cap's stop: (spent by this run then, requests then in flight, why): the end of
+        # the run says what was paid in all (`cost_outcome`)
+        self.cap_stop: tuple[float, int, str] | None = None
 
     async def request(self, req: SampleRequest, *, n: int, start: int,
                       recheck: Callable[[], dict[int, Sample]] | None = None) -> Completion:
@@ -208,18 +211,51 @@ class OnlineRequests:
                                 "enforced; give the price with --price-per-1k-tokens IN,OUT, "
                                 "or drop --max-cost")
         per = (s.cost_usd or 0.0) / self.paid if self.paid > 0 else 0.0
-        if s.cost_usd is not None and s.cost_usd + per * (self.in_flight + 1) > self.max_cost:
-            self._stop_for_cost(self._cost_stop_message(s.cost_usd, per))
+        before = self.spent_before
+        if s.cost_usd is not None and \
+                before + s.cost_usd + per * (self.in_flight + 1) > self.max_cost:
+            self._stop_for_cost(self._cost_stop_message(per), spent=s.cost_usd)
         est = self.request_cost(req, n)
         if est is not None and s.cost_usd is not None:
             cost, what = est
-            left = self.max_cost - s.cost_usd - per * self.in_flight
+            left = self.max_cost - before - s.cost_usd - per * self.in_flight
             if cost > left:
                 self._stop_for_cost(
                     f"the next request alone would cost about ${cost:.4f} ({what}), more than "
-                    f"the ${max(left, 0.0):.4f} left of the --max-cost ${self.max_cost:g} "
-                    f"(spent ${s.cost_usd:.4f}), so it was not sent; raise --max-cost"
-                    + (", or lower --max-concurrency" if self.in_flight else ""))
+                    f"the ${max(left, 0.0):.4f} left of the --max-cost ${self.max_cost:g}, so "
+                    "it was not sent; raise --max-cost"
+                    + (", or lower --max-concurrency" if self.in_flight else ""),
+                    spent=s.cost_usd)
+
+    @property
+    def spent_before(self) -> float:
+        """What this run's samples already in the store cost (an earlier invocation of the
+        same run paid it): --max-cost is the run's cap, not each invocation's."""
+        return self.ctx.stats.stored_cost_usd or 0.0
+
+    def cap_words(self, spent: float, *, cap: bool = True) -> str:
+        """What the cap has been spent on: this invocation's dollars, and the run's before."""
+        before = self.spent_before
+        return (f"${spent:.4f}" + (f" (and ${before:.4f} already, on this run's samples in the "
+                                   "store)" if before else "")
+                + (f" of the --max-cost ${self.max_cost:g}" if cap else ""))
+
+    def cost_outcome(self) -> None:
+        """At the end of a run the cap stopped: the stop says what was paid in all, the
+        replies of the requests in flight at the stop included (the store holds them)."""
+        stop = self.ctx.stop
+        if self.cap_stop is None or stop is None or not str(stop).startswith("cost cap:"):
+            return
+        spent, flying, why = self.cap_stop
+        paid = self.ctx.stats.cost_usd
+        if paid is None:
+            return
+        late = (f" (${spent:.4f} when it stopped new requests, the rest by the {flying} "
+                f"request{'s' if flying != 1 else ''} then in flight)"
+                if paid - spent > 5e-5 else "")
+        cap = "--max-cost" not in why
+        self.ctx.stop = RunStopped(f"cost cap: paid {self.cap_words(paid, cap=cap)}{late}; "
+                                   f"{why}", cause=stop.cause)
 
     def request_cost(self, req: SampleRequest, n: int) -> tuple[float, str] | None:
         """About what one request of `n` samples costs, before it is sent (as a dry run
@@ -236,19 +272,23 @@ class OnlineRequests:
                                             if completion else "")
         return cost, what
 
-    def _cost_stop_message(self, spent: float, per: float) -> str:
+    def _cost_stop_message(self, per: float) -> str:
         """Why the cap stopped the run where it did: the estimate and the reserve."""
         flying = self.in_flight
         reserve = per * flying
         again = ("rerun with a higher cap to continue from the store" if self.stored()
                  else "rerun with a higher cap (without --store the samples drawn are not kept)")
-        return (f"spent ${spent:.4f} of the --max-cost ${self.max_cost:g}; each request costs "
+        return (f"each request costs "
                 f"about ${per:.4f} (the average of the {self.paid} replies so far), "
                 f"{flying} request{'s' if flying != 1 else ''} in flight hold ${reserve:.4f} "
                 "of the cap, and one more request would pass it, so no new request was sent "
                 f"(lower --max-concurrency to reserve less); {again}")
 
-    def _stop_for_cost(self, message: str) -> None:
+    def _stop_for_cost(self, message: str, *, spent: float | None = None) -> None:
+        if spent is not None:  # the cap itself (not an unknown price): say what it was spent on
+            if self.ctx.stop is None:
+                self.cap_stop = (spent, self.in_flight, message)
+            message = f"spent {self.cap_words(spent, cap='--max-cost' not in message)}; {message}"
         self.ctx.stop_for(f"cost cap: {message}")
         raise CostCapReached(message)
 

@@ -320,6 +320,7 @@ class Sampler:
             ctx.stop_progress()
         self.stats.failed += sum(len(f.indices) for f in failures)
         ctx.store_outcome()
+        self._online.cost_outcome()
         stopped = ctx.stop
         if stopped is not None:
             stopped.failures = list(failures)
