@@ -134,7 +134,10 @@ def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
 def _main(capsys, *argv):
     from ensemble.cli import main
 
-    rc = main([str(a) for a in argv])
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse: a flag's value refused (exit 2)
+        rc = exc.code
     err = capsys.readouterr().err
     assert rc != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     return err

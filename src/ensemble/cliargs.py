@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .jsonio import emit_json, to_jsonable
 
 __all__ = [
-    "add_mode_args", "add_provider_args", "add_run_policy_args", "emit_json", "fmt_lam",
+    "add_mode_args", "add_option_args", "add_provider_args", "add_run_policy_args", "emit_json",
+    "fmt_lam",
     "lam_value", "mode_options", "nonneg_float", "nonneg_int", "positive_float", "positive_int",
     "price_pair", "print_dry_run", "probability", "provider_options", "rule_choices",
     "share_or_count", "status_printer", "stop_choices", "temperature", "to_jsonable",
@@ -88,32 +89,58 @@ def share_or_count(text: str) -> float:
 
 
 def add_provider_args(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
-    """--model and the provider options shared by sample, eval and calibrate."""
+    """--model and the provider options shared by sample, eval and calibrate (their flags
+    made from the options' one declaration, `ensemble.providers.options.OPTIONS`)."""
     p.add_argument("--model", required=model_required,
                    help="litellm model string (openai/gpt-4o-mini, ollama/llama3, ...) or "
                         "local / local:<path.gguf>")
     g = p.add_argument_group("provider and limits (shared by every run on the same endpoint)")
-    g.add_argument("--api-base", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
-    g.add_argument("--api-key", help="API key (default: the provider's environment variable, "
-                                     "e.g. OPENAI_API_KEY)")
-    g.add_argument("--max-concurrency", type=positive_int, default=16,
-                   help="requests in flight at most (default 16)")
-    g.add_argument("--rpm", type=positive_float, help="requests per minute at most")
-    g.add_argument("--tpm", type=positive_float, help="tokens per minute at most")
-    g.add_argument("--timeout", type=positive_float, default=60.0,
-                   help="seconds to wait for one reply (default 60)")
-    g.add_argument("--max-attempts", type=positive_int, default=6,
-                   help="attempts per request for transient errors; rate limits do not count "
-                        "(default 6)")
-    g.add_argument("--max-retry-time", type=positive_float, default=900.0,
-                   help="seconds one sample may spend waiting and retrying, rate limits "
-                        "included (default 900)")
-    g.add_argument("--max-failures", type=positive_int, default=10,
-                   help="stop after this many requests in a row fail for good (default 10)")
-    g.add_argument("--price-per-1k-tokens", type=price_pair, metavar="IN,OUT",
-                   help="USD per 1,000 prompt and completion tokens, for a model litellm has "
-                        "no price for (self-hosted, the simulator); prices --batch lines too, "
-                        "as given (no discount: give the Batch API's rates for a batch run)")
+    add_option_args(g, "run")
+
+
+def add_option_args(group: Any, place: str, *, defaults: Mapping[str, str] | None = None,
+                    flags: Mapping[str, str] | None = None,
+                    helps: Mapping[str, str] | None = None) -> None:
+    """The flags of the provider options given in `place` ("run", "serve", "batches"), each
+    from its declaration (`ensemble.providers.options.Option`): its flag, value (checked as
+    the option checks it: `argument --rpm: must be a finite number > 0, got '-1'`), help and
+    default, the option's name as the parsed attribute. `defaults`: the default to show
+    instead of the option's own, and leave to whoever reads the flags (None parsed: not
+    given; e.g. `ensemble serve`'s config); `flags`, `helps`: a place's own flag or help for
+    an option (e.g. `ensemble serve --upstream-key-env` for the upstream's key)."""
+    from .providers.options import options_in
+
+    defaults, flags, helps = defaults or {}, flags or {}, helps or {}
+    for opt in options_in(place):
+        shown: str | None
+        if opt.name in defaults:
+            default, shown = None, defaults[opt.name]
+        else:
+            default = opt.default
+            shown = None if default is None else f"{default:g}" \
+                if isinstance(default, float) else str(default)
+        text = helps.get(opt.name, opt.help) + (f" (default {shown})" if shown else "")
+        if opt.name in flags:  # a place's own spelling: the key by its variable's name
+            group.add_argument(flags[opt.name], dest=f"{opt.name}_env", metavar="VAR",
+                               help=text)
+            continue
+        group.add_argument(opt.flag, dest=opt.name, type=_option_type(opt.name),
+                           default=default, metavar=opt.metavar, help=text)
+
+
+def _option_type(name: str) -> Callable[[str], Any]:
+    """argparse's `type` for a declared option: its value, or its problem for argparse to
+    print after the flag."""
+    def convert(text: str) -> Any:
+        from .providers.options import option
+
+        try:
+            return option(name).kind.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names a failed type by it in some messages
+    return convert
 
 
 def price_pair(text: str) -> tuple[float, float]:
@@ -200,15 +227,13 @@ def mode_options(args: argparse.Namespace) -> tuple[BatchOptions | None, str | N
     return BatchOptions(detach=args.detach, poll_initial=args.batch_poll), router
 
 
-def provider_options(args: argparse.Namespace) -> ProviderOptions:
-    """The `ProviderOptions` of the parsed provider arguments (validated there)."""
-    from .providers.options import ProviderOptions
+def provider_options(args: argparse.Namespace, place: str = "run") -> ProviderOptions:
+    """The `ProviderOptions` of the parsed flags of `add_option_args(group, place)`."""
+    from .providers.options import ProviderOptions, options_in
 
-    return ProviderOptions(api_base=args.api_base, api_key=args.api_key,
-                           timeout=args.timeout, max_concurrency=args.max_concurrency,
-                           rpm=args.rpm, tpm=args.tpm, max_attempts=args.max_attempts,
-                           max_retry_time=args.max_retry_time, max_failures=args.max_failures,
-                           price_per_1k=args.price_per_1k_tokens)
+    given = {o.name: getattr(args, o.name) for o in options_in(place) if hasattr(args, o.name)}
+    return ProviderOptions(**{k: v for k, v in given.items()
+                              if v is not None or k in ("rpm", "tpm")})
 
 
 def status_printer(line: str) -> None:

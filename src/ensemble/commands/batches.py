@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import emit_json
+from ..cliargs import add_option_args, emit_json
 
 
 def register(subparsers: Any) -> None:
@@ -33,9 +33,9 @@ def register(subparsers: Any) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="RUN",
                    help="the run folder (with samples.sqlite), or a store file")
-    p.add_argument("--api-key", help="the key that submitted the batches (default: the "
-                                     "provider's environment variable, e.g. OPENAI_API_KEY)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per API call")
+    add_option_args(p, "batches", helps={
+        "api_key": "the key that submitted the batches (default: the provider's environment "
+                   "variable, e.g. OPENAI_API_KEY)", "timeout": "seconds per API call"})
 
 
 def _store(out: str) -> Any:

@@ -15,6 +15,13 @@ takes), and each consumer reads its part (`options.limits`, `options.retry`, ...
 is validated once, when built: every number finite and positive, the api_base a real http(s)
 URL.
 
+Each option is declared once, in `OPTIONS` (an `Option`: its name, part, kind of value,
+default, flag and words): the parts validate their fields by it, and the command line's flags
+(`ensemble.cliargs.add_option_args`), `ensemble serve`'s config fields and a run spec's member
+fields are made from it, so a problem is said in the user's own terms: the flag on the command
+line (`argument --api-base: ...`), the field in a file (`models.vote.api_base: ...`), the
+keyword in Python (`api_base ...`).
+
 The retry policy (see docs/sampling.md):
 - 429, and 503/529 "overloaded" replies, are backpressure: the endpoint's shared limiter slows
   down and every request to it waits out the Retry-After; the request is retried without using
@@ -43,8 +50,164 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-__all__ = ["CostPolicy", "Endpoint", "FailurePolicy", "Limits", "ProviderKwargs",
-           "ProviderOptions", "Retry", "check_keywords", "per_1k_cost", "validate_api_base"]
+__all__ = ["OPTIONS", "CostPolicy", "Endpoint", "FailurePolicy", "Kind", "Limits", "Option",
+           "ProviderKwargs", "ProviderOptions", "Retry", "check_keywords", "option",
+           "options_in", "per_1k_cost", "validate_api_base"]
+
+
+class Kind:
+    """A kind of option value: its type in files (`annotation`, `bounds` for the JSON schema),
+    what it expects in words, and `check(value)`: the value (from Python, a file or a flag's
+    text: `parse`), or ValueError saying the problem without naming the option (each place
+    names it in its own terms)."""
+
+    def __init__(self, annotation: Any, expects: str, convert: Any, *,
+                 bounds: Mapping[str, Any] | None = None, parse: Any = None,
+                 echo: bool = True) -> None:
+        self.annotation = annotation
+        self.expects = expects
+        self.bounds = dict(bounds or {})
+        self._convert = convert
+        self._parse = parse
+        self._echo = echo  # a key is never quoted back
+
+    def _problem(self, value: Any) -> ValueError:
+        got = f", got {value!r}" if self._echo else ""
+        return ValueError(f"must be {self.expects}{got}")
+
+    def check(self, value: Any) -> Any:
+        got = self._convert(value)
+        if got is None:
+            raise self._problem(value)
+        return got
+
+    def parse(self, text: str) -> Any:
+        """A flag's text as the value (its problem named as `check`'s)."""
+        if self._parse is None:
+            return self.check(text)
+        try:
+            value = self._parse(text)
+            if self._convert(value) is None:
+                raise ValueError(text)
+        except (TypeError, ValueError, OverflowError):
+            raise self._problem(text) from None
+        return self.check(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if _number(value) and isinstance(value, int) and value >= 1 else None
+
+
+def _positive_float(value: Any) -> float | None:
+    ok = _number(value) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def _key(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _price(value: Any) -> tuple[float, float] | None:
+    try:
+        pin, pout = (float(x) for x in value)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(value, str) or not all(math.isfinite(x) and x >= 0 for x in (pin, pout)):
+        return None
+    return pin, pout
+
+
+def _url(value: Any) -> str:
+    return api_base_problem(value)
+
+
+POSITIVE_INT = Kind(int, "an integer >= 1", _positive_int, bounds={"ge": 1}, parse=int)
+POSITIVE_NUMBER = Kind(float, "a finite number > 0", _positive_float, bounds={"gt": 0},
+                       parse=float)
+URL = Kind(str, "an http(s) base URL such as http://127.0.0.1:8000/v1", _url)
+KEY = Kind(str, "a non-empty key", _key, echo=False)
+PRICE = Kind(tuple[float, float], "two finite prices >= 0 (USD per 1,000 prompt and "
+             "completion tokens)", _price, parse=lambda text: text.split(","))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One provider option, declared once.
+
+    name:    its keyword in Python and its field in a spec or a serve config.
+    part:    the `ProviderOptions` part that holds it.
+    kind:    what values it takes (`Kind`).
+    default: its value when not given (None: the provider's own, or no bound).
+    flag:    its command-line flag; `metavar` the flag's value in the help.
+    help:    what it is, for a flag's help and a field's description.
+    places:  where else than Python it is given: "run" (sample, eval, calibrate), "serve"
+             (`ensemble serve`'s flags and config), "member" (a spec's member), "batches"
+             (`ensemble batches`).
+    secret:  a key: files and `ensemble serve` name the environment variable holding it
+             (`<name>_env`), never the key.
+    """
+
+    name: str
+    part: str
+    kind: Kind
+    default: Any
+    flag: str
+    help: str
+    metavar: str | None = None
+    places: tuple[str, ...] = ("run", "serve")
+    secret: bool = False
+
+    def check(self, value: Any) -> Any:
+        """The value, or InputError naming the option by its keyword (None passes where the
+        option's default is None)."""
+        if value is None and self.default is None:
+            return None
+        try:
+            return self.kind.check(value)
+        except ValueError as exc:
+            raise InputError(f"{self.name} {exc}") from None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("api_base", "endpoint", URL, None, "--api-base",
+           "OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1",
+           places=("run", "serve", "member")),
+    Option("api_key", "endpoint", KEY, None, "--api-key",
+           "API key (default: the provider's environment variable, e.g. OPENAI_API_KEY)",
+           places=("run", "serve", "batches"), secret=True),
+    Option("max_concurrency", "limits", POSITIVE_INT, 16, "--max-concurrency",
+           "requests in flight at most"),
+    Option("rpm", "limits", POSITIVE_NUMBER, None, "--rpm", "requests per minute at most"),
+    Option("tpm", "limits", POSITIVE_NUMBER, None, "--tpm", "tokens per minute at most"),
+    Option("timeout", "retry", POSITIVE_NUMBER, 60.0, "--timeout",
+           "seconds to wait for one reply", places=("run", "serve", "batches")),
+    Option("max_attempts", "retry", POSITIVE_INT, 6, "--max-attempts",
+           "attempts per request for transient errors; rate limits do not count"),
+    Option("max_retry_time", "retry", POSITIVE_NUMBER, 900.0, "--max-retry-time",
+           "seconds one sample may spend waiting and retrying, rate limits included"),
+    Option("max_failures", "failures", POSITIVE_INT, 10, "--max-failures",
+           "stop after this many requests in a row fail for good", places=("run",)),
+    Option("price_per_1k", "cost", PRICE, None, "--price-per-1k-tokens",
+           "USD per 1,000 prompt and completion tokens, for a model litellm has no price for "
+           "(self-hosted, the simulator); prices --batch lines too, as given (no discount: "
+           "give the Batch API's rates for a batch run)", metavar="IN,OUT",
+           places=("run", "serve", "member")),
+)
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The declared option of this keyword name."""
+    return _BY_NAME[name]
+
+
+def options_in(place: str) -> tuple[Option, ...]:
+    """The options given in `place` ("run", "serve", "member", "batches"), in declared order."""
+    return tuple(o for o in OPTIONS if place in o.places)
 
 
 class ProviderKwargs(TypedDict, total=False):
@@ -87,12 +250,8 @@ class Endpoint:
                 f"httpx_transport), such as SimulatedServer.transport(), got "
                 f"{type(self.transport).__name__}: an httpx transport alone cannot carry the "
                 "openai provider's aiohttp requests")
-        if self.api_base is not None:
-            object.__setattr__(self, "api_base", validate_api_base(self.api_base))
+        _checked(self)
         if self.api_key is not None:
-            if not isinstance(self.api_key, str) or not self.api_key.strip():
-                raise InputError("api_key must be a non-empty string (or None to read the "
-                                 "provider's environment variable)")
             from ..secrets import register
 
             register(self.api_key)
@@ -117,11 +276,7 @@ class Limits:
     tpm: float | None = None
 
     def __post_init__(self) -> None:
-        _positive_int("max_concurrency", self.max_concurrency)
-        if self.rpm is not None:
-            _positive_number("rpm", self.rpm)
-        if self.tpm is not None:
-            _positive_number("tpm", self.tpm)
+        _checked(self)
 
 
 @dataclass(frozen=True)
@@ -138,9 +293,7 @@ class Retry:
     max_retry_time: float = 900.0
 
     def __post_init__(self) -> None:
-        _positive_number("timeout", self.timeout)
-        _positive_int("max_attempts", self.max_attempts)
-        _positive_number("max_retry_time", self.max_retry_time)
+        _checked(self)
 
 
 @dataclass(frozen=True)
@@ -151,7 +304,7 @@ class FailurePolicy:
     max_failures: int = 10
 
     def __post_init__(self) -> None:
-        _positive_int("max_failures", self.max_failures)
+        _checked(self)
 
 
 def per_1k_cost(price_per_1k: tuple[float, float], prompt_tokens: int,
@@ -180,16 +333,7 @@ class CostPolicy:
         return per_1k_cost(self.price_per_1k, prompt_tokens, completion_tokens)
 
     def __post_init__(self) -> None:
-        if self.price_per_1k is None:
-            return
-        try:
-            pin, pout = (float(x) for x in self.price_per_1k)
-        except (TypeError, ValueError):
-            raise InputError("price_per_1k must be (prompt, completion) USD per 1,000 "
-                             f"tokens, got {self.price_per_1k!r}") from None
-        if not (math.isfinite(pin) and math.isfinite(pout) and pin >= 0 and pout >= 0):
-            raise InputError(f"price_per_1k must be finite and >= 0, got {self.price_per_1k!r}")
-        object.__setattr__(self, "price_per_1k", (pin, pout))
+        _checked(self)
 
 
 # the parts of ProviderOptions, each with the keyword names its fields go by
@@ -268,45 +412,48 @@ class ProviderOptions:
         return out
 
 
-def _positive_number(name: str, value: Any) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        and value > 0
-    if not ok:
-        raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+def _checked(part: Any) -> None:
+    """Check a part's declared fields (`OPTIONS`), each value normalised in place."""
+    for f in fields(part):
+        opt = _BY_NAME.get(f.name)
+        if opt is not None:
+            object.__setattr__(part, f.name, opt.check(getattr(part, f.name)))
 
 
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def validate_api_base(url: Any) -> str:
-    """An http(s) URL with a host, or InputError saying what a base URL looks like."""
+def api_base_problem(url: Any) -> str:
+    """An http(s) URL with a host, normalised (no trailing slash), or ValueError saying what
+    is wrong with it and what a base URL looks like (never echoing a credential or a
+    fragment)."""
     if not isinstance(url, str) or not url.strip():
-        raise InputError("api_base must be a URL such as http://127.0.0.1:8000/v1")
+        raise ValueError("must be a URL such as http://127.0.0.1:8000/v1")
     url = url.strip()
     parsed = urlparse(url)
     if parsed.username is not None or parsed.password is not None:
         # never echoed: the part before "@" is a credential. aiohttp refuses such a URL
         # together with the Authorization header, so it could never work either.
         host = parsed.hostname or "the host"
-        raise InputError(f"api_base carries a user name or password (USER:PASSWORD@{host}); "
+        raise ValueError(f"carries a user name or password (USER:PASSWORD@{host}); "
                          "credentials in the URL are refused: give the base URL without them "
                          "and the key with --api-key / api_key= (or the provider's environment "
                          "variable)")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise InputError(f"api_base {url!r} is not an http(s) URL; give the API's base URL, "
+        raise ValueError(f"{url!r} is not an http(s) URL; give the API's base URL, "
                          "e.g. http://127.0.0.1:8000/v1 or https://api.example.com/v1")
     try:
         parsed.port  # noqa: B018 - raises on a port out of range
     except ValueError:
-        raise InputError(f"api_base {url!r} has an invalid port") from None
+        raise ValueError(f"{url!r} has an invalid port") from None
     if parsed.fragment or url.endswith("#"):
         # never echoed: a fragment is never sent to a server (and the routes would be appended
         # to it), so whatever is there does not belong in the run's files either
-        raise InputError(f"api_base {url.split('#', 1)[0]!r}#... carries a #fragment, which "
-                         "is never sent to a server: give the base URL without it")
+        raise ValueError(f"{url.split('#', 1)[0]!r}#... carries a #fragment, which is never "
+                         "sent to a server: give the base URL without it")
     return url.rstrip("/")
+
+
+def validate_api_base(url: Any) -> str:
+    """An http(s) URL with a host, or InputError saying what a base URL looks like."""
+    return str(option("api_base").check(url))
 
 
 def check_keywords(given: Mapping[str, Any], known: tuple[str, ...] | list[str], *,
