@@ -18,7 +18,7 @@ from .jsonio import emit_json, to_jsonable
 
 __all__ = [
     "add_mode_args", "add_option_args", "add_provider_args", "add_run_policy_args", "emit_json",
-    "fmt_lam",
+    "fmt_lam", "option_values",
     "lam_value", "mode_options", "nonneg_float", "nonneg_int", "positive_float", "positive_int",
     "price_pair", "print_dry_run", "probability", "provider_options", "rule_choices",
     "share_or_count", "status_printer", "stop_choices", "temperature", "to_jsonable",
@@ -98,34 +98,46 @@ def add_provider_args(p: argparse.ArgumentParser, *, model_required: bool = True
     add_option_args(g, "run")
 
 
-def add_option_args(group: Any, place: str, *, defaults: Mapping[str, str] | None = None,
-                    flags: Mapping[str, str] | None = None,
-                    helps: Mapping[str, str] | None = None) -> None:
+def add_option_args(group: Any, place: str, *, unset: bool = False,
+                    defaults: Mapping[str, str] | None = None,
+                    helps: Mapping[str, str] | None = None,
+                    key_env: str | None = None) -> None:
     """The flags of the provider options given in `place` ("run", "serve", "batches"), each
     from its declaration (`ensemble.providers.options.Option`): its flag, value (checked as
     the option checks it: `argument --rpm: must be a finite number > 0, got '-1'`), help and
-    default, the option's name as the parsed attribute. `defaults`: the default to show
-    instead of the option's own, and leave to whoever reads the flags (None parsed: not
-    given; e.g. `ensemble serve`'s config); `flags`, `helps`: a place's own flag or help for
-    an option (e.g. `ensemble serve --upstream-key-env` for the upstream's key)."""
+    default, the option's name as the parsed attribute. `unset`: a flag not given parses to
+    None, its default left to whoever reads the flags (`ensemble serve`'s config); `defaults`:
+    the default to show instead of the option's own; `helps`: a place's own help for an
+    option; `key_env`: the key given by the name of its environment variable, with this flag
+    (`ensemble serve --upstream-key-env`; parsed as `api_key_env`), not the key itself."""
     from .providers.options import options_in
 
-    defaults, flags, helps = defaults or {}, flags or {}, helps or {}
+    defaults, helps = defaults or {}, helps or {}
     for opt in options_in(place):
-        shown: str | None
-        if opt.name in defaults:
-            default, shown = None, defaults[opt.name]
-        else:
-            default = opt.default
-            shown = None if default is None else f"{default:g}" \
-                if isinstance(default, float) else str(default)
+        shown = defaults.get(opt.name)
+        if shown is None and opt.default is not None:
+            shown = f"{opt.default:g}" if isinstance(opt.default, float) else str(opt.default)
         text = helps.get(opt.name, opt.help) + (f" (default {shown})" if shown else "")
-        if opt.name in flags:  # a place's own spelling: the key by its variable's name
-            group.add_argument(flags[opt.name], dest=f"{opt.name}_env", metavar="VAR",
-                               help=text)
+        if opt.secret and key_env is not None:
+            group.add_argument(key_env, dest=f"{opt.name}_env", metavar="VAR", help=text)
             continue
         group.add_argument(opt.flag, dest=opt.name, type=_option_type(opt.name),
-                           default=default, metavar=opt.metavar, help=text)
+                           default=None if unset else opt.default, metavar=opt.metavar,
+                           help=text)
+
+
+def option_values(args: argparse.Namespace, place: str) -> dict[str, Any]:
+    """The options given as flags (`add_option_args(group, place, ...)`), by their fields in a
+    file (a key given by its variable: `api_key_env`); those not given left out."""
+    from .providers.options import options_in
+
+    out: dict[str, Any] = {}
+    for opt in options_in(place):
+        field = f"{opt.name}_env" if opt.secret else opt.name  # a file never holds a key
+        value = getattr(args, field, None)
+        if value is not None:
+            out[field] = value
+    return out
 
 
 def _option_type(name: str) -> Callable[[str], Any]:

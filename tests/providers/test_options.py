@@ -99,3 +99,26 @@ def test_the_docs_table_is_the_declaration():
             f"{o.default:g}" if isinstance(o.default, float) else str(o.default))
         want.append((o.name, o.flag, default, ", ".join(o.places), o.help))
     assert rows == want
+
+
+def test_serve_takes_the_declared_options_by_flag_and_by_field(run_cli):
+    """`ensemble serve`'s upstream flags and its config's fields are the options declared for
+    "serve" (the key by its variable: --upstream-key-env, api_key_env), each problem named
+    where it was given."""
+    from ensemble.serve.config import EndpointConfig, parse_config
+
+    usage = run_cli("serve", "--help").stdout
+    for o in options_in("serve"):
+        assert (("--upstream-key-env" if o.secret else o.flag) + " ") in usage
+    bad = run_cli("serve", "--model", "openai/x", "--max-attempts", "0")
+    assert bad.returncode == 2 and "argument --max-attempts: must be an integer >= 1" in bad.stderr
+    assert set(EndpointConfig.model_fields) == {
+        f"{o.name}_env" if o.secret else o.name for o in options_in("serve")}
+    with pytest.raises(InputError, match=r"^c\.yaml: models\.vote\.rpm: must be a finite "
+                                         r"number > 0, got -1 "):
+        parse_config({"models": {"vote": {"model": "openai/x", "rpm": -1}}}, source="c.yaml")
+    with pytest.raises(InputError, match="max_retry_time belong to each member"):
+        parse_config({"models": {"vote": {"members": [{"model": "openai/x"}],
+                                          "max_retry_time": 5}}})
+    ok = parse_config({"models": {"vote": {"model": "openai/x", "price_per_1k": [0.5, 1]}}})
+    assert ok.models["vote"].provider_options()["price_per_1k"] == (0.5, 1.0)

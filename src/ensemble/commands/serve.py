@@ -6,10 +6,11 @@ import argparse
 from typing import Any
 
 from ..cliargs import (
+    add_option_args,
     nonneg_int,
+    option_values,
     positive_float,
     positive_int,
-    price_pair,
     rule_choices,
     stop_choices,
     temperature,
@@ -32,10 +33,6 @@ def register(subparsers: Any) -> None:
                    "ensembles (the options below then set only host, port, key and logging)")
     e = p.add_argument_group("one served ensemble (without --config)")
     e.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
-    e.add_argument("--api-base", help="the upstream's OpenAI-compatible base URL")
-    e.add_argument("--upstream-key-env", metavar="VAR",
-                   help="environment variable holding the upstream key (default: the "
-                        "provider's own, e.g. OPENAI_API_KEY); never forwarded or logged")
     e.add_argument("--name", default=DEFAULT_NAME,
                    help=f"the model name clients ask for (default {DEFAULT_NAME!r})")
     e.add_argument("--n", type=positive_int, default=5, help="samples per decision (default 5)")
@@ -54,15 +51,13 @@ def register(subparsers: Any) -> None:
                    help="largest n a request may ask for through extra_body "
                         "{\"ensemble\": {\"n\": ...}} (default: --max-n or --n)")
     e.add_argument("--system", help="system message put before every request's messages")
-    e.add_argument("--max-concurrency", type=positive_int,
-                   help="requests in flight upstream at most, all clients together (default "
-                        "64; a local model's own slots bound it further)")
-    e.add_argument("--rpm", type=positive_float, help="upstream requests per minute at most")
-    e.add_argument("--timeout", type=positive_float, help="seconds per upstream request")
-    e.add_argument("--max-attempts", type=positive_int,
-                   help="upstream attempts per request for transient errors")
-    e.add_argument("--price-per-1k-tokens", type=price_pair, metavar="IN,OUT",
-                   help="USD per 1,000 prompt and completion tokens (for an unpriced model)")
+    u = p.add_argument_group("the upstream (without --config)")
+    add_option_args(u, "serve", unset=True, key_env="--upstream-key-env", defaults={
+        "api_base": "the provider's own",
+        "max_concurrency": "64, all clients together; a local model's own slots bound it "
+                           "further"}, helps={
+        "api_key": "environment variable holding the upstream key (default: the provider's "
+                   "own, e.g. OPENAI_API_KEY); never forwarded or logged"})
     s = p.add_argument_group("the endpoint")
     s.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=nonneg_int, help="port (default 8000; 0: a free one)")
@@ -94,9 +89,7 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
         "aggregator": args.aggregator, "stop": args.stop, "max_n": args.max_n,
         "answer": args.answer,
         "max_request_n": args.max_request_n, "system": args.system,
-        "api_base": args.api_base, "api_key_env": args.upstream_key_env,
-        "max_concurrency": args.max_concurrency, "rpm": args.rpm, "timeout": args.timeout,
-        "max_attempts": args.max_attempts, "price_per_1k": args.price_per_1k_tokens}
+        **option_values(args, "serve")}
     if args.choices:
         served["choices"] = [c.strip() for c in args.choices.split(",") if c.strip()]
     return {"models": {args.name: {k: v for k, v in served.items() if v is not None}}}

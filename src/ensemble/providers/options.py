@@ -52,7 +52,7 @@ else:  # pragma: no cover
 
 __all__ = ["OPTIONS", "CostPolicy", "Endpoint", "FailurePolicy", "Kind", "Limits", "Option",
            "ProviderKwargs", "ProviderOptions", "Retry", "check_keywords", "option",
-           "options_in", "per_1k_cost", "validate_api_base"]
+           "option_fields", "options_in", "per_1k_cost", "validate_api_base"]
 
 
 class Kind:
@@ -208,6 +208,42 @@ def option(name: str) -> Option:
 def options_in(place: str) -> tuple[Option, ...]:
     """The options given in `place` ("run", "serve", "member", "batches"), in declared order."""
     return tuple(o for o in OPTIONS if place in o.places)
+
+
+def option_fields(place: str) -> dict[str, Any]:
+    """The fields of a file's pydantic model for the options given in `place`
+    (`pydantic.create_model(name, **option_fields("serve"))`): each optional (None: not given),
+    described and checked as declared, so that a problem is the field's own
+    (`models.vote.rpm: must be a finite number > 0, got -1`); a key by the environment
+    variable holding it (`api_key_env`), never the key. Imports pydantic (files only)."""
+    from typing import Annotated, Optional
+
+    from pydantic import BeforeValidator, Field
+    from pydantic_core import PydanticCustomError
+
+    def checker(opt: Option) -> Any:
+        def check(value: Any) -> Any:
+            if value is None:
+                return None
+            try:
+                return opt.kind.check(value)
+            except ValueError as exc:
+                raise PydanticCustomError("option", str(exc)) from None
+        return check
+
+    schema = {"ge": "minimum", "gt": "exclusiveMinimum"}
+    out: dict[str, Any] = {}
+    for opt in options_in(place):
+        if opt.secret:
+            out[f"{opt.name}_env"] = (Optional[str], Field(  # noqa: UP045 - a runtime type
+                None, description="environment variable holding the key (the key itself is "
+                                  "never in a file)"))
+            continue
+        bounds = {schema[k]: v for k, v in opt.kind.bounds.items()}
+        out[opt.name] = (Annotated[Optional[opt.kind.annotation],  # noqa: UP045
+                                   BeforeValidator(checker(opt))],
+                         Field(None, description=opt.help, json_schema_extra=bounds or None))
+    return out
 
 
 class ProviderKwargs(TypedDict, total=False):

@@ -30,11 +30,20 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import InputError
+from ..providers.options import option_fields
 from ..rules import DEFAULT_AGGREGATOR
 
 __all__ = ["LOOPBACK", "SERVE_KEY_ENV", "SERVE_MAX_CONCURRENCY", "EndpointConfig",
@@ -51,33 +60,33 @@ SERVE_KEY_ENV = "ENSEMBLE_SERVE_API_KEY"
 SERVE_MAX_CONCURRENCY = 64
 
 
-class EndpointConfig(BaseModel):
-    """Where an upstream model is and how hard to push it (the library's ProviderOptions)."""
+# the provider options a served model takes, declared once (`ensemble.providers.options`):
+# their fields made from the declaration (mypy sees a plain model)
+if TYPE_CHECKING:
+    _Upstream = BaseModel
+else:
+    _Upstream = create_model("_Upstream", **option_fields("serve"))
+
+
+class EndpointConfig(_Upstream):
+    """Where an upstream model is and how hard to push it: the provider options given in
+    "serve" (`ensemble.providers.options.OPTIONS`: api_base, api_key_env, max_concurrency,
+    rpm, tpm, timeout, max_attempts, max_retry_time, price_per_1k), each checked as declared."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    api_base: str | None = None
-    api_key_env: str | None = Field(default=None, description="environment variable holding "
-                                    "the upstream key (the key itself is never in the file)")
-    max_concurrency: int | None = Field(default=None, ge=1)
-    rpm: float | None = Field(default=None, gt=0)
-    tpm: float | None = Field(default=None, gt=0)
-    timeout: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, ge=1)
-    max_retry_time: float | None = Field(default=None, gt=0)
-    price_per_1k: tuple[float, float] | None = None
 
     def provider_options(self) -> dict[str, Any]:
         """The keyword arguments of `ProviderOptions` (the key read from its variable;
         `max_concurrency` the endpoint's default, `SERVE_MAX_CONCURRENCY`, unless given)."""
         out: dict[str, Any] = {k: getattr(self, k) for k in EndpointConfig.model_fields
-                               if k != "api_key_env" and getattr(self, k) is not None}
+                               if getattr(self, k) is not None}
         out.setdefault("max_concurrency", SERVE_MAX_CONCURRENCY)
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
+        env = out.pop("api_key_env", None)
+        if env:
+            key = os.environ.get(env)
             if not key:
-                raise InputError(f"api_key_env names {self.api_key_env}, which is not set: "
-                                 f"export {self.api_key_env}=... before `ensemble serve`")
+                raise InputError(f"api_key_env names {env}, which is not set: "
+                                 f"export {env}=... before `ensemble serve`")
             out["api_key"] = key
         return out
 
@@ -208,8 +217,7 @@ class ServedModel(EndpointConfig):
             raise InputError(f"served model {name!r}: give either model: or members:, "
                              "not both and not neither")
         if self.members is not None:
-            given = [k for k in ("n", "temperature", "lam", "api_base", "api_key_env",
-                                 "max_concurrency", "rpm", "tpm", "timeout")
+            given = [k for k in ("n", "temperature", "lam", *EndpointConfig.model_fields)
                      if getattr(self, k) is not None]
             if given:
                 raise InputError(f"served model {name!r}: {', '.join(given)} belong to each "
