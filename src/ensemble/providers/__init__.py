@@ -10,11 +10,53 @@ Built in: litellm (the default: every provider litellm knows, and any OpenAI-com
 are imported only when a model asks for them.
 """
 
-from .base import INDEX_HEADER, Capabilities, Choice, Completion, Provider, provider_of
-from .options import ProviderOptions
-from .registry import ProviderFactory, provider_for, register_provider, registered_providers
-from .retry import RetryPolicy
+from __future__ import annotations
 
-__all__ = ["INDEX_HEADER", "Capabilities", "Choice", "Completion", "Provider", "ProviderFactory",
-           "ProviderOptions", "RetryPolicy", "provider_for", "provider_of", "register_provider",
-           "registered_providers"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# re-exported lazily, as `ensemble` does: importing one module of the package (the options'
+# declaration, which every command's flags are made from when `ensemble --help` runs) does
+# not import the others (the registry, the retry policy, asyncio)
+_EXPORTS = {
+    "INDEX_HEADER": ".base", "Capabilities": ".base", "Choice": ".base",
+    "Completion": ".base", "Provider": ".base", "provider_of": ".base",
+    "ProviderOptions": ".options",
+    "ProviderFactory": ".registry", "provider_for": ".registry",
+    "register_provider": ".registry", "registered_providers": ".registry",
+    "RetryPolicy": ".retry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ensemble.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # pragma: no cover - the `X as X` form marks each name as re-exported
+    from .base import (
+        INDEX_HEADER as INDEX_HEADER,
+        Capabilities as Capabilities,
+        Choice as Choice,
+        Completion as Completion,
+        Provider as Provider,
+        provider_of as provider_of,
+    )
+    from .options import ProviderOptions as ProviderOptions
+    from .registry import (
+        ProviderFactory as ProviderFactory,
+        provider_for as provider_for,
+        register_provider as register_provider,
+        registered_providers as registered_providers,
+    )
+    from .retry import RetryPolicy as RetryPolicy
