@@ -349,3 +349,32 @@ def test_a_weighing_rule_declares_what_it_reads_and_decides_by_summed_shares():
             get_aggregator("test-soft")(["A", "A", "B"], evidence=[*ev[:2], Evidence()])
     finally:
         rules.remove("test-soft")
+
+
+def test_the_roles_the_evals_give_rules_are_declared_and_only_built_ins_hold_them():
+    """The evals ask the declarations (`RuleInfo.vote`, `baseline`, `default`), never a name:
+    the main vote, the baseline and the rules scored without being asked; a rule registered
+    from outside the package that declares a role does not take it."""
+    from ensemble.aggregators import RuleBase
+    from ensemble.evals.scoring import default_aggregators
+    from ensemble.rules import aggregator_info, baseline, main_vote, register_rule, rules
+
+    assert (main_vote(True), main_vote(False), baseline()) == ("majority", "plurality",
+                                                               "random-follow")
+    assert aggregator_info(main_vote(True)).binary and aggregator_info(baseline()).baseline
+    assert default_aggregators([2.0], binary=True) == ["majority", "lam-weighted", "robust"]
+    assert default_aggregators([2.0], binary=False) == ["plurality", "lam-weighted"]
+    assert default_aggregators([None], binary=True) == ["majority"]
+
+    @register_rule(summary="a would-be baseline", vote=True, baseline=True, default=True,
+                   name="test-usurper")
+    class Usurper(RuleBase):
+        pass
+
+    try:
+        main_vote.cache_clear()
+        baseline.cache_clear()
+        assert (main_vote(False), baseline()) == ("plurality", "random-follow")
+        assert "test-usurper" not in default_aggregators([2.0], binary=False)
+    finally:
+        rules.remove("test-usurper")

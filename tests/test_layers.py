@@ -75,6 +75,10 @@ def test_eval_commands_come_through_the_entry_point_group():
 
 # -- the evals keep the house rules (shared/DESIGN.md section 3) -------------------------------
 TASK_NAMES = ("boxball", "mathqa", "jsonl")
+# rules are asked what they declare (ensemble.rules: main_vote, baseline, is_baseline, ...),
+# never compared by name: neither the constants nor the built-in names written out
+RULE_CONSTANTS = ("PLURALITY", "MAJORITY", "RANDOM_FOLLOW", "WEIGHTED", "LAM_WEIGHTED", "ROBUST")
+RULE_NAMES = ("plurality", "majority", "random-follow", "weighted", "lam-weighted", "robust")
 
 
 def _module(path: Path, top: Path) -> str:
@@ -119,6 +123,13 @@ def _evals_breaks(root: Path, top: Path | None = None) -> list[str]:
                     isinstance(c, ast.Constant) and c.value in TASK_NAMES
                     for c in [node.left, *node.comparators]):
                 out.append(f"{where}:{node.lineno}: task name compared as a string")
+            if isinstance(node, ast.Compare) and any(
+                    (isinstance(c, ast.Name) and c.id in RULE_CONSTANTS)
+                    or (isinstance(c, ast.Constant) and c.value in RULE_NAMES)
+                    for side in [node.left, *node.comparators]
+                    for c in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set))
+                              else [side])):
+                out.append(f"{where}:{node.lineno}: rule compared by name")
         for line, target, names in _imports_under(path, top):
             for name in names:
                 full = f"{target}.{name}"
@@ -160,12 +171,13 @@ def test_the_evals_rules_check_sees_what_it_names(tmp_path):
     pkg = tmp_path / "planted"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from .b import _hidden\n\n\ndef f(task):\n"
-                              "    return task == 'boxball'\n")
+    (pkg / "a.py").write_text("from .b import _hidden\n\n\ndef f(task, rule):\n"
+                              "    return task == 'boxball' or rule in (ROBUST, 'x')\n")
     (pkg / "b.py").write_text("def _hidden():\n    from . import a\n    return a\n\n\n"
                               "def g():\n" + "    x = 1\n" * 100 + "    return x\n" + "\n" * 600)
     found = "\n".join(_evals_breaks(pkg))
-    for needle in ("task name compared", "imports private _hidden", "import cycle",
+    for needle in ("task name compared", "rule compared by name", "imports private _hidden",
+                   "import cycle",
                    "function over 100 lines", "module over 700 lines"):
         assert needle in found, (needle, found)
 

@@ -372,7 +372,8 @@ class Majority(RuleBase):
 
 
 @register_rule(summary="follow one vote chosen at random (the baseline, scored at n = 1 in "
-               "every eval)", scorable=False, f=_random_follow_f, group_f=_random_follow_groups)
+               "every eval)", scorable=False, baseline=True, f=_random_follow_f,
+               group_f=_random_follow_groups)
 class RandomFollow(RuleBase):
     """The paper's baseline: follow one valid sample chosen uniformly at random."""
 
@@ -432,7 +433,7 @@ class _BinaryF(RuleBase):
 
 @register_rule(summary="minimax-regret rule from the theory engine: one group (lam=) or the "
                "per-group counts of members (lams=); binary only", binary=True, open=False,
-               needs=("lam",), f=_robust_f, group_f=_robust_groups,
+               needs=("lam",), default=True, f=_robust_f, group_f=_robust_groups,
                credit=binary_credit(_robust_groups))
 class Robust(_BinaryF):
     """The minimax-regret rule from the theory engine; randomised where the optimal f is
@@ -495,7 +496,8 @@ class Robust(_BinaryF):
 
 
 @register_rule(summary="each vote weighs 2λ of its member (log-odds that an informed expert "
-               "reports the truth); any number of options", needs=("lam",), f=_majority_f,
+               "reports the truth); any number of options", needs=("lam",), default=True,
+               f=_majority_f,
                group_f=_lam_weighted_groups, credit=_lam_weighted_credit)
 class LamWeighted(RuleBase):
     """The λ-weighted vote: each valid vote of group g adds 2λ_g to its answer's score, the

@@ -27,6 +27,7 @@ tasks use for the main vote and the baseline, are the constants below.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +56,12 @@ __all__ = [
     "TraceSummary",
     "aggregator_info",
     "aggregator_names",
+    "baseline",
+    "declared",
+    "default_rules",
+    "is_baseline",
     "main_vote",
+    "reads",
     "register_rule",
     "rules",
 ]
@@ -243,6 +249,12 @@ class RuleInfo:
     scorable: `ensemble eval` may score it (with the form the task needs, below).
     vote: it is the main vote of a task (plurality over any options, majority over two): the
         evals score it as the task's main vote.
+    baseline: it is the evals' baseline, scored at n = 1 beside every run (its value does
+        not depend on n): random-follow, following one vote.
+    default: the evals score it beside the main vote whenever it applies (the members' λ
+        known where it needs them, two options where it is binary), without being asked.
+    (`vote`, `baseline` and `default` are roles the evals give built-in rules; a plug-in's
+    rule is scored when it is asked for.)
     f: f(n, λ) -> f(0..n), P(decide the first of two options | x votes for it) for one group.
     group_f: group_f(groups) -> f[x_1, ..., x_G] for groups (n_g, λ_g) (`ensemble.theory.Group`).
     credit: credit(counts, correct, lams) -> expected credit, counts of shape S + (G, k) (votes
@@ -259,6 +271,8 @@ class RuleInfo:
     requests: Requests = HARD
     scorable: bool = True
     vote: bool = False
+    baseline: bool = False
+    default: bool = False
     f: FArray | None = None
     group_f: GroupF | None = None
     credit: Credit | None = None
@@ -295,20 +309,22 @@ def register_rule(obj: C, /) -> C: ...
 @overload
 def register_rule(name: str, obj: C, /, *, summary: str | None = ..., binary: bool = ...,
                   open: bool = ..., needs: Sequence[str] = ..., requests: Requests | None = ...,
-                  scorable: bool = ..., vote: bool = ..., f: FArray | None = ...,
-                  group_f: GroupF | None = ..., credit: Credit | None = ...,
-                  replace: bool = ...) -> C: ...
+                  scorable: bool = ..., vote: bool = ..., baseline: bool = ...,
+                  default: bool = ..., f: FArray | None = ..., group_f: GroupF | None = ...,
+                  credit: Credit | None = ..., replace: bool = ...) -> C: ...
 @overload
 def register_rule(name: str | None = None, /, *, summary: str | None = ...,
                   binary: bool = ..., open: bool = ..., needs: Sequence[str] = ...,
                   requests: Requests | None = ..., scorable: bool = ..., vote: bool = ...,
-                  f: FArray | None = ..., group_f: GroupF | None = ...,
-                  credit: Credit | None = ..., replace: bool = ...) -> Callable[[C], C]: ...
+                  baseline: bool = ..., default: bool = ..., f: FArray | None = ...,
+                  group_f: GroupF | None = ..., credit: Credit | None = ...,
+                  replace: bool = ...) -> Callable[[C], C]: ...
 def register_rule(*args: Any, name: str | None = None, summary: str | None = None,
                   binary: bool = False, open: bool = True, needs: Sequence[str] = (),
                   requests: Requests | None = None, scorable: bool = True, vote: bool = False,
-                  f: FArray | None = None, group_f: GroupF | None = None,
-                  credit: Credit | None = None, replace: bool = False) -> Any:
+                  baseline: bool = False, default: bool = False, f: FArray | None = None,
+                  group_f: GroupF | None = None, credit: Credit | None = None,
+                  replace: bool = False) -> Any:
     """Register an aggregation rule: its per-vote class (a `RuleBase` subclass), named by
     its `name` attribute or the name given, with what it declares (`RuleInfo`). The one
     shape of every registering function (`ensemble.registry`): `@register_rule`,
@@ -336,7 +352,8 @@ def register_rule(*args: Any, name: str | None = None, summary: str | None = Non
         key = rules.key(short, cls.__module__)
         rules.add(short, RuleInfo(key, cls, about, binary=binary, open=open,
                                   needs=tuple(needs), requests=reads, scorable=scorable,
-                                  vote=vote, f=f, group_f=group_f, credit=credit),
+                                  vote=vote, baseline=baseline, default=default, f=f,
+                                  group_f=group_f, credit=credit),
                   replace=replace, module=cls.__module__)
         return cls
 
@@ -371,6 +388,54 @@ def aggregator_names(*, binary: bool | None = None, open: bool | None = None,
     return Names(out, rules.resolve)
 
 
+@functools.cache  # the built-ins' roles never change; the evals ask per question
 def main_vote(binary: bool) -> str:
-    """The task's main vote: majority over two options (box-ball), plurality otherwise."""
-    return MAJORITY if binary else PLURALITY
+    """The task's main vote: the built-in rule declared the vote (`RuleInfo.vote`) for two
+    options (majority, box-ball) or for any number (plurality)."""
+    return _role(lambda info: info.vote and info.binary == binary, "main vote")
+
+
+@functools.cache
+def baseline() -> str:
+    """The evals' baseline: the built-in rule declared it (`RuleInfo.baseline`,
+    random-follow), scored at n = 1 beside every run."""
+    return _role(lambda info: info.baseline, "baseline")
+
+
+def is_baseline(name: str) -> bool:
+    """Whether `name` is the baseline (False for a name not registered here: a run read back
+    may name a plug-in that is not installed)."""
+    info = declared(name)
+    return info is not None and info.baseline
+
+
+def default_rules(*, binary: bool, lams_known: bool) -> list[str]:
+    """The rules the evals score beside the main vote without being asked (`RuleInfo.default`)
+    that apply: binary ones on two options, those that weigh by λ when every λ is known."""
+    return [name for name, info in rules.items()
+            if info.default and rules.is_builtin(name) and (binary or not info.binary)
+            and (lams_known or not info.needs_lam)]
+
+
+def declared(name: str) -> RuleInfo | None:
+    """What rule `name` declares, or None when it is not registered (a plug-in's rule named by
+    a run folder, read where that plug-in is not installed)."""
+    try:
+        return rules.get(name)
+    except InputError:
+        return None
+
+
+def reads(names: Sequence[str]) -> Requests:
+    """What drawing for these rules must ask of each sample: the union of their requests."""
+    out = HARD
+    for name in names:
+        out = out | rules.get(name).requests
+    return out
+
+
+def _role(test: Callable[[RuleInfo], bool], what: str) -> str:
+    found = [name for name, info in rules.items() if rules.is_builtin(name) and test(info)]
+    if len(found) != 1:  # pragma: no cover - the built-ins declare each role once
+        raise InputError(f"the built-in rules declare {len(found)} {what} rules")
+    return found[0]

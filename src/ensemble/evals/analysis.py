@@ -46,11 +46,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ensemble.errors import InputError
-from ensemble.rules import MAJORITY, PLURALITY, RANDOM_FOLLOW
+from ensemble.rules import baseline, declared, main_vote
 
 __all__ = [
-    "BOX_RULES",
-    "VOTE_RULES",
     "Cell",
     "ItemValues",
     "box_utility",
@@ -63,9 +61,6 @@ __all__ = [
     "state_weights",
     "vote_values",
 ]
-
-VOTE_RULES = (PLURALITY, RANDOM_FOLLOW)
-BOX_RULES = (MAJORITY, RANDOM_FOLLOW)
 
 Cell = tuple[str, int]  # (aggregator, n)
 
@@ -233,7 +228,8 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
     """Per-question unbiased estimates of plurality (each n) and random-follow accuracy.
 
     codes: (Q, K) answer indices in [0, n_options), −1 for invalid; correct: (Q,) index of
-    the right option. Returns {(PLURALITY, n): ..., (RANDOM_FOLLOW, 1): ...}.
+    the right option. Returns {(plurality, n): ..., (random-follow, 1): ...} (the main vote and
+    the baseline, `ensemble.rules`).
     """
     c = np.asarray(codes)
     q, k = c.shape
@@ -255,7 +251,7 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
         est = plurality_counts_estimate(stacked if ok else counts, rights if ok else right, n)
         base = est[:q]
         jack = (est[q:].reshape(cats, q) - base).T if ok else np.zeros((q, cats))
-        out[PLURALITY, n] = ItemValues(base, jack, weight, ok, identical)
+        out[main_vote(False), n] = ItemValues(base, jack, weight, ok, identical)
     hits = counts[np.arange(q), right].astype(float)
     follow = hits / k
     if jk:
@@ -265,7 +261,7 @@ def vote_values(codes: NDArray[np.integer], correct: NDArray[np.integer], ns: li
         jack = del_vals - follow[:, None]
     else:
         jack = np.zeros((q, cats))
-    out[RANDOM_FOLLOW, 1] = ItemValues(follow, jack, weight, jk, identical)
+    out[baseline(), 1] = ItemValues(follow, jack, weight, jk, identical)
     return out
 
 
@@ -344,8 +340,8 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
     """Per-scenario unbiased utility of the majority (each n) and random-follow (±1 units).
 
     counts: (S, 2, 3) answers "L", "R", invalid per scenario and colour (0 for a colour the
-    scenario cannot show); joint: (S, 2, 2). Returns {(MAJORITY, n): ...,
-    (RANDOM_FOLLOW, 1): ...}.
+    scenario cannot show); joint: (S, 2, 2). Returns {(majority, n): ...,
+    (random-follow, 1): ...} (the binary main vote and the baseline).
     """
     c = np.asarray(counts, dtype=np.int64)
     j = np.asarray(joint, dtype=float)
@@ -377,32 +373,35 @@ def box_values(counts: NDArray[np.integer], joint: NDArray[np.float64], ns: list
         # variants with K − 1 < n have empty tables (estimates of no use, weight ignored)
         est = _box_majority(h, z, j, n)
         jack = (est[1:] - est[0]).T if ok else np.zeros((s, 6))
-        out[MAJORITY, n] = ItemValues(est[0], jack, mult, ok, identical)
+        out[main_vote(True), n] = ItemValues(est[0], jack, mult, ok, identical)
     frac = stacked / np.maximum(kk, 1)[..., None]
     follow = _box_follow(frac, j)
     ok = kmin >= 2
     jack = (follow[1:] - follow[0]).T if ok else np.zeros((s, 6))
-    out[RANDOM_FOLLOW, 1] = ItemValues(follow[0], jack, mult, ok, identical)
+    out[baseline(), 1] = ItemValues(follow[0], jack, mult, ok, identical)
     return out
 
 
 def box_utility(r: NDArray[np.float64], joint: NDArray[np.float64], n: int, *,
-                rule: str = MAJORITY, r_right: NDArray[np.float64] | None = None
+                rule: str | None = None, r_right: NDArray[np.float64] | None = None
                 ) -> NDArray[np.float64]:
     """Exact expected utility (±1 units) per scenario from true answer probabilities.
 
     r: (..., S, 2) P("L") for the colours (red, blue) of each scenario; r_right P("R")
     (default 1 − r: no invalid answers). joint: (S, 2, 2) P(colour c, ω) as [s, c, ω].
     Returns (..., S). Plugged into observed shares it is biased for n > 1: use `box_values`.
+    `rule`: the binary main vote (majority, the default) or the baseline (random-follow), as
+    `ensemble.rules` declares them.
     """
     rl = np.asarray(r, dtype=float)
     rr = 1.0 - rl if r_right is None else np.asarray(r_right, dtype=float)
     ri = np.clip(1.0 - rl - rr, 0.0, 1.0)
     j = np.asarray(joint, dtype=float)
-    if rule == RANDOM_FOLLOW:
+    info = declared(rule or main_vote(True))
+    if info is not None and info.baseline:
         return _box_follow(np.stack([rl, rr, ri], axis=-1), j)
-    if rule != MAJORITY:
-        raise ValueError(f"rule must be one of {BOX_RULES}, got {rule!r}")
+    if info is None or not (info.vote and info.binary):
+        raise ValueError(f"rule must be {main_vote(True)} or {baseline()}, got {rule!r}")
     tab = [power_table(x, n) for x in (rl, rr, ri)]
     fact = np.array([factorial(m) for m in range(n + 1)], dtype=float)
     h = _diff_tables(tab[0], tab[1], tab[2], n) * fact[:, None]

@@ -16,7 +16,7 @@ from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabili
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
 from ensemble.providers.options import ProviderOptions
-from ensemble.rules import MAJORITY, PLURALITY, ROBUST
+from ensemble.rules import ROBUST, aggregator_info, declared, main_vote
 from ensemble.sampling.batch_options import BatchOptions
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks import Question, Task, get_task, layout_of
@@ -359,10 +359,10 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
             continue  # anti-correlated with the evidence: no aggregation rule helps
         lam_eff = max(lam, 0.0)
         res = robust_aggregator(n, lam_eff)
-        rule = MAJORITY if lam_eff <= g else ROBUST
+        majority = lam_eff <= g  # the minimax-regret rule is the majority there
         acc = cells.get((float(f.t or 0.0), n))
-        opts.append({"t": f.t, "lam": lam, "aggregator": rule,
-                     "worst_regret": res.majority_worst_regret if rule == MAJORITY
+        opts.append({"t": f.t, "lam": lam, "aggregator": main_vote(True) if majority else ROBUST,
+                     "worst_regret": res.majority_worst_regret if majority
                      else res.worst_regret,
                      "robust_f": list(res.f), "eval_accuracy": acc["accuracy"] if acc else None,
                      "eval_sem": acc["sem"] if acc else None})
@@ -378,9 +378,11 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
         caveats.append("At t = 0 (greedy decoding) a model gives the same reply to the same "
                        "prompt every time, so n samples are n copies of one answer: a vote "
                        "adds nothing there. Use n = 1 at t = 0, or a t > 0 for a vote.")
-    if best["aggregator"] == ROBUST:
-        caveats.append("The robust rule decides between two answers (like L/R); for multiple "
-                       "choice with more options use aggregator=\"plurality\".")
+    rec_rule = aggregator_info(best["aggregator"])
+    if rec_rule.binary and not rec_rule.vote:  # (the main vote becomes plurality on more)
+        caveats.append(f"The {best['aggregator']} rule decides between two answers (like L/R); "
+                       "for multiple choice with more options use "
+                       f"aggregator=\"{main_vote(False)}\".")
     rec: dict[str, Any] = {
         "n": n, "g": g, "t": best["t"], "aggregator": best["aggregator"], "lam": best["lam"],
         "worst_regret": best["worst_regret"],
@@ -417,7 +419,7 @@ def _ensemble_line(model: str | None, api_base: str | None, t: float, n: int, ru
     if base:
         args.append(f"api_base={base!r}")
     args += [f"temperature={t:g}", f"n={n}", f"aggregator={rule!r}"]
-    if rule == ROBUST and lam is not None:
+    if aggregator_info(rule).needs_lam and lam is not None:
         args.append("lam=float('inf')" if math.isinf(lam) else f"lam={lam:.4g}")
     if choices:
         args.append(f"choices={list(choices)!r}")
@@ -461,7 +463,8 @@ def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
     doc = eval_summary(Path(eval_dir), flag="--eval-dir")
     out = {}
     for r in doc.results:
-        if r.aggregator in (PLURALITY, MAJORITY) and r.t is not None:
+        info = declared(r.aggregator)
+        if info is not None and info.vote and r.t is not None:
             acc, sem = float(r.accuracy), float(r.sem)
             ci = r.ci or [acc - 1.96 * sem, acc + 1.96 * sem]
             out[(float(r.t), int(r.n))] = {"accuracy": acc, "sem": sem, "lo": float(ci[0]),

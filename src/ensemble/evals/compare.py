@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ensemble.errors import InputError
-from ensemble.rules import RANDOM_FOLLOW
+from ensemble.rules import baseline, is_baseline
 from ensemble.tasks import TaskLayout, layout_of
 
 from .analysis import ItemValues
@@ -196,7 +196,7 @@ def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int
     ca, cb = cells(a), cells(b)
     rule = layout.vote_rule
     # the rules beside the main vote that both runs scored, each at its run's own λ₁
-    extra = [r for r in a.rules if r in b.rules and r not in (rule, RANDOM_FOLLOW)]
+    extra = [r for r in a.rules if r in b.rules and r != rule and not is_baseline(r)]
     if extra:
         from .grid import rule_cells
 
@@ -217,7 +217,7 @@ def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int
         for r in extra:
             for n in ns:
                 out[(t, r, n)] = (xa[ti, n, r], xb[ti, n, r], {"t": t, "n": n, "aggregator": r})
-        key = (RANDOM_FOLLOW, 1)
+        key = (baseline(), 1)
         out[(t, key[0], key[1])] = (ca[ti][key], cb[ti][key], {"t": t, "n": 1,
                                                     "aggregator": key[0]})
     return out, ca[0][rule, ns[0]].items

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ensemble.rules import RANDOM_FOLLOW
+from ensemble.rules import baseline, is_baseline
 from ensemble.tasks import Question
 
 from .plan import RunPlan
@@ -54,7 +54,7 @@ def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> Ta
     items = cells[0][rule, ns[0]].items
     total = max(plan.population, items)
     unit = layout.unit
-    keys = [(rule, n) for n in ns] + [(RANDOM_FOLLOW, 1)]
+    keys = [(rule, n) for n in ns] + [(baseline(), 1)]
     row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
 
     results = [row.result(cells[ti][key], t=t, n=key[1], aggregator=key[0])
@@ -138,7 +138,7 @@ def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
                     got[ti, n, r].minus(cells[ti][main, n], same_answers=True),
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
-    tables.results.sort(key=lambda r: (r.t or 0.0, r.aggregator == RANDOM_FOLLOW))
+    tables.results.sort(key=lambda r: (r.t or 0.0, is_baseline(r.aggregator)))
 
 
 def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps: list[float],

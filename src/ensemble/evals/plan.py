@@ -17,14 +17,14 @@ task whose answer kind is open (refused here for now, `openanswers.refuse_open`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ensemble.errors import InputError
 from ensemble.providers.options import ProviderOptions
-from ensemble.rules import HARD, Requests
+from ensemble.rules import Requests, reads
 from ensemble.sampling.batch_options import BatchOptions
 from ensemble.tasks import Question, Task, TaskLayout, layout_of, task_title
 
@@ -187,7 +187,7 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
     check_scorable(task, questions)
     members = _members(spec, options)
     rules = _rules(spec, task, questions, members, lam1)  # refused before any request
-    requests = _requests(rules)
+    requests = reads(rules)
     recorded = recorded_spec(spec, api_base=base)
     if spec.ensemble:
         recorded = recorded.model_copy(update={"aggregators": list(rules)})
@@ -266,16 +266,6 @@ def _rules(spec: RunSpec, task: Task, questions: list[Question],
         return tuple(ensemble_rules(spec.aggregators, task.layout, questions,
                                     [m.lam for m in members]))
     return tuple(one_model_rules(list(spec.aggregators or ()), task.layout, questions, lam1))
-
-
-def _requests(rules: Sequence[str]) -> Requests:
-    """What the run's rules read from each sample beyond its hard answer, together."""
-    from ensemble.rules import aggregator_info
-
-    out = HARD
-    for r in rules:
-        out = out | aggregator_info(r).requests
-    return out
 
 
 def _stopping(spec: RunSpec, members: tuple[PlanMember, ...]) -> Stopping | None:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ensemble.jsonio import VERSION_KEY
-from ensemble.rules import RANDOM_FOLLOW
+from ensemble.rules import baseline
 
 __all__ = [
     "QUESTIONS_FILE",
@@ -368,7 +368,7 @@ def write_votes(out: str | os.PathLike[str], questions: Any, members: Sequence[V
                         w.write({**_vote(q, m.t, n, rule, row[:n]), **who})
                 if m.follow:
                     first = row[0] if row else None
-                    w.write({"id": q.id, "t": m.t, "n": 1, "aggregator": RANDOM_FOLLOW,
+                    w.write({"id": q.id, "t": m.t, "n": 1, "aggregator": baseline(),
                              "votes": row[:1],
                              "counts": {first: 1} if first is not None else {},
                              "decision": first, "tie": False,

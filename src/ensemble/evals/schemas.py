@@ -502,7 +502,7 @@ def _summary_from_1(doc: dict[str, Any]) -> dict[str, Any]:
     options per member and an infinite member λ as a boolean `lam_inf`: filled in and
     rewritten as now. Earlier ones, without the intervals for the questions run, cannot be."""
     from ensemble.errors import InputError
-    from ensemble.rules import RANDOM_FOLLOW
+    from ensemble.rules import is_baseline
     from ensemble.tasks import layout_of
 
     rows = doc.get("results")
@@ -527,7 +527,8 @@ def _summary_from_1(doc: dict[str, Any]) -> dict[str, Any]:
             doc["aggregators"] = list(ens["aggregators"])
         else:  # one model: its rows' rules, the main vote (the first row's) first
             names = [r.get("aggregator") for r in rows if isinstance(r, dict)]
-            doc["aggregators"] = [a for a in dict.fromkeys(names) if a and a != RANDOM_FOLLOW]
+            doc["aggregators"] = [a for a in dict.fromkeys(names)
+                                  if a and not is_baseline(str(a))]
     if "layout" not in doc:
         import dataclasses
 

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ensemble.aggregators import get_aggregator
 from ensemble.errors import InputError
 from ensemble.qr import lam_at_temperature
-from ensemble.rules import LAM_WEIGHTED, ROBUST, main_vote
+from ensemble.rules import default_rules, main_vote
 from ensemble.tasks import TaskLayout
 
 from .analysis import Cell, ItemValues, box_values, vote_values
@@ -190,14 +190,11 @@ def box_answer_counts(answers_t: Any, loc: list[tuple[int, int]], scenarios: int
 
 
 def default_aggregators(lams: list[float | None], binary: bool) -> list[str]:
-    """The task's main vote (majority on binary box-ball, plurality otherwise); with every λ
-    known also lam-weighted, and robust on binary tasks."""
-    out = [main_vote(binary)]
-    if all(x is not None for x in lams):
-        out.append(LAM_WEIGHTED)
-        if binary:
-            out.append(ROBUST)
-    return out
+    """The task's main vote (majority on binary box-ball, plurality otherwise) and the rules
+    declared to be scored by default where they apply (`RuleInfo.default`: with every λ known,
+    lam-weighted, and robust on binary tasks)."""
+    return [main_vote(binary), *default_rules(binary=binary,
+                                              lams_known=all(x is not None for x in lams))]
 
 
 def check_aggregators(names: list[str], *, binary: bool, n_options: int,

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ensemble.cliargs import emit_json, positive_int
-from ensemble.rules import RANDOM_FOLLOW
+from ensemble.rules import is_baseline
 
 
 def register(subparsers: Any) -> None:
@@ -82,7 +82,7 @@ def table_lines(doc: dict[str, Any], *, width: int = 80) -> list[Any]:
             row.append(f"[{ciq[0]:+.3f}, {ciq[1]:+.3f}]"
                        + ("" if r.get("questions_exact", True) else " ‡"))
         rows.append(row)
-        sections.append(r["aggregator"] == RANDOM_FOLLOW or bool(
+        sections.append(is_baseline(r["aggregator"]) or bool(
             doc.get("mixed") and r.get("member") == "ensemble"
             and r is [x for x in doc["results"] if x.get("member") == "ensemble"][-1]))
         last = r["t"]

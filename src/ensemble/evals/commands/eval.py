@@ -22,7 +22,7 @@ from ensemble.cliargs import (
     stop_choices,
     temperature,
 )
-from ensemble.rules import RANDOM_FOLLOW
+from ensemble.rules import baseline, is_baseline
 
 if TYPE_CHECKING:
     from ensemble.evals.schemas import (
@@ -297,7 +297,7 @@ def _results_table(summary: EvalSummary, width: int, marks: set[str]
         inv = by_t.get(r.t) if r.t is not None else None
         cells.append("" if r.t == last_t or inv is None else f"{inv:.1%}")
         rows.append(cells)
-        sections.append(r.aggregator == RANDOM_FOLLOW)
+        sections.append(is_baseline(r.aggregator))
         last_t = r.t
     return fit_table(cols, rows, width=width, sections=sections,
                      title=f"{_title(summary)} · {summary.model} · {_count_line(summary)}",
@@ -387,7 +387,7 @@ def _notes(summary: EvalSummary, marks: set[str]) -> list[str]:
                      "--samples.")
     if summary.invalid_rate > 0:
         notes.append(f"invalid replies {summary.invalid_rate:.1%}: {summary.invalid_policy}")
-    notes.append(f"{RANDOM_FOLLOW} (follow one expert) does not depend on n: one row per t.")
+    notes.append(f"{baseline()} (follow one expert) does not depend on n: one row per t.")
     notes.extend(summary.notes)  # what the sampler noticed (e.g. n not supported)
     return [f"[dim]{n}[/]" for n in notes]
 
