@@ -1,6 +1,7 @@
 """`Ensemble` and `@vote` end to end against the simulated server (real HTTP, litellm)."""
 
 import asyncio
+import math
 
 import pytest
 
@@ -219,3 +220,54 @@ def test_any_stop_plan_drives_the_one_draw_loop_and_reads_tokens(server):
         assert d.stop == "tokens" and all(t for t in tokens)
         assert sum(tokens) >= 60 and sum(tokens[:-1]) < 60 and len(tokens) < 12
     assert kept == [d.completion_tokens for d in ds]
+
+
+class _SoftMargin:
+    """A plug-in plan on soft evidence: it asks for the answer-token logprobs (`requests`)
+    and stops once the soft tally's leader is 1.5 ahead."""
+
+    stop = "soft-margin"
+
+    def __init__(self) -> None:
+        from ensemble.rules import Requests
+
+        self.requests = Requests(answer_logprobs=True, top_logprobs=5)
+
+    def budgets(self, ns):
+        return tuple(ns)
+
+    def pilot_draw(self, i, budgets, memory):
+        return (1,)
+
+    def fit(self, pilots, memory, context):
+        return self
+
+    def remember(self, memory, pilot, drawn):
+        memory.part("tallies", list).append(drawn.tallies())
+
+    def next(self, drawn):
+        top = sorted(drawn.tallies().values(), reverse=True) + [0.0, 0.0]
+        return (0,) if top[0] - top[1] >= 1.5 else (min(1, drawn.left()[0]),)
+
+
+def test_a_stop_rule_on_soft_evidence_gets_the_logprobs_it_requests():
+    """Issue 36.5 for issue 37: a stopping rule that reads soft evidence declares it; the
+    Ensemble asks the provider for the logprobs (its aggregator, plurality, reads none), and
+    each sample reaches the rule with its own P(option) at the answer position as its shares:
+    the tallies the rule stopped on equal a hand recount of the logprobs the server planted."""
+    from ensemble.decision import evidence_of
+
+    with SimulatedServer(lam1=3.0, seed=4) as srv, Ensemble(
+            "openai/sim-expert", api_base=srv.base_url, temperature=1.0, n=10,
+            stop=_SoftMargin(), choices=["L", "R"]) as ens:
+        assert ens.params.logprobs and ens.params.top_logprobs == 5
+        ds = ens.decide_many([q.prompt for q in QS[:6]])
+        kept = ens.stop_memory.get("tallies")
+    for d, tallies in zip(ds, kept, strict=True):
+        assert all(s.answer_lp is not None for s in d.samples)
+        recount: dict[str, float] = {}
+        for s in d.samples:
+            for a, lp in evidence_of(s, options=["L", "R"]).options.items():
+                recount[a] = recount.get(a, 0.0) + math.exp(lp)
+        assert tallies == pytest.approx(recount)
+        assert d.stop == "soft-margin" and 1 <= d.n_samples <= 10

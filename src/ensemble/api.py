@@ -13,6 +13,7 @@ work inside and outside a running event loop (Jupyter included).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from .answers import Choice, Math, Number, Text, ToolCall
     from .cost.spec import CostMemory
+    from .rules import Requests
     from .sampling.store import SampleStore
     from .stopping.drawn import Observation
     from .stopping.plan import StopPlan, StopPolicy
@@ -287,6 +289,9 @@ class Ensemble(Generic[AnswerT]):
         rename = {"sampling_seed": "seed", "stop_sequences": "stop"}
         params = self.aggregator_info.requests.asked_with(  # what the rule reads is drawn
             {rename.get(k, k): v for k, v in kwargs.items()}, rule=aggregator)
+        if self.stop_spec is not None:  # and what the stopping rule reads
+            params = self._stop_requests().asked_with(
+                params, rule=f"the {self.stop_spec.stop} stopping rule")
         extra = _request_extra(extra_body, self.answer_kind, tools, tool_choice)
         self._params = [SamplingParams.make(m.temperature, extra=extra or None, **params)
                         for m in self.members]
@@ -454,17 +459,36 @@ class Ensemble(Generic[AnswerT]):
             messages = ({"role": "system", "content": self.system},) + messages
         return messages
 
+    def _stop_requests(self) -> Requests:
+        """What the stopping rule reads from each sample beyond its hard answer (a plan
+        that declares none: the hard answer)."""
+        from .rules import HARD
+
+        return getattr(self.stop_spec, "requests", None) or HARD
+
     def _observe(self, rows: Sequence[Sequence[Sample]]) -> tuple[tuple[Observation, ...], ...]:
         """What a stopping rule reads of one question's samples (`ensemble.stopping.drawn`):
         each sample's answer as the Decision counts it (open answers merged over every
-        member's samples so far), its tokens and dollars."""
+        member's samples so far), its tokens and dollars, and where logprobs were drawn (the
+        aggregator or the stopping rule reads them) its evidence: the rules' `Evidence`, and
+        for fixed choices its own P(option) at the answer position as its shares."""
         from .answers import member_keys
         from .stopping.drawn import Observation
 
         keys = member_keys(self.answer_kind, [[s.answer for s in row] for row in rows])
-        return tuple(tuple(Observation(k, tokens=s.completion_tokens, cost_usd=s.cost_usd)
-                           for k, s in zip(krow, row, strict=True))
-                     for krow, row in zip(keys, rows, strict=True))
+        soft = self.aggregator_info.requests.logprobs or self._stop_requests().logprobs
+        choices = None if self.answer_kind.is_open else self.choices
+        out = []
+        for krow, row in zip(keys, rows, strict=True):
+            obs = []
+            for k, s in zip(krow, row, strict=True):
+                e = evidence_of(s, options=choices) if soft else None
+                shares = (None if e is None or e.options is None
+                          else {a: math.exp(v) for a, v in e.options.items()})
+                obs.append(Observation(k, shares=shares, tokens=s.completion_tokens,
+                                       cost_usd=s.cost_usd, evidence=e))
+            out.append(tuple(obs))
+        return tuple(out)
 
     def _decide(self, rows: Sequence[Sequence[Sample]], policy: StopPolicy | None = None
                 ) -> Decision[AnswerT]:

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..rules import HARD, Requests
 from ..stopping.drawn import Drawn
 from ..stopping.plan import HISTORY_MAX, FitContext, StopMemory
 from ..stopping.priors import PriorUsed
@@ -147,6 +148,8 @@ class CostSpec:
     over_members: ClassVar[bool] = True
     #: the rule decides the answer too (`choose`): the Decision is the rule's, not a count
     decides: ClassVar[bool] = True
+    #: it reads the hard answers (the top-two reduction of each member's votes)
+    requests: ClassVar[Requests] = HARD
 
     @classmethod
     def default_spec(cls) -> CostSpec:

@@ -7,7 +7,11 @@ a `Drawn`: each member's samples so far, in the order drawn, each an `Observatio
   them, e.g. 1,250 and $1,250 one answer), None for a reply that could not be read;
 - `weight` and `shares`: how much the sample counts and for what (soft evidence, issue 37): it
   adds `weight * shares[a]` to answer a (`shares` None: all of its weight to `key`). A hard
-  vote is weight 1, no shares;
+  vote is weight 1, no shares. Drawn with logprobs (the Ensemble's aggregator or its stopping
+  rule `requests` them), a sample of fixed choices has as shares its own P(option) at the
+  answer position (the options among the top logprobs; the rest of its mass unassigned), and
+  `evidence` is all it says about itself (`ensemble.rules.Evidence`: the answer's logprob,
+  the options', the trace's confidences), for rules that weigh it otherwise;
 - `tokens` and `cost_usd`: what the sample cost (completion tokens, dollars; None: unknown),
   for rules that count tokens or dollars rather than samples (issue 40.3);
 
@@ -24,8 +28,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..rules import Evidence
 
 __all__ = ["Drawn", "Observation", "member_counts"]
 
@@ -61,6 +69,7 @@ class Observation:
     shares: Mapping[str, float] | None = None
     tokens: int | None = None
     cost_usd: float | None = None
+    evidence: Evidence | None = None
 
     def credit(self) -> dict[str, float]:
         """What this sample adds to each answer: `weight * shares`, or `weight` to its key."""

@@ -15,7 +15,10 @@ loop, `ensemble.drawing`; the evals' replays):
      `pilot_questions` questions, none after);
    - `fit(pilots, memory, context)`: the policy, from the call's pilots (`Drawn`) and what
      `memory` kept of earlier calls (a prior fitted on them, member prices);
-   - `remember(memory, pilot, drawn)`: what the memory keeps of each decided question.
+   - `remember(memory, pilot, drawn)`: what the memory keeps of each decided question;
+   - optionally `requests` (`ensemble.rules.Requests`): what its rule reads from each sample
+     beyond the hard answer (the answer-token logprobs of soft evidence), which whoever draws
+     asks the provider for (none declared: the hard answer).
 2. **The policy** (`StopPolicy`: every `StoppingRule`, `CostRule`) answers `next(drawn)`: how
    many samples to draw next from each member, all zeros meaning stop and decide. It is read
    after every batch that arrives; its answer never asks a member past its budget. It may
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import InputError
+from ..rules import HARD
 from .drawn import Drawn
 
 if TYPE_CHECKING:
@@ -116,6 +120,7 @@ class _Fixed:
     """Every member's whole budget at once, then stop: fixed n (no `stop=`)."""
 
     stop = "fixed"
+    requests = HARD
     prior_used: PriorUsed | None = None
 
     def budgets(self, ns: Sequence[int]) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from typing import Any
 from numpy.typing import ArrayLike
 
 from ..errors import InputError
+from ..rules import Requests
 from .bayes import DEFAULT_PILOT
 from .drawn import Drawn
 from .plan import HISTORY_MAX, FitContext, StopMemory, StopPlan, StopPolicy
@@ -114,6 +115,12 @@ class StopSpec:
             elif name in _FIELDS:
                 out[name] = getattr(self, name)
         return out
+
+    @property
+    def requests(self) -> Requests:
+        """What the rule reads from each sample beyond its hard answer (its class's
+        `requests`): whoever draws asks for it."""
+        return self.rule_class.requests
 
     @property
     def needs_pilot(self) -> bool:

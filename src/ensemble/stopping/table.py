@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import InputError
+from ..rules import HARD, Requests
 
 if TYPE_CHECKING:
     from .drawn import Drawn
@@ -40,13 +41,17 @@ class StoppingRule:
     `params` its constructor takes besides `max_n` (read from a `StopSpec`: its fields, or its
     `options` for a plug-in's own), and `needs_prior` when it is built only once a prior is
     fitted from a pilot (the spec's `prior`, or `StopSpec.rule(pilot_answers)`). Such a rule
-    built by a `StopSpec` carries `prior_used`: which prior it decides with, and why.
+    built by a `StopSpec` carries `prior_used`: which prior it decides with, and why. A rule
+    that reads more of a sample than its hard answer (soft evidence: the answer-token
+    logprobs) declares it in `requests` (`ensemble.rules.Requests`), as an aggregator does:
+    whoever draws asks the provider for it, and the `Observation`s the rule reads carry it.
     """
 
     name: ClassVar[str] = "rule"
     about: ClassVar[str] = ""
     params: ClassVar[tuple[str, ...]] = ()
     needs_prior: ClassVar[bool] = False
+    requests: ClassVar[Requests] = HARD
     prior_used: PriorUsed | None = None
 
     def __init__(self, max_n: int, table: NDArray[np.int16], *, count_invalid: bool = False
