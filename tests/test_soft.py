@@ -120,3 +120,21 @@ def test_serve_with_the_soft_rule_votes_on_the_planted_beliefs(box_questions):
     assert doc["aggregator"] == "soft" and asked
     assert sum(doc["votes"].values()) == 5 and doc["decision"] in ("L", "R")
     assert all(r.logprobs for r in asked)  # drawn with the logprobs the rule reads
+
+
+def test_the_held_out_gain_turns_a_misleading_soft_vote_off():
+    """Confidence that goes with agreement can still mislead: a rule whose weighed vote of the
+    first half agrees less with the second half's plurality than the plain count does is
+    counted as hard votes, and says why."""
+    from ensemble.soft import MIN_GAINS, SignalCheck, heldout_gain
+
+    answers = ["a", "a", "b", "a", "a", "b"]
+    fooled = [{"a": 0.1}, {"a": 0.1}, {"b": 5.0}, None, None, None]  # b over-weighed
+    assert heldout_gain(answers, [{"a": 1.0}, {"a": 1.0}, {"b": 1.0}] + [None] * 3) == 0.0
+    assert heldout_gain(answers, fooled) == -1.0  # hard: a, as the second half; weighed: b
+    assert heldout_gain(answers[:3], fooled[:3]) is None
+    check = SignalCheck()
+    for _ in range(MIN_GAINS):  # covariance strongly positive, held-out gain negative
+        check.add([(0.9, 1.0), (0.1, 0.0), (0.8, 1.0), (0.2, 0.0)], gain=-0.5)
+    assert check.z > 3.09 and not check.on
+    assert "agree less with the other half" in check.note("soft")

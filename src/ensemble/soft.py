@@ -25,8 +25,12 @@ No signal, no harm. `soft` and `confidence` check their own samples before trust
 samples agree with it? Over the (own confidence, leave-one-out agreement) pairs of every
 decision a rule instance has made (an Ensemble keeps its rule), the correlation must be
 positive at one-sided 0.1% (a z with a per-decision cluster-robust error: one decision's
-samples share its answers) with at least `MIN_PAIRS` pairs; until then, and when it
-is not, the samples count as hard votes (a plurality) and the vote's notes say so. On the
+samples share its answers) with at least `MIN_PAIRS` pairs; and the rule's vote of each
+decision's first half must agree with the plurality of its second half at least as often as
+the hard vote of the first half does (`heldout_gain`, averaged once `MIN_GAINS` decisions have
+one: confidence that goes with agreement can still mislead a vote, as the lengths of open
+answers do). Until then, and when either fails, the samples count as hard votes (a plurality)
+and the vote's notes say so. On the
 simulator's noise setting (confidence drawn independently of the question) the check stays
 off; on its informative setting it turns on within the first few decisions.
 """
@@ -34,7 +38,7 @@ off; on its informative setting it turns on within the first few decisions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +47,13 @@ from .errors import InputError
 from .rules import Ballots, Evidence, Requests, register_rule
 
 __all__ = ["CONFIDENCE", "DEEPCONF", "MIN_PAIRS", "MIN_TRACE", "SOFT", "SignalCheck",
-           "agreement_pairs", "fit_temperature", "signal_z"]
+           "agreement_pairs", "contributions", "fit_temperature", "heldout_gain", "signal_z"]
 
 SOFT = "soft"
 CONFIDENCE = "confidence"
 DEEPCONF = "deepconf"
 MIN_PAIRS = 30  # pairs before the signal check may turn a soft rule on
+MIN_GAINS = 10  # decisions with a held-out gain before it may turn a soft rule off
 Z_SIGNAL = 3.09  # one-sided 0.1%: the check is read again after every decision
 MIN_TRACE = 64  # deepconf: a median reply shorter than this is no reasoning trace
 TOP_K = 5
@@ -82,6 +87,44 @@ def signal_z(decisions: Sequence[Sequence[tuple[float, float]]]) -> float:
     return sum(u) / math.sqrt(ss) if ss > 0 else 0.0
 
 
+def heldout_gain(answers: Sequence[str | None],
+                 contributions: Sequence[Mapping[str, float] | None]) -> float | None:
+    """Does the rule's vote of a decision's first half agree with the plurality of its second
+    half more often than the hard vote of the first half does? Its credit minus the hard
+    vote's (ties share the credit), in [-1, 1]; None with fewer than 4 samples or no valid
+    answer in either half. Label-free: the held-out samples are the pseudo-label.
+    `contributions[i]`: what sample i adds to each answer under the rule (None: nothing)."""
+    m = len(answers)
+    if m < 4:
+        return None
+    h = m // 2
+    rest: dict[str, float] = {}
+    for a in answers[h:]:
+        if a is not None:
+            rest[a] = rest.get(a, 0.0) + 1.0
+    hard: dict[str, float] = {}
+    for a in answers[:h]:
+        if a is not None:
+            hard[a] = hard.get(a, 0.0) + 1.0
+    soft: dict[str, float] = {}
+    for c in contributions[:h]:
+        for a, v in (c or {}).items():
+            soft[a] = soft.get(a, 0.0) + v
+    if not rest or not hard:
+        return None
+    labels = _winners(rest)
+    return _credit(_winners(soft), labels) - _credit(_winners(hard), labels)
+
+
+def _winners(scores: Mapping[str, float]) -> list[str]:
+    best = max(scores.values(), default=0.0)
+    return [a for a, v in scores.items() if best > 0 and v >= best - 1e-12 * max(1.0, best)]
+
+
+def _credit(winners: Sequence[str], labels: Sequence[str]) -> float:
+    return sum(1 for a in winners if a in labels) / len(winners) if winners else 0.0
+
+
 @dataclass
 class SignalCheck:
     """Whether a rule's logprobs have shown a signal (module docstring): the pairs of every
@@ -89,12 +132,20 @@ class SignalCheck:
     cluster-robust z, `signal_z`) over at least `MIN_PAIRS` pairs."""
 
     decisions: list[list[tuple[float, float]]] = field(default_factory=list)
+    gains: list[float] = field(default_factory=list)
     min_pairs: int = MIN_PAIRS
 
-    def add(self, pairs: Iterable[tuple[float, float]]) -> None:
+    def add(self, pairs: Iterable[tuple[float, float]], gain: float | None = None) -> None:
         got = list(pairs)
         if got:
             self.decisions.append(got)
+        if gain is not None:
+            self.gains.append(gain)
+
+    @property
+    def gain(self) -> float | None:
+        """The mean held-out gain (`heldout_gain`) over the decisions that had one."""
+        return sum(self.gains) / len(self.gains) if len(self.gains) >= MIN_GAINS else None
 
     @property
     def pairs(self) -> int:
@@ -106,15 +157,35 @@ class SignalCheck:
 
     @property
     def on(self) -> bool:
-        return self.pairs >= self.min_pairs and self.z > Z_SIGNAL
+        gain = self.gain
+        return (self.pairs >= self.min_pairs and self.z > Z_SIGNAL
+                and (gain is None or gain >= 0))
 
     def note(self, rule: str) -> str:
         if self.pairs < self.min_pairs:
             return (f"{rule}: counted as hard votes: the logprobs have not yet shown a signal "
                     f"({self.pairs} of the {self.min_pairs} samples the check needs)")
+        gain = self.gain
+        if self.z > Z_SIGNAL and gain is not None and gain < 0:
+            return (f"{rule}: counted as hard votes: weighed by their logprobs, half of a "
+                    f"decision's samples agree less with the other half than their plain "
+                    f"count does ({gain:+.3f} over {len(self.gains)} decisions)")
         return (f"{rule}: counted as hard votes: a sample's confidence does not go with the "
                 f"other samples' agreement (z = {self.z:.2f} over {self.pairs} samples; "
                 f"the logprobs carry no signal here)")
+
+
+def contributions(answers: Sequence[str | None], ballots: Ballots
+                  ) -> list[dict[str, float] | None]:
+    """What each sample adds to each answer under `ballots`."""
+    out: list[dict[str, float] | None] = []
+    for i, (a, w) in enumerate(zip(answers, ballots.weights, strict=True)):
+        share = ballots.shares[i] if ballots.shares is not None else None
+        if share is None:
+            out.append(None if a is None else {a: w})
+        else:
+            out.append({k: w * v for k, v in share.items()})
+    return out
 
 
 def own_probability(e: Evidence, answer: str | None) -> float | None:
@@ -144,8 +215,10 @@ class _Checked(RuleBase):
     def gate(self, evidence: Sequence[Evidence], ballots: Ballots) -> Ballots:
         if self.check is None:
             return ballots
-        own = [own_probability(e, a) for e, a in zip(evidence, self.answers, strict=False)]
-        self.check.add(agreement_pairs(self.answers[:len(own)], own))
+        answers = self.answers[:len(evidence)]
+        own = [own_probability(e, a) for e, a in zip(evidence, answers, strict=True)]
+        self.check.add(agreement_pairs(answers, own),
+                       heldout_gain(answers, contributions(answers, ballots)))
         if self.check.on:
             return ballots
         return Ballots(tuple(1.0 for _ in evidence), None, (self.check.note(self.name),))

@@ -13,9 +13,10 @@ each question's samples, the first n (n = 1..K) are voted by:
 - `deepconf` (refused on replies with a median under 64 tokens, as the rule refuses);
 - `soft*`: `soft` without its signal check (what the check protects against).
 
-`soft` and `confidence` first run their signal check (`ensemble.soft.SignalCheck`) on the run's
-own samples (each question one decision, all K samples): where it stays off they are counted
-as hard votes, as the rule does.
+`soft` and `confidence` first run their signal check (`ensemble.soft.SignalCheck`: the
+covariance of own confidence with agreement, and the held-out gain) on the run's own samples
+(each question one decision, all K samples in recorded order): where it stays off they are
+counted as hard votes, as the rule does.
 
 Printed per case: accuracy at n = 1, 3, 5, 10, K; the samples each rule needs to reach
 plurality's accuracy at n = K (interpolated along its curve), as a ratio to K with a 95%
@@ -54,7 +55,14 @@ if str(SRC) not in sys.path:
 from ensemble.decision import evidence_of  # noqa: E402
 from ensemble.sampling.sampler import Sampler  # noqa: E402
 from ensemble.sampling.types import SampleRequest  # noqa: E402
-from ensemble.soft import MIN_TRACE, Z_SIGNAL, agreement_pairs, fit_temperature, signal_z  # noqa: E402
+from ensemble.soft import (  # noqa: E402
+    MIN_TRACE,
+    Z_SIGNAL,
+    agreement_pairs,
+    fit_temperature,
+    heldout_gain,
+    signal_z,
+)
 
 DATA = ROOT / "tests" / "bench" / "data"
 RULES = ("plurality", "soft", "soft*", "confidence", "deepconf")
@@ -179,17 +187,22 @@ def vectors(case: Case) -> tuple[dict[str, np.ndarray | None], np.ndarray, dict[
     own_soft = [[float(soft[q, i, index_of(opts[q], case.answers[q][i])])
                  if case.answers[q][i] is not None else None for i in range(K)]
                 for q in range(Q)]
-    z_soft = signal_z([agreement_pairs(case.answers[q][:K], own_soft[q]) for q in range(Q)])
-    z_conf = signal_z([agreement_pairs(case.answers[q][:K], own_p[q]) for q in range(Q)])
-    out: dict[str, np.ndarray | None] = {"plurality": hard}
-    out["soft"] = soft if z_soft > Z_SIGNAL else hard
-    out["soft*"] = soft  # without the signal check: what the check protects against
-    notes["soft"] = f"signal z = {z_soft:.1f}" + ("" if z_soft > Z_SIGNAL else ": off, hard votes")
     temp = fit_temperature(own_lp.tolist(), [a[:K] for a in case.answers], n=5)
     w = np.exp((own_lp - own_lp.max(axis=1, keepdims=True)) / temp)
-    out["confidence"] = hard * w[:, :, None] if z_conf > Z_SIGNAL else hard
-    notes["confidence"] = (f"T = {temp:g}, signal z = {z_conf:.1f}"
-                           + ("" if z_conf > Z_SIGNAL else ": off, hard votes"))
+    conf = hard * w[:, :, None]
+    out: dict[str, np.ndarray | None] = {"plurality": hard}
+    for rule, v, own in (("soft", soft, own_soft), ("confidence", conf, own_p)):
+        z = signal_z([agreement_pairs(case.answers[q][:K], own[q]) for q in range(Q)])
+        gains = [g for q in range(Q) if (g := heldout_gain(
+            case.answers[q][:K], [_contribution(v[q, i], opts[q]) for i in range(K)]))
+            is not None]
+        gain = float(np.mean(gains)) if gains else 0.0
+        on = z > Z_SIGNAL and gain >= 0
+        out[rule] = v if on else hard
+        notes[rule] = (("" if rule == "soft" else f"T = {temp:g}, ")
+                       + f"signal z = {z:.1f}, held-out gain {gain:+.3f}"
+                       + ("" if on else ": off, hard votes"))
+    out["soft*"] = soft  # without the signal check: what the check protects against
     lengths = sorted(e.trace.tokens for r in case.evidence for e in r
                      if e is not None and e.trace is not None)
     median = lengths[len(lengths) // 2] if lengths else 0
@@ -197,6 +210,11 @@ def vectors(case: Case) -> tuple[dict[str, np.ndarray | None], np.ndarray, dict[
         out["deepconf"] = None
         notes["deepconf"] = f"refused: median reply {median} tokens (< {MIN_TRACE})"
     return out, right, notes
+
+
+def _contribution(row: np.ndarray, opts: list[str]) -> dict[str, float] | None:
+    got = {o: float(x) for o, x in zip(opts, row, strict=False) if x > 0}
+    return got or None
 
 
 def index_of(opts: list[str], a: str | None) -> int:

@@ -87,6 +87,18 @@ def seed_of(qid: str, t: float) -> int:
     return int(hashlib.sha256(f"{qid}|{t:g}".encode()).hexdigest()[:8], 16)
 
 
+def _whole_lines(raw: Path) -> list[dict]:
+    """The whole lines of a raw recording (one still being written ends mid-stream)."""
+    out = []
+    try:
+        with gzip.open(raw, "rt") as f:
+            for line in f:
+                out.append(json.loads(line))
+    except (EOFError, json.JSONDecodeError):
+        pass
+    return out
+
+
 def compact_raw(raw: Path, task_path: Path, t: float, into: Path, *, top: int = 5) -> dict:
     """Write the samples of `raw` at temperature `t` as a replay recording (one line per
     question, in the task's order: its prompt, t and its samples as {"text", "tokens", "lp"},
@@ -98,26 +110,25 @@ def compact_raw(raw: Path, task_path: Path, t: float, into: Path, *, top: int = 
 
     task = TaskFile(data=task_path)
     by_prompt = {q.prompt: q for q in task.questions()}
+    ids = {str(q.id) for q in task.questions()}
     lines: dict[str, dict] = {}
-    with gzip.open(raw, "rt") as f:
-        for line in f:
-            d = json.loads(line)
-            if abs(float(d["t"]) - t) > 1e-9:
-                continue
-            if d["prompt"] not in by_prompt:
-                raise SystemExit(f"{raw}: question {d['id']}'s prompt is not one {task_path} "
-                                 "renders")
-            samples = []
-            for c in d["choices"]:
-                full = {"content": [{"token": x["token"], "logprob": x["logprob"],
-                                     "top_logprobs": [{"token": a, "logprob": b}
-                                                      for a, b in x["top"]]}
-                                    for x in c["logprobs"]]}
-                text = c["text"]
-                samples.append({"text": text, "tokens": len(c["logprobs"]),
-                                "lp": compact(full, task.parse(text) if text else None,
-                                              task.parse, top_k=top)})
-            lines[d["prompt"]] = {"prompt": d["prompt"], "t": t, "samples": samples}
+    for d in _whole_lines(raw):
+        if abs(float(d["t"]) - t) > 1e-9 or str(d["id"]) not in ids:
+            continue  # another temperature, or a question the task's data file leaves out
+        if d["prompt"] not in by_prompt:
+            raise SystemExit(f"{raw}: question {d['id']}'s prompt is not one {task_path} "
+                             "renders")
+        samples = []
+        for c in d["choices"]:
+            full = {"content": [{"token": x["token"], "logprob": x["logprob"],
+                                 "top_logprobs": [{"token": a, "logprob": b}
+                                                  for a, b in x["top"]]}
+                                for x in c["logprobs"]]}
+            text = c["text"]
+            samples.append({"text": text, "tokens": len(c["logprobs"]),
+                            "lp": compact(full, task.parse(text) if text else None,
+                                          task.parse, top_k=top)})
+        lines[d["prompt"]] = {"prompt": d["prompt"], "t": t, "samples": samples}
     into.mkdir(parents=True, exist_ok=True)
     order = list(dict.fromkeys(q.prompt for q in task.questions() if q.prompt in lines))
     with open(into / "recording.jsonl", "w") as out:
