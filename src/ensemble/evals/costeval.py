@@ -147,8 +147,9 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     Q = codes[0].shape[0]
     for g in range(G):
         if not np.isfinite(np.asarray(costs[g], dtype=float)).all():
-            raise InputError("the cost rule needs every sample's price: give each member "
-                             "price_per_1k (or a model the price table knows)")
+            raise InputError(f"the cost rule needs every sample's price, and member {g}'s "
+                             "stored samples have neither a cost nor token counts to price: "
+                             "draw them again, priced, into a new --out")
     # every stored sample of each question, as the plan's pilots: the rule is fitted on them
     stored = [SoFar(tuple(tuple(Observation(None if x < 0 else str(int(x)), cost_usd=float(c))
                                 for x, c in zip(codes[g][q], costs[g][q], strict=True))
@@ -217,12 +218,14 @@ def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
             values[i, letters.index(str(q.correct))] = 1.0
         weights = np.ones(Q)
     idx = {c: i for i, c in enumerate(letters)}
+    from .prices import price_of
+
     codes, costs = [], []
     for g, m in enumerate(plan.members):
         k = m.samples
         codes.append(np.array([[idx.get(a, -1) if a is not None else -1 for a in row[:k]]
                                for row in drawn.answers[g]], dtype=np.int64))
-        costs.append(drawn.costs(g, k))
+        costs.append(drawn.costs(g, k, price=price_of(m.model, m.options)))
     stopping = plan.stopping
     cost = CostSpec(value_usd=stopping.value_usd if stopping else None,
                     credit=stopping.credit if stopping else "reference")

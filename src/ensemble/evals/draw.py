@@ -76,15 +76,25 @@ class Drawn:
     endpoints: list[str | None]
     served_by: list[str]
 
-    def costs(self, g: int, k: int) -> NDArray[np.float64]:
+    def costs(self, g: int, k: int, price: Callable[[int, int], float | None] | None = None
+              ) -> NDArray[np.float64]:
         """(Q, k) the dollars of member g's first k samples of each question, by sample index
-        (NaN: a price unknown, or no such sample)."""
+        (NaN: a price unknown, or no such sample). `price`: the member's price now, for the
+        samples stored without a cost (drawn before it was given): their tokens at it, the
+        question's prompt tokens shared evenly over its samples (a reply counts them once)."""
         nq = len(self.questions)
         out = np.full((nq, k), np.nan)
         for qi in range(nq):
-            for s in self.rows[g * nq + qi] or ():
-                if s is not None and s.cost_usd is not None and s.index < k:
+            row = [s for s in self.rows[g * nq + qi] or () if s is not None]
+            prompt = (sum(s.prompt_tokens or 0 for s in row) / len(row)) if row else 0.0
+            for s in row:
+                if s.index >= k:
+                    continue
+                if s.cost_usd is not None:
                     out[qi, s.index] = s.cost_usd
+                elif price is not None and s.completion_tokens is not None:
+                    usd = price(round(prompt), s.completion_tokens)
+                    out[qi, s.index] = np.nan if usd is None else usd
         return out
 
 

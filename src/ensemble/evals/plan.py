@@ -271,6 +271,10 @@ def _rules(spec: RunSpec, task: Task, questions: list[Question],
 def _stopping(spec: RunSpec, members: tuple[PlanMember, ...]) -> Stopping | None:
     if not spec.adaptive:
         return None
+    if spec.ensemble and "cost" in spec.adaptive:  # before any request, not after the draw
+        from .prices import check_priced
+
+        check_priced(members, why='"adaptive": ["cost"] (the cost rule)')
     max_n = spec.max_n or (sum(m.n or 1 for m in members) if spec.ensemble else spec.k())
     return Stopping(tuple(spec.adaptive), max_n, cost=spec.stop_cost, value_usd=spec.value_usd,
                     credit=spec.cost_credit or "reference")
