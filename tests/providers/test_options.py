@@ -122,3 +122,36 @@ def test_serve_takes_the_declared_options_by_flag_and_by_field(run_cli):
                                           "max_retry_time": 5}}})
     ok = parse_config({"models": {"vote": {"model": "openai/x", "price_per_1k": [0.5, 1]}}})
     assert ok.models["vote"].provider_options()["price_per_1k"] == (0.5, 1.0)
+
+
+@pytest.mark.parametrize("member,words", [
+    ({"api_base": "ftp://x"}, "members.0.api_base: 'ftp://x' is not an http(s) url"),
+    ({"price_per_1k": [1, -1]}, "members.0.price_per_1k: must be two finite prices >= 0"),
+])
+def test_a_spec_members_options_are_checked_as_declared_and_named_by_field(
+        member, words, run_cli, tmp_path):
+    """A run spec's member takes the options declared for "member", each checked as declared
+    and named by its path in the file (was: `api_base ...` with no file or member named, and
+    a negative price accepted)."""
+    import json
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"task": "boxball", "n": [1], "members": [
+        {"model": "openai/x", "temperature": 1, **member}]}))
+    r = run_cli("eval", "--spec", spec)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert f"--spec {spec}: {words}" in r.stderr
+
+
+def test_the_files_hold_the_declared_options():
+    """A spec's member holds the options declared for "member"; summary.json's record of a
+    run's options holds every declared option (a versioned document: a new option is added
+    there deliberately, with its format)."""
+    from ensemble.evals.schemas import ProviderInfo
+    from ensemble.evals.spec import MemberSpec
+
+    member = {o.name for o in OPTIONS if o.name in MemberSpec.model_fields}
+    assert member == {o.name for o in options_in("member")}
+    for o in options_in("member"):
+        assert MemberSpec.model_fields[o.name].description == o.help
+    assert set(ProviderInfo.model_fields) == {o.name for o in OPTIONS}

@@ -34,9 +34,10 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ensemble.errors import InputError
+from ensemble.providers.options import check_field, option, options_in
 
 __all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "SPEC_VERSION", "EnsembleSpec", "MemberSpec",
            "RunSpec", "bootstrap_of", "check", "command_spec", "folder_identity", "from_flags",
@@ -53,7 +54,9 @@ class MemberSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o-mini")
-    api_base: str | None = Field(None, description="OpenAI-compatible base URL of its endpoint")
+    # the provider options a member takes are declared once (`ensemble.providers.options`,
+    # "member"): their words and their checks come from there
+    api_base: str | None = Field(None, description=option("api_base").help)
     n: int | None = Field(None, ge=1, description="votes of this member per decision: the "
                                                   "members vote together (leave it out when "
                                                   "n is given at the top)")
@@ -65,8 +68,12 @@ class MemberSpec(BaseModel):
                                                         "the larger of n and --samples)")
     label: str | None = Field(None, description="name in the tables (default model@t)")
     price_per_1k: tuple[float, float] | None = Field(
-        None, description="(prompt, completion) USD per 1,000 tokens of this member (default: "
-                          "the price table, or --price-per-1k-tokens)")
+        None, description=option("price_per_1k").help)
+
+    @field_validator(*(o.name for o in options_in("member")), mode="before")
+    @classmethod
+    def _declared(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_field(str(info.field_name), value)
 
 
 class RunSpec(BaseModel):

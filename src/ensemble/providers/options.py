@@ -51,7 +51,7 @@ else:  # pragma: no cover
     from typing_extensions import Unpack
 
 __all__ = ["OPTIONS", "CostPolicy", "Endpoint", "FailurePolicy", "Kind", "Limits", "Option",
-           "ProviderKwargs", "ProviderOptions", "Retry", "check_keywords", "option",
+           "ProviderKwargs", "ProviderOptions", "Retry", "check_field", "check_keywords", "option",
            "option_fields", "options_in", "per_1k_cost", "validate_api_base"]
 
 
@@ -210,6 +210,20 @@ def options_in(place: str) -> tuple[Option, ...]:
     return tuple(o for o in OPTIONS if place in o.places)
 
 
+def check_field(name: str, value: Any) -> Any:
+    """A file's value of the declared option `name`, for a pydantic validator of a field
+    spelled in a model (a spec's member): the value, or pydantic's error carrying the
+    option's problem, which the file's reader names by the field's path. Imports pydantic."""
+    from pydantic_core import PydanticCustomError
+
+    if value is None:
+        return None
+    try:
+        return option(name).kind.check(value)
+    except ValueError as exc:
+        raise PydanticCustomError("option", str(exc)) from None
+
+
 def option_fields(place: str) -> dict[str, Any]:
     """The fields of a file's pydantic model for the options given in `place`
     (`pydantic.create_model(name, **option_fields("serve"))`): each optional (None: not given),
@@ -219,17 +233,9 @@ def option_fields(place: str) -> dict[str, Any]:
     from typing import Annotated, Optional
 
     from pydantic import BeforeValidator, Field
-    from pydantic_core import PydanticCustomError
 
     def checker(opt: Option) -> Any:
-        def check(value: Any) -> Any:
-            if value is None:
-                return None
-            try:
-                return opt.kind.check(value)
-            except ValueError as exc:
-                raise PydanticCustomError("option", str(exc)) from None
-        return check
+        return lambda value: check_field(opt.name, value)
 
     schema = {"ge": "minimum", "gt": "exclusiveMinimum"}
     out: dict[str, Any] = {}
