@@ -48,7 +48,6 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._sync import PerLoop
@@ -239,7 +238,7 @@ class OpenAIProvider:
                                          api_base=self.api_base,
                                          reason="malformed reply") from None
         try:
-            comp = completion_of(doc, latency=latency)
+            comp = completion_of(doc, latency=latency, price=self._cost)
         except ValueError:
             raise page_error(json.dumps(doc)[:200], model=self.model,
                              api_base=self.api_base) from None
@@ -247,7 +246,7 @@ class OpenAIProvider:
             raise MalformedResponseError(f"{self.model}: reply without choices",
                                          model=self.model, provider="openai",
                                          api_base=self.api_base, reason="reply without choices")
-        return replace(comp, cost_usd=self._cost(comp.prompt_tokens, comp.completion_tokens))
+        return comp
 
     def _cost(self, prompt_tokens: Any, completion_tokens: Any) -> float | None:
         if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):

@@ -12,7 +12,7 @@ provider's `BatchAPI` for them (`request_lines`, `read_line`) and knows no wire 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import MalformedResponseError, ProviderError
@@ -39,7 +39,7 @@ def chat_body(model: str, messages: Sequence[Mapping[str, Any]], params: Samplin
     """A chat completion's request body: the parameters as given (`extra_body` merged in as
     the SDK does, a pydantic `response_format` as its JSON schema), `max_tokens` under the
     endpoint's name for it (OpenAI's own API takes `max_completion_tokens`), `n` when > 1."""
-    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages]}
+    body: dict[str, Any] = {"model": model, "messages": list(messages)}
     for k, v in params.as_dict().items():
         if k == "extra_body":
             body.update(v or {})
@@ -63,26 +63,29 @@ def response_format(value: Any) -> Any:
     return value
 
 
-def completion_of(doc: Any, *, latency: float = 0.0) -> Completion:
+def completion_of(doc: Any, *, latency: float = 0.0,
+                  price: Callable[[Any, Any], float | None] | None = None) -> Completion:
     """A chat completion document as a `Completion` (its choices in index order, its usage as
-    reported, no cost: the provider prices it). ValueError for a document that is not a chat
-    completion (no list of choices, a choice without a message); a list of no choices is
-    returned as it is, for the caller to judge."""
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("choices"), list):
+    reported, its cost `price(prompt_tokens, completion_tokens)`, none without `price`).
+    ValueError for a document that is not a chat completion (no list of choices, a choice
+    without a message); a list of no choices is returned as it is, for the caller to judge."""
+    # dicts, not Mappings: a JSON document's objects are dicts, and the abstract check costs
+    # a tenth of reading a reply of five choices
+    if not isinstance(doc, dict) or not isinstance(doc.get("choices"), list):
         raise ValueError("not a chat completion: no list of choices")
     items = doc["choices"]
-    if not all(isinstance(c, Mapping) and isinstance(c.get("message"), Mapping) for c in items):
+    if not all(isinstance(c, dict) and isinstance(c.get("message"), dict) for c in items):
         raise ValueError("not a chat completion: a choice without a message")
     choices = tuple(Choice(text=reply_text(c["message"].get("content"),
                                            c["message"].get("tool_calls")),
                            finish_reason=c.get("finish_reason"), logprobs=c.get("logprobs"))
                     for c in sorted(items, key=lambda c: c.get("index") or 0))
     usage = doc.get("usage")
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):
         usage = {}
-    return Completion(choices=choices, prompt_tokens=usage.get("prompt_tokens"),
-                      completion_tokens=usage.get("completion_tokens"), cost_usd=None,
-                      latency_s=latency)
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Completion(choices=choices, prompt_tokens=pt, completion_tokens=ct,
+                      cost_usd=None if price is None else price(pt, ct), latency_s=latency)
 
 
 _METHOD_URL = b',"method":"POST","url":' + _dumps(BATCH_ENDPOINT) + b',"body":'
