@@ -68,7 +68,8 @@ def _taken_port():
 
 
 @pytest.mark.parametrize("case", ["no-model", "missing-config", "bad-yaml", "unknown-field",
-                                  "unset-key", "short-key", "port-taken", "store"])
+                                  "unset-key", "short-key", "port-taken", "store",
+                                  "robust-no-lam", "cost-one-model", "cost-no-price"])
 def test_bad_input_is_one_line_and_a_nonzero_exit(case, tmp_path, capsys, monkeypatch):
     """In-process (`ensemble.cli.main`, what the command runs): each fails before serving."""
     from ensemble.cli import main
@@ -100,6 +101,16 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(case, tmp_path, capsys, monkey
         (tmp_path / "file").write_text("not a folder")
         args = ["--model", "openai/x", "--store", str(tmp_path / "file" / "s.sqlite")]
         expect = "the endpoint's store (--store, store:)"
+    elif case == "robust-no-lam":  # issue 41 item 18: serve's own options, not Python's
+        args = ["--model", "openai/x", "--aggregator", "robust"]
+        expect = "give --lam L or --calibration PROFILE"
+    elif case == "cost-one-model":
+        args, expect = ["--model", "openai/x", "--stop", "cost"], "serve a mixed ensemble"
+    elif case == "cost-no-price":  # issue 41 item 3: refused at start, before paying
+        (tmp_path / "s.yaml").write_text(
+            "models:\n  m:\n    stop: cost\n    cost: {value_usd: 0.01}\n    members:\n"
+            "      - {model: openai/cheap-x, n: 1}\n      - {model: openai/dear-y, n: 1}\n")
+        args, expect = ["--config", str(tmp_path / "s.yaml")], "price of openai/cheap-x is unknown"
     try:
         code = main(["serve", *args])
     finally:

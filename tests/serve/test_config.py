@@ -124,7 +124,8 @@ def test_a_served_ensemble_decides_by_the_cost_rule():
     ens = ServedEnsembles(cfg).get("frugal")
     assert ens.stop_spec == CostSpec(value_usd=0.01, pilot_questions=20, credit="qr")
     plain = ServedEnsembles(parse_config({"models": {"f": {
-        "members": [{"model": "openai/a", "n": 2}, {"model": "openai/b", "n": 1}],
+        "members": [{"model": "openai/a", "n": 2, "price_per_1k": [0.0, 0.001]},
+                    {"model": "openai/b", "n": 1, "price_per_1k": [0.0, 0.002]}],
         "stop": "cost"}}})).get("f")
     assert plain.stop_spec == CostSpec()  # target_loss 0.005 against the strongest member
     with pytest.raises(InputError, match="cost.value_usd"):
@@ -166,3 +167,14 @@ def test_the_cost_config_expresses_every_field_of_the_cost_spec():
                         ({"prior": {"q": [[0.9, 0.9]], "w": [1.0, 2.0]}}, "prior: .*one weight")):
         with pytest.raises(InputError, match=match):
             served(cost)
+
+
+def test_a_one_model_server_does_not_offer_the_cost_rule():
+    """Issue 41 item 18: ensemble.stop lists only the rules a one-model server can use."""
+    from ensemble.errors import InputError
+    from ensemble.serve import parse_overrides
+
+    served = parse_config({"models": {"m": {"model": "openai/x"}}}).models["m"]
+    with pytest.raises(InputError) as ei:
+        parse_overrides({"stop": "cost"}, served)
+    assert "cost" not in str(ei.value).split("got")[0] and "bayes" in str(ei.value)

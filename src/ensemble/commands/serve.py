@@ -44,6 +44,11 @@ def register(subparsers: Any) -> None:
                         "(docs/answers.md)")
     e.add_argument("--aggregator", default=DEFAULT_AGGREGATOR, choices=rule_choices(),
                    metavar="RULE", help="voting rule: %(choices)s (default %(default)s)")
+    e.add_argument("--lam", type=float, metavar="L",
+                   help="the model's λ at --t (ψ_λ units), for the rules that weigh votes by "
+                        "λ (robust, lam-weighted)")
+    e.add_argument("--calibration", metavar="PROFILE",
+                   help="a calibration profile (ensemble calibrate) giving λ at --t")
     e.add_argument("--stop", choices=stop_choices(), metavar="RULE",
                    help="adaptive stopping rule, drawing up to --max-n samples: %(choices)s")
     e.add_argument("--max-n", type=positive_int, help="sample budget of the stopping rule")
@@ -87,7 +92,7 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
     served: dict[str, Any] = {
         "model": args.model, "n": args.n, "temperature": args.temperature,
         "aggregator": args.aggregator, "stop": args.stop, "max_n": args.max_n,
-        "answer": args.answer,
+        "answer": args.answer, "lam": args.lam, "calibration": args.calibration,
         "max_request_n": args.max_request_n, "system": args.system,
         **option_values(args, "serve")}
     if args.choices:

@@ -226,6 +226,20 @@ class ServedModel(EndpointConfig):
                 raise InputError(f"served model {name!r}: members: is empty")
         if self.cost is not None:
             self.cost.check(name, len(self.members) if self.members is not None else 1)
+        from ..rules import aggregator_info
+        from ..stopping import is_over_members
+
+        if self.stop is not None and is_over_members(self.stop) and self.members is None:
+            raise InputError(f"served model {name!r}: stop: {self.stop} chooses which member "
+                             "to ask next: serve a mixed ensemble (members: in --config) for "
+                             "it, or pick another --stop")
+        unknown = [m for m in (self.members or [self]) if m.lam is None
+                   and m.calibration is None and not self.calibration]
+        if aggregator_info(self.aggregator).needs_lam and unknown:
+            raise InputError(f"served model {name!r}: the {self.aggregator} rule weighs votes "
+                             "by λ: give --lam L or --calibration PROFILE (lam: or "
+                             "calibration: in the config, on each member of a mixed "
+                             "ensemble), or another --aggregator")
 
     @property
     def budget(self) -> int:

@@ -77,7 +77,9 @@ def parse_overrides(doc: Any, served: ServedModel) -> Overrides:
     if stop is not None and stop != "none":
         from ..stopping import stop_rule_names
 
-        known = stop_rule_names()
+        # a one-model server cannot use a rule that chooses among members (the cost rule)
+        known = stop_rule_names() if served.members is not None else \
+            stop_rule_names(over_members=False)
         if stop not in known:
             raise InputError(f"ensemble.stop must be one of {', '.join(known)} or null, "
                              f"got {stop!r}")
@@ -166,6 +168,21 @@ class ServedEnsembles:
                 self._base[name] = self._build(served)
             except InputError as exc:
                 raise InputError(f"served model {name!r}: {exc}") from None
+            self._check_priced(name, served)
+
+    def _check_priced(self, name: str, served: ServedModel) -> None:
+        """The cost rule prices every vote: a member whose price is unknown is refused at
+        start, before anything is paid (it was refused on every request, after paying)."""
+        if served.stop is None or not is_over_members(served.stop) or (
+                served.cost is not None and served.cost.prices is not None):
+            return
+        for m in self._base[name].members:
+            if self.provider(m).price(1000, 1000) is None:
+                raise InputError(
+                    f"served model {name!r}: stop: {served.stop} prices every vote, and the "
+                    f"price of {m.model} is unknown: give its price_per_1k: [IN, OUT] (USD "
+                    "per 1,000 prompt and completion tokens; --price-per-1k-tokens IN,OUT) or "
+                    "cost: {prices: [...]}, one per member")
 
     def provider(self, member: Member) -> Provider:
         """The one provider of a member's upstream (model and endpoint options), shared by
