@@ -233,8 +233,11 @@ class ServedModel(EndpointConfig):
             raise InputError(f"served model {name!r}: stop: {self.stop} chooses which member "
                              "to ask next: serve a mixed ensemble (members: in --config) for "
                              "it, or pick another --stop")
-        unknown = [m for m in (self.members or [self]) if m.lam is None
-                   and m.calibration is None and not self.calibration]
+        sources: list[tuple[float | None, object]] = \
+            [(m.lam, m.calibration) for m in self.members] if self.members is not None \
+            else [(self.lam, None)]
+        unknown = [lam for lam, cal in sources if lam is None and cal is None
+                   and not self.calibration]
         if aggregator_info(self.aggregator).needs_lam and unknown:
             raise InputError(f"served model {name!r}: the {self.aggregator} rule weighs votes "
                              "by λ: give --lam L or --calibration PROFILE (lam: or "
