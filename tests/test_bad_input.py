@@ -116,6 +116,23 @@ def test_interrupting_sample_without_a_store_does_not_promise_one(tmp_path):
     assert "not kept" in text and "kept in the store" not in text
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/v1?key=secretq",
+                                 "http://127.0.0.1:9/v1/?api-version=secretq", "http://h/v1?"])
+def test_an_api_base_query_is_refused_without_echoing_it(url, tmp_path, capsys):
+    """Issue 41 item 9: `--api-base ...?key=secretq` was written to spec.json (messages showed
+    key=***), and the routes were appended after the query."""
+    for argv in (("eval", "boxball", "--model", "openai/x", "--api-base", url, "--t", "1",
+                  "--n", "1", "--limit", "2", "--out", tmp_path / "run"),
+                 ("sample", "--model", "openai/x", "--api-base", url, "--store",
+                  tmp_path / "s.sqlite", "hello")):
+        err = _main(capsys, *argv)
+        assert "?query" in err and "secretq" not in err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "s.sqlite").exists()
+    with pytest.raises(InputError, match=r"\?query") as exc:
+        Ensemble("openai/x", api_base=url, choices=["a", "b"])
+    assert "secretq" not in str(exc.value)
+
+
 def test_binary_run_files_are_one_line_naming_the_file(tmp_path):
     from ensemble.evals.records import read_questions, read_samples
 

@@ -464,7 +464,7 @@ def _checked(part: Any) -> None:
 
 def api_base_problem(url: Any) -> str:
     """An http(s) URL with a host, normalised (no trailing slash), or ValueError saying what
-    is wrong with it and what a base URL looks like (never echoing a credential or a
+    is wrong with it and what a base URL looks like (never echoing a credential, a query or a
     fragment)."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("must be a URL such as http://127.0.0.1:8000/v1")
@@ -490,6 +490,13 @@ def api_base_problem(url: Any) -> str:
         # to it), so whatever is there does not belong in the run's files either
         raise ValueError(f"{url.split('#', 1)[0]!r}#... carries a #fragment, which is never "
                          "sent to a server: give the base URL without it")
+    if parsed.query or "?" in url:
+        # never echoed: a query often carries a key, and the run's files record the base URL;
+        # the routes are appended to the path, so a query would sit in the middle of each one
+        raise ValueError(f"{url.split('?', 1)[0]!r}?... carries a ?query, which would end up "
+                         "in the middle of every request's URL and in the files that record the "
+                         "endpoint: give "
+                         "the base URL without it (a key goes in --api-key / api_key=)")
     return url.rstrip("/")
 
 
