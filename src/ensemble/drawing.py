@@ -102,9 +102,16 @@ class _Loop:
         self.rows: list[list[list[Sample]]] = [[[] for _ in range(G)] for _ in range(P)]
         self.failures: list[list[SampleFailure]] = [[] for _ in range(G)]
         self.failed: set[int] = set()
+        self._seen: dict[int, tuple[tuple[int, ...], Drawn]] = {}
 
     def drawn(self, p: int) -> Drawn:
-        return Drawn(self.observe(self.rows[p]), self.budgets)
+        """Question p's samples as its rule reads them (rebuilt only when some were added:
+        open answers are merged over all of them)."""
+        counts = tuple(len(r) for r in self.rows[p])
+        kept = self._seen.get(p)
+        if kept is None or kept[0] != counts:
+            kept = self._seen[p] = (counts, Drawn(self.observe(self.rows[p]), self.budgets))
+        return kept[1]
 
     async def pilots(self, heads: Sequence[Sequence[int]]) -> None:
         """Every question's pilot: one run per member over the questions that have one."""
