@@ -309,7 +309,7 @@ def evidence_of(sample: Sample, *, options: Sequence[str] | None = None) -> Evid
     trace = (TraceSummary(tokens=int(tr[0]),
                           mean_logprob=full.mean_logprob if full is not None else float(tr[1]),
                           confidence=float(tr[2]), lowest_group=float(tr[3]), tail=float(tr[4]))
-             if isinstance(tr, list) and len(tr) == 5 and tr[0] else full)
+             if isinstance(tr, list) and len(tr) == 5 else full)
     return Evidence(logprob=own,
                     options=None if probs is None else
                     {k: math.log(max(v, 1e-300)) for k, v in probs.items()},

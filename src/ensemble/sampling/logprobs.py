@@ -124,7 +124,9 @@ def compact(logprobs: Any, answer: str | None, parse: Parse | None, *,
     `parse` (None when the reply carries no token logprobs)."""
     tokens = _tokens(logprobs)
     if not tokens:
-        return None
+        # an empty reply that came with logprobs (no token to report): its trace says so
+        content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+        return {"trace": trace_summary([])} if isinstance(content, list) else None
     out: dict[str, Any] = {}
     span = _locate(tokens, answer, parse) if answer is not None and parse is not None else None
     if span is not None:
