@@ -7,6 +7,7 @@ from typing import Any
 
 from ..cliargs import (
     add_option_args,
+    nonneg_float,
     nonneg_int,
     option_values,
     positive_float,
@@ -18,6 +19,7 @@ from ..cliargs import (
 from ..rules import DEFAULT_AGGREGATOR
 
 DEFAULT_NAME = "ensemble"
+REDIS_URL_ENV = "ENSEMBLE_REDIS_URL"  # serve.config's, without importing it for --help
 
 
 def register(subparsers: Any) -> None:
@@ -75,6 +77,20 @@ def register(subparsers: Any) -> None:
                    help="seconds per request before a 504 (default 300)")
     s.add_argument("--store", metavar="PATH", help="SQLite store keeping every sample drawn")
     s.add_argument("--log-json", action="store_true", help="log one JSON object per request")
+    s.add_argument("--max-cost", type=positive_float, metavar="USD",
+                   help="USD the endpoint may spend on votes (across the fleet with "
+                        "--redis-url); then new votes get 429 insufficient_quota")
+    s.add_argument("--drain-timeout", type=nonneg_float, metavar="S",
+                   help="seconds a SIGTERM waits for accepted votes before stopping "
+                        "(default 30)")
+    f = p.add_argument_group("a fleet of replicas (docs/serve.md, 'Running several replicas')")
+    f.add_argument("--redis-url", metavar="URL",
+                   help="Redis shared by the replicas: limits, vote cache, spend ledger "
+                        f"(default: ${REDIS_URL_ENV} if set; never logged or echoed)")
+    f.add_argument("--replicas", type=positive_int, metavar="N",
+                   help="replicas in the fleet: local shares (limit / N) while Redis is lost")
+    f.add_argument("--on-redis-down", choices=("refuse", "local"),
+                   help="Redis unreachable at start: refuse (default) or start on local shares")
     p.set_defaults(func=run_serve, _parser=p)
 
 
@@ -100,6 +116,27 @@ def _config_doc(args: argparse.Namespace) -> dict[str, Any]:
     return {"models": {args.name: {k: v for k, v in served.items() if v is not None}}}
 
 
+def _fleet_options(args: argparse.Namespace, config: Any) -> None:
+    """--max-cost, --drain-timeout and the fleet's flags over the config's; the Redis URL from
+    ENSEMBLE_REDIS_URL when neither names one."""
+    import os
+
+    from ..serve.config import FleetConfig
+
+    if args.max_cost is not None:
+        config.max_cost = args.max_cost
+    if args.drain_timeout is not None:
+        config.drain_timeout = args.drain_timeout
+    url = args.redis_url
+    if url is None and (config.fleet is None or config.fleet.url() is None):
+        url = os.environ.get(REDIS_URL_ENV) or None
+    given = {k: v for k, v in (("redis_url", url), ("replicas", args.replicas),
+                               ("on_redis_down", args.on_redis_down)) if v is not None}
+    if given:
+        doc = config.fleet.model_dump() if config.fleet is not None else {}
+        config.fleet = FleetConfig.model_validate({**doc, **given})
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import sys
 
@@ -118,6 +155,7 @@ def run_serve(args: argparse.Namespace) -> int:
             setattr(config, field, value)
     if args.log_json:
         config.log_json = True
+    _fleet_options(args, config)
     if config.port > 65535:
         raise InputError(f"--port {config.port} is not a port number (0 to 65535)")
     key = server_key(args.api_key, config.api_key_env or SERVE_KEY_ENV)

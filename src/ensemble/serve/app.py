@@ -5,6 +5,7 @@
     POST /v1/completions        the same as a legacy `text_completion` (prompt-style clients)
     GET  /v1/models             the served names;  GET /v1/models/{id}: one of them
     GET  /health                {"status": "ok", ...} (no key needed)
+    GET  /ready, GET /metrics   readiness and Prometheus metrics (`replica`; no key needed)
 
 Every POST route goes through one pipeline (`_serve`): its wire (`Wire`: chat's, or
 `serve.responses` / `serve.completions`) reads the body as the chat request it stands for; the
@@ -15,7 +16,8 @@ written back in the route's own format. At most `max_queue` requests are admitte
 instead of a place in an unbounded queue. A client that disconnects cancels its request: its
 pending samples are never requested; with a store, the samples already requested are still
 received and stored (a repeat does not pay for them again). Every error is OpenAI's error
-object; messages are redacted.
+object; messages are redacted. What a replica of a fleet adds (an `Idempotency-Key` answered
+once, the spend cap, metrics, the drain) is `replica.Replica`'s.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .completions import COMPLETIONS
 from .config import ServeConfig
 from .ensembles import ServedEnsembles, parse_overrides
 from .logs import Outcome, RequestLog, RequestRecord
+from .replica import IDEMPOTENCY_HEADER, REPLAYED_HEADER, KeyReused, Replica, SpendCapReached
 from .replies import ChatCompletion, body as body_of
 from .responses import RESPONSES
 from .wire import (
@@ -61,6 +64,7 @@ from .wire import (
 __all__ = ["CLIENT_CLOSED", "VotingApp", "upstream_failure"]
 
 CLIENT_CLOSED = 499  # the status logged for a request whose client went away (nginx's)
+OPEN_PATHS = ("/health", "/ready", "/metrics")  # no key needed (probes, scrapers)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -98,6 +102,7 @@ class VotingApp:
         self.api_key = api_key
         self.log = log or RequestLog(json_lines=config.log_json)
         self.ensembles = ServedEnsembles(config)
+        self.replica = Replica(config)
         self.active = 0  # requests admitted and not yet answered
         self.rejected = 0  # requests turned away by the queue bound
 
@@ -110,19 +115,44 @@ class VotingApp:
             app.router.add_get(f"{prefix}/models", self.models)
             app.router.add_get(f"{prefix}/models/{{model}}", self.model)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/ready", self.ready)
+        app.router.add_get("/metrics", self.metrics)
+        app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
 
+    async def _startup(self, app: web.Application) -> None:
+        await self.replica.start()
+
     async def _cleanup(self, app: web.Application) -> None:
         await self.ensembles.aclose()
+        await self.replica.stop()
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """The key check (every route but /health) and OpenAI-shaped errors for aiohttp's own
-        (unknown route, wrong method, oversized body)."""
+        """Every request counted in the metrics (route, status, seconds)."""
         t0 = time.perf_counter()
-        if request.path != "/health" and not authorized(request.headers.get("Authorization"),
-                                                         self.api_key):
+        status = 500
+        try:
+            resp = await self._guarded(request, handler)
+            status = resp.status
+            return resp
+        except asyncio.CancelledError:
+            status = CLIENT_CLOSED
+            raise
+        finally:
+            metrics = self.replica.metrics
+            if metrics is not None:
+                resource = request.match_info.route.resource
+                metrics.request(resource.canonical if resource is not None else "unmatched",
+                                status, time.perf_counter() - t0)
+
+    async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The key check (every route but OPEN_PATHS) and OpenAI-shaped errors for aiohttp's
+        own (unknown route, wrong method, oversized body)."""
+        t0 = time.perf_counter()
+        if request.path not in OPEN_PATHS and not authorized(
+                request.headers.get("Authorization"), self.api_key):
             self.log.write(RequestRecord(request.method, request.path, 401,
                                          time.perf_counter() - t0, error="invalid api key"))
             return _error(401, "Incorrect API key provided; send this endpoint's key as "
@@ -143,7 +173,20 @@ class VotingApp:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "models": self.ensembles.names,
-                                  "active": self.active, "max_queue": self.config.max_queue})
+                                  "active": self.active, "max_queue": self.config.max_queue,
+                                  **self.replica.describe()})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        ok, why = self.replica.ready()
+        return web.json_response({"ready": ok, "status": why}, status=200 if ok else 503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        try:
+            data, ctype = self.replica.render_metrics()
+        except InputError as exc:
+            return _error(501, str(exc), "server_error", code="metrics_unavailable")
+        self.replica.metrics.active.set(self.active)
+        return web.Response(body=data, headers={"Content-Type": ctype})
 
     async def models(self, request: web.Request) -> web.Response:
         created = int(time.time())
@@ -198,6 +241,11 @@ class VotingApp:
 
     async def _serve(self, request: web.Request, wire: Wire[InfoT, DocT], rec: Outcome
                      ) -> web.StreamResponse:
+        if self.replica.draining:  # not accepted: its body was not read
+            rec.error = "draining"
+            return _error(503, "this replica is shutting down; send the request again (another "
+                               "replica takes it)", "server_error", code="draining",
+                          headers={"Connection": "close", "Retry-After": "1"})
         wait = self.config.body_timeout
         try:
             raw = await asyncio.wait_for(request.read(), wait)
@@ -224,6 +272,14 @@ class VotingApp:
                 else " (nested too deeply)"
             return _error(400, f"the request body is not valid JSON{why}; send {wire.what} "
                                "as a JSON object")
+        self.replica.accepted(+1)  # a SIGTERM now waits for it (the drain deadline)
+        try:
+            return await self._accepted(request, wire, rec, body, raw)
+        finally:
+            self.replica.accepted(-1)
+
+    async def _accepted(self, request: web.Request, wire: Wire[InfoT, DocT], rec: Outcome,
+                        body: Any, raw: bytes) -> web.StreamResponse:
         try:
             req, info = wire.parse(body)
             rec.model = req.model
@@ -242,35 +298,86 @@ class VotingApp:
         except InputError as exc:
             rec.error = str(exc)
             return _error(400, str(exc), param="ensemble")
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if not key:
+            return await self._vote(request, wire, rec, req, info, ens,
+                                    max(overrides.n or 0, overrides.max_n or 0, served.budget))
+        try:
+            claim = await self.replica.claim(request.path, key, raw,
+                                             self.config.timeout_for(req.model))
+        except KeyReused:
+            rec.error = "idempotency key reused"
+            return _error(422, f"this {IDEMPOTENCY_HEADER} came before with another request "
+                               "body; send a new key with a new request",
+                          code="idempotency_key_reused")
+        except asyncio.TimeoutError:
+            rec.error = "idempotency key in use"
+            return _error(409, f"a request with this {IDEMPOTENCY_HEADER} is still being "
+                               "decided; retry after the Retry-After seconds",
+                          code="idempotency_key_in_use", headers={"Retry-After": "1"})
+        if claim.reply is not None:
+            rec.note = "replayed"
+            ctype, data = claim.reply
+            return web.Response(body=data, headers={"Content-Type": ctype,
+                                                    REPLAYED_HEADER: "true"})
+        kept = False
+        try:
+            resp = await self._vote(request, wire, rec, req, info, ens,
+                                    max(overrides.n or 0, overrides.max_n or 0, served.budget),
+                                    claim=claim)
+            kept = resp.status == 200
+            return resp
+        finally:
+            if not kept:
+                await self.replica.votes.drop(claim)
+
+    async def _vote(self, request: web.Request, wire: Wire[InfoT, DocT], rec: Outcome,
+                    req: ChatRequest, info: Any, ens: Ensemble[Any], worst: int, *,
+                    claim: Any = None) -> web.StreamResponse:
+        """Admit, decide and answer one valid request (`worst`: the most samples it may
+        draw, what the spend cap reserves; `claim`: its idempotency claim, kept on success)."""
         if self.active >= self.config.max_queue:
             self.rejected += 1
             rec.error = "queue full"
             return _error(429, f"the endpoint has {self.active} requests in progress, its "
                                "bound; retry after the Retry-After seconds", "rate_limit_error",
                           code="queue_full", headers={"Retry-After": "1"})
+        try:
+            reservation = await self.replica.admit(req.model, worst)
+        except SpendCapReached as exc:
+            rec.error = "spend cap"
+            return _error(429, str(exc), "insufficient_quota", code="insufficient_quota")
         self.active += 1
         rec.deciding = True
         try:
-            decided = await self._decide(req, ens, rec)
+            decided = await self._decide(req, ens, rec, reservation)
         finally:
             self.active -= 1
         if isinstance(decided, web.Response):
             return decided
         doc = wire.render(decided, req, info)
         if not req.stream:
-            return web.Response(body=body_of(doc), content_type="application/json")
+            data = body_of(doc)
+            if claim is not None:
+                await self.replica.votes.keep(claim, "application/json", data)
+            return web.Response(body=data, content_type="application/json")
+        frames = [frame.encode() for frame in wire.frames(doc, req, info)]
+        if claim is not None:
+            await self.replica.votes.keep(claim, "text/event-stream", b"".join(frames))
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        for frame in wire.frames(doc, req, info):
-            await resp.write(frame.encode())
+        for frame_bytes in frames:
+            await resp.write(frame_bytes)
         await resp.write_eof()
         return resp
 
-    async def _decide(self, req: ChatRequest, ens: Ensemble[Any], rec: Outcome
-                      ) -> ChatCompletion | web.Response:
-        """The `chat.completion` of a request's decision, or the error reply."""
+    async def _decide(self, req: ChatRequest, ens: Ensemble[Any], rec: Outcome,
+                      reservation: Any = None) -> ChatCompletion | web.Response:
+        """The `chat.completion` of a request's decision, or the error reply (the spend
+        cap's reservation settled either way)."""
         timeout = self.config.timeout_for(req.model)
+        decision: Any = None
         try:
             decision = await asyncio.wait_for(ens.adecide(req.messages), timeout)
         except asyncio.TimeoutError:
@@ -287,6 +394,10 @@ class VotingApp:
             status, message, code = upstream_failure(exc)
             rec.error = message
             return _error(status, message, "upstream_error", code=code)
+        finally:
+            self.replica.settle(reservation, req.model,
+                                None if decision is None else decision.cost_usd,
+                                0 if decision is None else decision.n_samples)
         rec.samples, rec.margin, rec.stream = decision.n_samples, decision.margin, req.stream
         rec.decision = json_decision(decision)
         if req.ignored:

@@ -6,6 +6,12 @@
     max_queue: 256             # requests admitted at once; past it 429 with Retry-After
     request_timeout: 300       # seconds per request; past it 504
     store: runs/serve.sqlite   # keep every sample drawn (optional)
+    max_cost: 25.0             # USD the endpoint may spend (fleet-wide with a fleet); then 429
+    drain_timeout: 30          # seconds a SIGTERM waits for the votes accepted to finish
+    fleet:                     # replicas sharing limits, vote cache and spend (docs/serve.md)
+      redis_url_env: ENSEMBLE_REDIS_URL   # or redis_url: redis://host:6379/0
+      replicas: 3              # for local shares (limit ÷ replicas) while Redis is lost
+      on_redis_down: refuse    # at start: refuse (one line) or local (local shares)
     models:
       vote-mini:               # what a request's `model` names
         model: openai/gpt-4o-mini
@@ -46,12 +52,13 @@ from ..errors import InputError
 from ..providers.options import option_fields
 from ..rules import DEFAULT_AGGREGATOR
 
-__all__ = ["LOOPBACK", "SERVE_KEY_ENV", "SERVE_MAX_CONCURRENCY", "EndpointConfig",
-           "MemberConfig", "ServeConfig",
-           "ServedModel", "load_config", "parse_config"]
+__all__ = ["LOOPBACK", "REDIS_URL_ENV", "SERVE_KEY_ENV", "SERVE_MAX_CONCURRENCY",
+           "EndpointConfig", "FleetConfig", "MemberConfig", "ServeConfig", "ServedModel",
+           "load_config", "parse_config"]
 
 LOOPBACK = "127.0.0.1"
 SERVE_KEY_ENV = "ENSEMBLE_SERVE_API_KEY"
+REDIS_URL_ENV = "ENSEMBLE_REDIS_URL"
 # Requests in flight to one upstream, all clients together, unless a model says otherwise.
 # A served endpoint stands in front of many clients: at 8 (the old default) 32 clients of a
 # 100 ms upstream got half the rate they got calling it directly (issue 38). 64 lets 64
@@ -256,6 +263,43 @@ class ServedModel(EndpointConfig):
         return self.max_request_n or self.budget
 
 
+class FleetConfig(BaseModel):
+    """Replicas sharing their upstream limits, idempotent vote cache and spend ledger through
+    Redis (`ensemble.fleet`). The URL may carry a password: it is never logged or echoed (name
+    it by environment variable with `redis_url_env` to keep it out of the file too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    redis_url: str | None = Field(default=None, description="redis://[:password@]host:port/db")
+    redis_url_env: str | None = Field(default=None, description="environment variable "
+                                      "holding the Redis URL")
+    prefix: str = Field(default="ensemble", min_length=1, description="this fleet's keys "
+                        "(two fleets on one Redis need two prefixes)")
+    replicas: int | None = Field(default=None, ge=1, description="the replicas of the fleet: "
+                                 "local shares divide by it while Redis is lost (default: the "
+                                 "count last seen alive)")
+    on_redis_down: Literal["refuse", "local"] = Field(
+        default="refuse", description="Redis unreachable at start: refuse to start, or start "
+                                      "on local shares of the limits (said in /health)")
+    idempotency_ttl: float = Field(default=86400.0, gt=0, description="seconds a reply is "
+                                   "kept for retries carrying its Idempotency-Key")
+    lease_ttl: float = Field(default=15.0, gt=0, le=3600, description="seconds a dead "
+                             "replica's upstream slots and idempotency claims outlive it")
+
+    def url(self) -> str | None:
+        """The Redis URL (from the file, else from `redis_url_env`)."""
+        if self.redis_url:
+            return self.redis_url
+        if self.redis_url_env:
+            got = os.environ.get(self.redis_url_env)
+            if not got:
+                raise InputError(f"fleet.redis_url_env names {self.redis_url_env}, which is "
+                                 f"not set: export {self.redis_url_env}=redis://... before "
+                                 "`ensemble serve`")
+            return got
+        return None
+
+
 class ServeConfig(BaseModel):
     """The whole server: where it listens, its limits, and the served names."""
 
@@ -274,6 +318,12 @@ class ServeConfig(BaseModel):
                                 "client holds no connection for long)")
     store: str | None = None
     log_json: bool = False
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                   description="USD the endpoint may spend on votes (across "
+                                               "the fleet with one); then new votes get 429")
+    drain_timeout: float = Field(default=30.0, ge=0, allow_inf_nan=False,
+                                 description="seconds a SIGTERM waits for accepted votes")
+    fleet: FleetConfig | None = None
     models: dict[str, ServedModel]
 
     def model_post_init(self, context: Any) -> None:

@@ -1,11 +1,19 @@
 """Running the voting endpoint: in the current event loop (`serve_forever`, what `ensemble
 serve` does) or on a background thread (`with VotingServer(config) as srv:`, for tests and
 notebooks). `base_url` is "http://HOST:PORT/v1", what OpenAI clients take as their base URL.
+
+Stopping drains: the replica stops listening (a new connection is refused, a new request on a
+kept-alive connection gets 503 "draining"; /ready answers 503 from then on), the requests
+already accepted (their body read) finish within `drain_timeout` seconds (30 by default), and
+what is left then is cancelled. `ensemble serve` stops this way on SIGTERM or SIGINT; a second
+signal stops at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from typing import Any
 
 from .._sync import LoopThread
@@ -41,6 +49,7 @@ class VotingServer:
         # handler_cancellation: a client that disconnects cancels its request's samples
         # keepalive_timeout: aiohttp closes a connection that has not sent a whole request
         # (a header drip) or sits idle between requests after this long
+        # shutdown_timeout: what is left after the drain (`stop_async`) gets 1 s more
         self._runner = web.AppRunner(self.app.application(), access_log=None,
                                      handle_signals=False, handler_cancellation=True,
                                      shutdown_timeout=1.0,
@@ -54,8 +63,27 @@ class VotingServer:
         self.app.ensembles.warm_up()  # listening (a taken port fails fast), not yet announced
 
     async def stop_async(self) -> None:
+        """Drain (stop listening, finish what was accepted within `drain_timeout`), then stop."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            replica = self.app.replica
+            replica.drain()
+            for site in list(runner.sites):
+                await site.stop()  # no new connections from here on
+            left = replica.describe()["accepted"]
+            deadline = self.config.drain_timeout
+            if left:
+                t0 = time.monotonic()
+                print(f"ensemble: draining: {left} accepted request{'s' if left != 1 else ''}"
+                      f" to finish (at most {deadline:g} s)", file=sys.stderr, flush=True)
+                done = await replica.drained(deadline)
+                if done:
+                    print(f"ensemble: drained in {time.monotonic() - t0:.1f} s",
+                          file=sys.stderr, flush=True)
+                else:
+                    n = replica.describe()["accepted"]
+                    print(f"ensemble: drain deadline ({deadline:g} s) passed: {n} request"
+                          f"{'s' if n != 1 else ''} cancelled", file=sys.stderr, flush=True)
             await runner.cleanup()
 
     async def serve_forever(self, on_ready: Any = None) -> None:
