@@ -182,7 +182,11 @@ def test_the_spend_cap_holds_across_the_fleet(redis_server, tmp_path):
                 if r.status_code != 200:
                     err = r.json()["error"]
                     break
-            time.sleep(1.5)  # a heartbeat: every replica has flushed and read the ledger
+            # a heartbeat later every replica has flushed and read the ledger back
+            def spends() -> list[float]:
+                return [httpx.get(u.rsplit("/v1", 1)[0] + "/health").json()["spend"]["spent"]
+                        for u in urls]
+            assert wait_for(lambda: len(set(spends())) == 1, 15, step=0.2), spends()
             after = [_ask(u, prompt=f"{PROMPT} <after {i}>") for i, u in enumerate(urls * 2)]
             h = [httpx.get(u.rsplit("/v1", 1)[0] + "/health").json() for u in urls]
     assert codes[0] == 200 and codes[-1] == 429 and len(codes) >= 4, codes
