@@ -281,6 +281,11 @@ class FleetConnection:
                 self.last_error = _why(exc)
                 continue
             if not self.healthy:
+                # the connections opened before the outage are dead (a restarted Redis closed
+                # them): drop them, or each fails once and the link flaps down and up again
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._client.connection_pool.disconnect(),
+                                           self.timeout)
                 self._back()
             for beat in list(self._beats):
                 with contextlib.suppress(FleetDown):
