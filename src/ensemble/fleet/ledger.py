@@ -8,12 +8,15 @@ at most one vote's cost per replica.
 
 The ledger is buffered: each replica adds its settled spend to a local buffer and flushes it to
 Redis at every heartbeat (`INCRBYFLOAT` in a Lua script, with the replica's current
-reservations written beside it and the fleet's total read back in the same call). The flush is
+reservations written beside it and the fleet's total read back in the same call), and at once
+for every admission and settlement once the fleet is within 20% of the cap. The flush is
 safe under concurrency: the script is atomic across replicas, and within a replica the amount
 flushed is taken from the buffer only after Redis took it (a vote settling meanwhile adds to
 the buffer, a failed flush leaves it there). Admission reads the fleet's spend and the other
-replicas' reservations as of the last flush, so the cap can be passed by what the other
-replicas spend within one heartbeat; a replica killed mid-vote leaves its reservations behind
+replicas' reservations as of the last flush: far from the cap that view is at most a
+heartbeat old; near it, every admission reads the ledger first, so the cap can be passed by
+the votes admitted at the same moment on other replicas (and by a vote costing more than its
+reservation); a replica killed mid-vote leaves its reservations behind
 for at most three heartbeats.
 
 Once spent, new votes are refused with one error (`SpendCapReached`: HTTP 429, code
@@ -51,6 +54,9 @@ return {tostring(spent), tostring(others)}
 """
 
 
+_NEAR = 0.8  # past this share of the cap, admissions and settlements flush at once
+
+
 class SpendCapReached(EnsembleError):
     """The endpoint's spend cap is spent (or this vote's worst case would pass it)."""
 
@@ -81,6 +87,7 @@ class SpendLedger:
         self._per_sample: dict[str, tuple[float, int]] = {}  # model -> (cost, samples)
         self._serial: dict[str, asyncio.Lock] = {}
         self._unknown_price: str | None = None
+        self._flushing: asyncio.Lock | None = None
         if conn is not None:
             conn.on_beat(self.flush)
 
@@ -113,9 +120,18 @@ class SpendLedger:
                     raise
                 return Reservation(model, 0.0, serial=True)
         amount = per * max(1, samples)
+        if self._near(amount):  # near the cap, ask the fleet now rather than a heartbeat ago
+            await self.flush()
         self._check(amount)
         self.reserved += amount
+        if self._near(0.0) and self.conn is not None:
+            self.conn.spawn(self.flush())  # the other replicas see this reservation now
         return Reservation(model, amount, serial=False)
+
+    def _near(self, amount: float) -> bool:
+        """Whether the fleet is within 20% of the cap (where a stale view could pass it)."""
+        return (self.conn is not None and self.spent + self.reserved + self.others_reserved
+                + amount > _NEAR * self.max_cost)
 
     def _check(self, amount: float) -> None:
         committed = self.spent + self.reserved + self.others_reserved
@@ -152,6 +168,8 @@ class SpendLedger:
                                    "(--max-cost) cannot be enforced; give its price "
                                    "(--price-per-1k-tokens IN,OUT, or price_per_1k: in the "
                                    "config), or drop --max-cost")
+        if self._near(0.0) and self.conn is not None and self.conn.usable():
+            self.conn.spawn(self.flush())
         if res.serial:
             lock = self._serial.get(res.model)
             if lock is not None and lock.locked():
@@ -161,13 +179,18 @@ class SpendLedger:
         """Add the buffered spend to the fleet's ledger and read the fleet's state back."""
         if self.conn is None or not self.conn.usable():
             return
+        if self._flushing is None:
+            self._flushing = asyncio.Lock()
+        async with self._flushing:  # one flush at a time: a delta is never sent twice
+            await self._flush(self.conn)
+
+    async def _flush(self, conn: FleetConnection) -> None:
         delta = self.unflushed
         with contextlib.suppress(FleetDown):
-            spent, others = await self.conn.run(
-                _FLUSH, [self.conn.key("spent", tag="ledger"),
-                         self.conn.key("reserved", tag="ledger")],
-                [f"{delta:.12f}", self.conn.replica_id, f"{self.reserved:.12f}",
-                 int(3 * max(self.conn.heartbeat, 1.0) * 1000)])
+            spent, others = await conn.run(
+                _FLUSH, [conn.key("spent", tag="ledger"), conn.key("reserved", tag="ledger")],
+                [f"{delta:.12f}", conn.replica_id, f"{self.reserved:.12f}",
+                 int(3 * max(conn.heartbeat, 1.0) * 1000)])
             self.unflushed -= delta  # taken by Redis; settles since then stay buffered
             self.flushed_total = float(spent)
             self.others_reserved = float(others)
