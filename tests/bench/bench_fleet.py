@@ -147,17 +147,22 @@ async def _closed_loop(url: str, concurrency: int, seconds: float) -> float:
     done = 0
     stop = time.monotonic() + seconds
     conn = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=conn) as session:
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
         async def worker(w: int) -> None:
             nonlocal done
             i = 0
             while time.monotonic() < stop:
                 body = {"model": "box", "messages": [{"role": "user",
                                                        "content": f"{PROMPT} ({w}.{i})"}]}
-                async with session.post(f"{url}/chat/completions", json=body) as r:
-                    await r.read()
-                    if r.status == 200:
-                        done += 1
+                try:
+                    async with session.post(f"{url}/chat/completions", json=body) as r:
+                        await r.read()
+                        if r.status == 200:
+                            done += 1
+                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    print(f"bench: a request failed: {type(exc).__name__}: {exc}",
+                          file=sys.stderr)
                 i += 1
 
         t0 = time.monotonic()
@@ -168,7 +173,10 @@ async def _closed_loop(url: str, concurrency: int, seconds: float) -> float:
 def scenario_throughput(seconds: float, rounds: int = 3) -> dict:
     """One replica at C = 32, n = 5, zero-latency upstream: Redis limits vs in-process."""
     per = max(5.0, seconds / (2 * rounds))
+    import psutil
+
     out: dict[str, list[float]] = {"local": [], "redis": []}
+    cpu: dict[str, list[float]] = {"local": [], "redis": [], "redis-server": []}
     with server_process("--lam", "3.0", "--port", "0") as up, RedisServer() as redis, \
             TemporaryDirectory() as tmp:
         cfgs = {"local": write_config(Path(tmp) / "local.yaml", up, redis_url=None, n=5,
@@ -180,7 +188,17 @@ def scenario_throughput(seconds: float, rounds: int = 3) -> dict:
                 with replicas(cfgs[arm], 1) as reps:
                     url = reps[0][1]
                     asyncio.run(_closed_loop(url, 32, 1.0))  # warm up
-                    out[arm].append(asyncio.run(_closed_loop(url, 32, per)))
+                    me = psutil.Process(reps[0][0].pid)
+                    rd = psutil.Process(redis.proc.pid) if redis.proc else None
+                    c0, r0 = me.cpu_times(), rd.cpu_times() if rd else None
+                    rate = asyncio.run(_closed_loop(url, 32, per))
+                    c1, r1 = me.cpu_times(), rd.cpu_times() if rd else None
+                    out[arm].append(rate)
+                    n = max(1.0, rate * per)
+                    cpu[arm].append(1000 * (c1.user + c1.system - c0.user - c0.system) / n)
+                    if arm == "redis" and r0 is not None and r1 is not None:
+                        cpu["redis-server"].append(
+                            1000 * (r1.user + r1.system - r0.user - r0.system) / n)
         served = server_stats(up)
     local, redis_ = statistics.median(out["local"]), statistics.median(out["redis"])
     return {"scenario": "throughput", "concurrency": 32, "n": 5, "seconds_per_arm": per,
@@ -188,6 +206,9 @@ def scenario_throughput(seconds: float, rounds: int = 3) -> dict:
             "redis_req_per_s": [round(x, 1) for x in out["redis"]],
             "median_local": round(local, 1), "median_redis": round(redis_, 1),
             "ratio_redis_over_local": round(redis_ / local, 3),
+            "replica_cpu_ms_per_request": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
+            "cpu_ratio_local_over_redis": round(statistics.median(cpu["local"])
+                                                / statistics.median(cpu["redis"]), 3),
             "upstream_requests": served["requests"]}
 
 
