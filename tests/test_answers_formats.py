@@ -101,11 +101,29 @@ def test_each_format_is_read(text, key):
     assert ClientFormat().parse(text) == key
 
 
-def test_a_reply_in_no_format_abstains_and_the_decision_says_why():
-    assert ClientFormat().parse("just some words") is None
+def test_a_reply_in_no_format_is_voted_as_free_text():
+    """Issue 38 item 5: the whole reply's normalised text, by plurality (was: abstained)."""
+    assert ClientFormat().parse("Just some words!") == "text: just some words"
+    assert ClientFormat().parse("   ") is None  # an empty reply still abstains
     d = Ensemble("sim-expert", provider=FakeExpertProvider(invalid_rate=1.0), n=3,
                  answer="format").decide("Anything?")
-    assert d.decision is None and d.n_invalid == 3 and "known format" in d.why
+    assert d.decision == "text: i cannot decide which box it is" and d.n_invalid == 0
+    assert d.fields["format"].value == "text"
+
+
+def test_a_free_text_tie_goes_to_the_most_central_reply():
+    from ensemble.aggregators import get_aggregator
+    from ensemble.answers.formats import central
+
+    keys = [ClientFormat().parse(t) for t in (
+        "Paris is the capital of France.", "The capital of France is Paris, of course.",
+        "Lyon, I think.", "paris is the capital of france")]
+    v = get_aggregator("plurality", open=True, rng=0)(keys)
+    assert central(v, keys).decision == "text: paris is the capital of france"  # 2 votes
+    three = keys[:3]  # one vote each: a Paris text (near the other), never Lyon, any order
+    picked = {central(get_aggregator("plurality", open=True, rng=s)(ks), ks).decision
+              for s, ks in enumerate([three, three[::-1], three[1:] + three[:1]])}
+    assert len(picked) == 1 and picked < set(three[:2])
 
 
 def test_json_objects_in_text_are_read():

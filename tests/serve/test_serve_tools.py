@@ -162,7 +162,9 @@ def test_inspect_answer_lines_are_voted(client, upstream):
     assert r.choices[0].message.content.rstrip().endswith(f"ANSWER: {ens['decision']}")
 
 
-def test_nothing_to_vote_says_why_and_gives_the_first_sample():
+def test_free_text_is_voted_and_the_reply_says_so():
+    """Issue 38 item 5: replies in no known format are voted as free text (they abstained,
+    and the reply was the first sample's); the reply names how."""
     with SimulatedServer(seed=2, invalid_rate=1.0, keep_replies=True) as up:
         cfg = parse_config({"port": 0, "models": {"agent": {
             "model": "openai/sim-expert", "api_base": up.base_url, "n": 3,
@@ -172,11 +174,11 @@ def test_nothing_to_vote_says_why_and_gives_the_first_sample():
             r = client.chat.completions.create(
                 model="agent", messages=[{"role": "user", "content": "Anything?"}])
             ens = r.model_extra["ensemble"]
-            assert ens["decision"] is None and ens["invalid"] == 3
-            assert "known format" in ens["why"]  # what was looked for
-            first = next(t for rep in up.stats.replies
-                         for i, t in zip(rep.indices, rep.texts, strict=True) if i == 0)
-            assert r.choices[0].message.content == first != ""
+            texts = [t for rep in up.stats.replies for t in rep.texts]
+            assert ens["invalid"] == 0 and ens["votes"] == {
+                "text: i cannot decide which box it is": 3}
+            assert r.choices[0].message.content in texts
+            assert ens["voted_as"].startswith("free text")
 
 
 @pytest.mark.parametrize("extra, param", [

@@ -15,8 +15,13 @@ choices nor an answer kind.
   (a number written several ways is one number; other text stripped of quotes, brackets and
   stray punctuation, compared exactly), the reply the text of a sample that gave it.
 
-A reply in none of these has no answer (it abstains); when no reply has one, the decision is
-None and `Decision.why` says what was looked for.
+- free text, the whole reply, when it is in none of these (a chat answer, a summary):
+  voted by its normalised text (case, punctuation and whitespace aside; `FREE_TEXT`), a tie
+  going to the most central reply (the tied text most similar to all the replies, rapidfuzz's
+  token_sort_ratio), the reply a sample that wrote it; `serve` says so in its reply.
+
+An empty reply has no answer (it abstains); when no reply has one, the decision is None and
+`Decision.why` says what was looked for.
 """
 
 from __future__ import annotations
@@ -24,26 +29,30 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..sampling.parsing import extract_answer, normalise
 from .base import OpenKind, braced
 from .jsonmode import object_in, vote_objects
-from .kinds import Choice, Text
+from .kinds import Choice, Text, normalise_text
 from .number import number_key, parse_number
 from .structured import vote_column
 
 if TYPE_CHECKING:
     from ..aggregators import Vote
 
-__all__ = ["ClientFormat", "dspy_sections"]
+__all__ = ["FREE_TEXT", "ClientFormat", "central", "dspy_sections"]
 
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _ANSWER_LINE = re.compile(r"^\s*ANSWER\s*:\s*(.+?)\s*$", re.MULTILINE)
 _TAG = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.IGNORECASE | re.DOTALL)
 _BOXED = re.compile(r"\\boxed\s*\{")
 _NUMERIC = re.compile(r"[\s$€£¥\\{},.\-+0-9eE%]+")
-FORMATS = ("dspy", "json", "answer")
+FORMATS = ("dspy", "json", "answer", "text")
+TEXT_KEY = "text: "  # a free-text reply's key: this, then its normalised text
+FREE_TEXT = ("free text: the plurality of the replies' normalised text (case, punctuation and "
+             "whitespace aside); a tie goes to the most central reply")
 
 
 def dspy_sections(text: str) -> dict[str, str] | None:
@@ -91,7 +100,27 @@ def _read_key(key: str) -> tuple[str, Any]:
     for form in ("dspy", "json"):
         if key.startswith(form + " {"):
             return form, json.loads(key[len(form) + 1:])
+    if key.startswith(TEXT_KEY):
+        return "text", key
     return "answer", key
+
+
+def central(v: Vote, keys: Sequence[str | None]) -> Vote:
+    """A free-text vote with its tie broken by centrality: among the most voted texts, the
+    one most similar to all the replies (with their multiplicity), never by order or chance."""
+    if not v.counts:
+        return v
+    top = max(v.counts.values())
+    tied = sorted(k for k, c in v.counts.items() if c == top)
+    if len(tied) == 1:
+        return replace(v, decision=tied[0], value=tied[0])
+    from rapidfuzz import fuzz, process
+
+    given = [k[len(TEXT_KEY):] for k in keys if k is not None]
+    sims = process.cdist([k[len(TEXT_KEY):] for k in tied], given, scorer=fuzz.token_sort_ratio)
+    best = tied[int(sims.sum(axis=1).argmax())]
+    return replace(v, decision=best, value=best, tie=False,
+                   notes=(*v.notes, f"a tie of {len(tied)} texts went to the most central"))
 
 
 class ClientFormat(OpenKind):
@@ -113,7 +142,10 @@ class ClientFormat(OpenKind):
             if doc is not None:
                 return "json", doc
         raw = _answer(text)
-        return None if raw is None else ("answer", raw)
+        if raw is not None:
+            return "answer", raw
+        words = normalise_text(text)
+        return ("text", words) if words else None
 
     def extract(self, text: str) -> str | None:
         got = self._read(text)
@@ -138,6 +170,8 @@ class ClientFormat(OpenKind):
                 return None
         if form == "answer":
             return value
+        if form == "text":
+            return TEXT_KEY + value
         return f"{form} " + json.dumps(value, sort_keys=True, separators=(",", ":"))
 
     def value(self, key: str, spellings: Mapping[str, int]) -> Any:
@@ -158,6 +192,10 @@ class ClientFormat(OpenKind):
         if won == "answer":
             v = aggregate(values)
             fields["answer"] = v
+            return v.decision, fields
+        if won == "text":
+            v = central(aggregate(values), values)
+            fields["text"] = v
             return v.decision, fields
         if won == "json":
             obj, sub = vote_objects(values, aggregate)

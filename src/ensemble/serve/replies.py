@@ -107,7 +107,7 @@ class EnsembleInfo(Omitting):
     """The `ensemble` object of a reply: the vote behind it."""
 
     OMIT: ClassVar[frozenset[str]] = frozenset({"fields", "why", "ignored", "cost_rule",
-                                                "member_votes"})
+                                                "member_votes", "voted_as"})
     decision: Any
     votes: dict[str, int]
     margin: int
@@ -123,6 +123,7 @@ class EnsembleInfo(Omitting):
     ignored: list[str] | None = None
     cost_rule: dict[str, Any] | None = None
     member_votes: list[MemberVotes] | None = None
+    voted_as: str | None = None  # how replies in no known format were voted (free text)
 
 
 class ChatCompletion(Reply):

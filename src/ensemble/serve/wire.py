@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..answers import FieldVoter
+from ..answers.formats import FREE_TEXT
 from ..decision import plain
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
@@ -329,7 +330,9 @@ def ensemble_doc(d: Decision[Any], members: Sequence[Member], *,
         cost_rule=d.cost_rule.to_dict() if d.cost_rule is not None else None,
         member_votes=[MemberVotes(model=m.model, temperature=m.temperature, votes=v)
                       for m, v in zip(members, d.member_votes, strict=False)]
-        if len(members) > 1 else None)
+        if len(members) > 1 else None,
+        voted_as=FREE_TEXT if "format" in d.fields and d.fields["format"].value == "text"
+        else None)
 
 
 def completion_doc(name: str, d: Decision[Any], members: Sequence[Member], *, n: int = 1,
