@@ -136,13 +136,29 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
         iv = ItemValues(iv.values, iv.jack, iv.weight, False, iv.identical)
     s = _summarise(iv, population, reps, g, counts, bounds)
     s = replace(s, identical=same and not sampled)
-    if (sampled and level and not s.questions_exact and s.ci[0] == s.ci[1]
-            and math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
-        # no noise measured and no spread between items either: nothing to resample
+    if (sampled and level and not s.questions_exact
+            and math.isfinite(bounds[0]) and math.isfinite(bounds[1])
+            and s.ci[1] - s.ci[0] <= 1e-9 * (bounds[1] - bounds[0])):
+        # no noise measured and no spread between items either: nothing to resample (the
+        # bootstrap's interval is then a point up to rounding: means of equal values differ
+        # in the last bits)
         wilson = _wilson(s.value, s.items, bounds)
         half = (wilson[1] - wilson[0]) / (2 * Z95)
         s = replace(s, ci=wilson, sem=half, ci_questions=wilson, sem_questions=half)
-    return s
+    return _snapped(s, 1e-12 * (bounds[1] - bounds[0] if math.isfinite(bounds[1] - bounds[0])
+                                else 1.0))
+
+
+def _snapped(s: Summary, tol: float) -> Summary:
+    """Rounding noise read as zero: two rules that agree on every answer differ by ~1e-17
+    (the same votes summed in another order), which printed as -0.0000 and [-0.000, 0.000]."""
+
+    def z(x: float) -> float:
+        return 0.0 if abs(x) <= tol else x
+
+    return replace(s, value=z(s.value), sem=z(s.sem), ci=(z(s.ci[0]), z(s.ci[1])),
+                   sem_questions=z(s.sem_questions),
+                   ci_questions=(z(s.ci_questions[0]), z(s.ci_questions[1])))
 
 
 def _wilson(value: float, items: int, bounds: tuple[float, float]) -> tuple[float, float]:
