@@ -186,9 +186,10 @@ SPEC_HOMES = ("spec.py", "plan.py")  # the spec's own module, and the resolver
 SPEC_TYPES = {"RunSpec", "MemberSpec", "EnsembleSpec"}
 # what the other modules may import from the spec's module: the type (to pass a spec on), and
 # what makes a spec or reads a file, not what reads a spec
-SPEC_IMPORTS = SPEC_TYPES - {"MemberSpec"} | {"SPEC_FILE", "SPEC_VERSION", "command_spec",
-                                              "folder_identity", "load_spec", "one_model",
-                                              "spec_folder", "spec_schema"}
+SPEC_IMPORTS = SPEC_TYPES - {"MemberSpec"} | {"SPEC_FILE", "SPEC_VERSION", "calibration_spec",
+                                              "calibration_command_spec", "command_spec",
+                                              "load_spec", "one_model", "spec_folder",
+                                              "spec_schema"}
 
 
 def _annotated_spec(node: ast.expr | None) -> bool:

@@ -7,7 +7,9 @@ import pytest
 
 from ensemble import Ensemble, Member, resolve_members
 from ensemble.errors import InputError
-from ensemble.evals.calibrate import CalibrationConfig, run_calibration
+from ensemble.evals.calibrate import run_calibration
+from ensemble.evals.runner import RunOptions
+from ensemble.evals.spec import calibration_spec
 from ensemble.providers.options import ProviderOptions
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
@@ -19,12 +21,10 @@ def _calibrate(srv: SimulatedServer, out) -> str:
     # 40 of the 400 questions, 8 samples each, at two temperatures: 80 requests, ~1.5 s. The
     # simulated answers are a function of the server's seed, so the fit is reproducible; at these
     # seeds each 95% interval covers its planted λ₁ (about 1 in 20 seeds would not).
-    cfg = CalibrationConfig(model=MODEL,
-                            provider=ProviderOptions(api_base=srv.base_url,
-                                                     transport=srv.transport()),
-                            temperatures=(1.0, 2.0), samples=8, limit=40, n_budget=3,
-                            out=str(out))
-    asyncio.run(run_calibration(cfg))
+    spec = calibration_spec(MODEL, (1.0, 2.0), samples=8, limit=40, n_budget=3)
+    asyncio.run(run_calibration(spec, RunOptions(
+        provider=ProviderOptions(api_base=srv.base_url, transport=srv.transport()),
+        out=str(out))))
     return str(out / "profile.json")
 
 

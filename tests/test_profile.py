@@ -13,7 +13,10 @@ import pytest
 
 from ensemble import CalibrationProfile
 from ensemble.errors import InputError
-from ensemble.evals.calibrate import CalibrationConfig, run_calibration
+from ensemble.evals.calibrate import run_calibration
+from ensemble.evals.runner import RunOptions
+from ensemble.evals.schemas import dump
+from ensemble.evals.spec import calibration_spec
 from ensemble.profile import TemperatureFit, public_api_base
 from ensemble.providers.options import ProviderOptions
 from ensemble.testing import SimulatedServer
@@ -125,12 +128,12 @@ def test_calibrate_writes_a_profile_that_covers_the_planted_lambda(tmp_path):
     and 1: the profile's λ₁ interval (joint fit) covers 3 (seeded: deterministic), its
     per-temperature fits are calibration.json's, and nothing secret is in it."""
     with SimulatedServer(lam1=3.0, seed=3) as srv:
-        cfg = CalibrationConfig(model="openai/sim-expert",
-                                provider=ProviderOptions(api_base=srv.base_url,
-                                                         api_key="sk-supersecret-123"),
-                                temperatures=(0.5, 1.0),
-                                samples=10, limit=200, n_budget=3, out=str(tmp_path / "cal"))
-        doc = asyncio.run(run_calibration(cfg))
+        spec = calibration_spec("openai/sim-expert", (0.5, 1.0), samples=10, limit=200,
+                                n_budget=3)
+        opts = RunOptions(provider=ProviderOptions(api_base=srv.base_url,
+                                                   api_key="sk-supersecret-123"),
+                          out=str(tmp_path / "cal"))
+        doc = dump(asyncio.run(run_calibration(spec, opts)))
     text = (tmp_path / "cal" / "profile.json").read_text()
     assert "sk-supersecret" not in text
     prof = CalibrationProfile.load(tmp_path / "cal" / "profile.json")

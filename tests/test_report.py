@@ -7,7 +7,7 @@ import pytest
 
 from ensemble.calibration import JointFit, LambdaFit
 from ensemble.errors import InputError
-from ensemble.report import inline_html, lambda_t_figure, write_report
+from ensemble.report import inline_html, lambda_t_figure
 
 
 def test_html_escapes_text_and_embeds_images(tmp_path):
@@ -122,6 +122,32 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 
 # -- reports a person can act on --------------------------------------------------------------
+
+def write_report(out, *, model, fits, joint, panels, recommendation, mode, meta=None):
+    """The calibration report of these fits (`ensemble.evals.report.write_report`), its
+    document built as a calibration builds it: `meta` the run's context, the rest blank."""
+    from ensemble.evals import report
+    from ensemble.evals.schemas import (
+        CalibrationMeta,
+        CalibrationSummary,
+        FailedSummary,
+        Recommendation,
+    )
+
+    ctx = {"api_base": None, "endpoint": None, "served_by": None, "task": "boxball",
+           "data": None, "questions": 0, "samples_per_question": 0, "temperatures": [],
+           "bias": True, "mirror": False, "seed": 0, "limit": None, "created": "",
+           "version": "", "requests": 0, "cost_usd": None, "invalid": 0, "run_dir": str(out),
+           "bootstrap": None, **(meta or {}), "model": model, "mode": mode}
+    doc = CalibrationSummary(
+        model=model, endpoint=None, meta=CalibrationMeta(**ctx), units="", mode=mode, fits=[],
+        joint=None, invalid=0, requests=0, cost_usd=None, rate_limited=0, report={},
+        recommendation=None if recommendation is None else Recommendation.model_validate(
+            recommendation),
+        failed=FailedSummary(count=0, of=0, ids=[], reasons={}, file=None), profile="")
+    return report.write_report(out, doc, fits=fits, joint=joint, panels=panels)
+
+
 META = {
     "model": "openai/sim",
     "api_base": "http://127.0.0.1:9/v1",

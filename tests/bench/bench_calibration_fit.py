@@ -30,8 +30,28 @@ if str(SRC) not in sys.path:
 
 from ensemble.calibration import fit_joint, fit_lambda  # noqa: E402
 from ensemble.evals.calibrate import recommend  # noqa: E402
-from ensemble.report import write_report  # noqa: E402
+from ensemble.evals.report import write_report  # noqa: E402
+from ensemble.evals.schemas import (  # noqa: E402
+    CalibrationMeta,
+    CalibrationSummary,
+    FailedSummary,
+    Recommendation,
+)
 from ensemble.tasks import get_task  # noqa: E402
+
+
+def _document(out: str, rec: dict | None) -> CalibrationSummary:
+    """The calibration document a report is rendered from (the run's context left blank)."""
+    meta = CalibrationMeta(
+        model="openai/sim-expert", api_base=None, endpoint=None, served_by=None, task="boxball",
+        data=None, mode="sample", questions=400, samples_per_question=10,
+        temperatures=[0.5, 1.0, 2.0], bias=True, mirror=False, seed=0, limit=None, created="",
+        version="", requests=0, cost_usd=None, invalid=0, run_dir=out, bootstrap=None)
+    return CalibrationSummary(
+        model=meta.model, endpoint=None, meta=meta, units="", mode="sample", fits=[],
+        joint=None, recommendation=None if rec is None else Recommendation.model_validate(rec),
+        invalid=0, requests=0, cost_usd=None, rate_limited=0, report={}, profile="",
+        failed=FailedSummary(count=0, of=0, ids=[], reasons={}, file=None))
 
 
 def main() -> int:
@@ -64,8 +84,7 @@ def main() -> int:
         panels = [{"t": f.t, "fit": f, "posteriors": post, "proportions": k / n}
                   for f, (_, _, k, n) in zip(fits, groups, strict=True)]
         with tempfile.TemporaryDirectory() as d:
-            write_report(Path(d), model="openai/sim-expert", fits=fits, joint=joint,
-                         panels=panels, recommendation=rec, mode="sample")
+            write_report(Path(d), _document(d, rec), fits=fits, joint=joint, panels=panels)
         t2 = time.perf_counter()
         # recommend caches its linear programs by (n, λ): the first repeat is what a run pays
         times.setdefault("recommend (rule per t)", []).append(t1 - t0)

@@ -176,9 +176,10 @@ def test_a_spec_without_a_version_runs_and_one_of_a_newer_version_is_refused(
     rc, out, err = _cli(capsys, "eval", "--spec", tmp_path / "spec.json", "--out",
                         tmp_path / "run", "--json")
     assert rc == 0, err
-    assert json.loads((tmp_path / "run" / "spec.json").read_text())["schema_version"] == 1
-    (tmp_path / "newer.json").write_text(json.dumps({**spec, "schema_version": 2}))
+    recorded = json.loads((tmp_path / "run" / "spec.json").read_text())
+    assert recorded["schema_version"] == SPEC_VERSION
+    (tmp_path / "newer.json").write_text(json.dumps({**spec, "schema_version": 99}))
     line = _refused(capsys, "eval", "--spec", tmp_path / "newer.json")
-    assert "newer.json" in line and "newer" in line and "schema_version 2" in line
+    assert "newer.json" in line and "newer" in line and "schema_version 99" in line
     (tmp_path / "bad.json").write_text(json.dumps({**spec, "schema_version": "one"}))
     assert "not a format number" in _refused(capsys, "eval", "--spec", tmp_path / "bad.json")

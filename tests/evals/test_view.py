@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ensemble.evals.calibrate import CalibrationConfig, run_calibration
+from ensemble.evals.calibrate import run_calibration
 from ensemble.evals.records import (
     model_members,
     read_samples,
@@ -34,7 +34,7 @@ from ensemble.evals.records import (
 )
 from ensemble.evals.runner import RunOptions, run_eval
 from ensemble.evals.schemas import dump
-from ensemble.evals.spec import load_spec, one_model
+from ensemble.evals.spec import calibration_spec, load_spec, one_model
 from ensemble.evals.view import build_view, embed_json
 from ensemble.jsonio import loads
 from ensemble.providers.options import ProviderOptions
@@ -63,12 +63,11 @@ def runs(tmp_path_factory):
         _eval(base / "a", srv)
     with SimulatedServer(lam1=6.0, seed=2) as srv:
         _eval(base / "b", srv, t=(1.0,))
-        cal = CalibrationConfig(model="openai/sim-expert",
-                                provider=ProviderOptions(api_base=srv.base_url,
-                                                         transport=srv.transport()),
-                                temperatures=(0.5, 1.0), samples=4, limit=30, n_budget=3,
-                                out=str(base / "cal"))
-        asyncio.run(run_calibration(cal))
+        cal = calibration_spec("openai/sim-expert", (0.5, 1.0), samples=4, limit=30,
+                               n_budget=3)
+        asyncio.run(run_calibration(cal, RunOptions(
+            provider=ProviderOptions(api_base=srv.base_url, transport=srv.transport()),
+            out=str(base / "cal"))))
     return base
 
 

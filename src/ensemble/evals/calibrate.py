@@ -1,93 +1,83 @@
-"""Run a calibration: sample the box-and-ball task (or a user task with posteriors), fit λ per
-temperature and jointly, recommend a temperature and an aggregator, write the report."""
+"""A calibration, the run kind that fits λ: the box-and-ball task (or a user task with
+posteriors) sampled at each temperature, λ fitted per temperature and jointly, a temperature
+and an aggregator recommended, the profile, the report and calibration.json written.
+
+It runs on the evals' one orchestration: its spec (`evals.spec.RunSpec`, `kind:
+"calibration"`, `calibration_spec`) is resolved into a plan (`evals.plan.resolve`: task,
+questions, one member per temperature, folder, requests), which `runner.draw_plan` draws as it
+draws an eval's; only what is done with the samples differs (here: fits, not votes).
+"""
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ensemble.calibration import LambdaFit, fit_joint, fit_lambda, fit_probabilities
+from ensemble.calibration import JointFit, LambdaFit, fit_joint, fit_lambda, fit_probabilities
 from ensemble.errors import InputError
 from ensemble.profile import PROFILE_FILE, CalibrationProfile, TemperatureFit, public_api_base
-from ensemble.providers.options import ProviderOptions
 from ensemble.rules import ROBUST, aggregator_info, declared, main_vote
-from ensemble.sampling.batch_options import BatchOptions
-from ensemble.sampling.types import SampleRequest
-from ensemble.tasks import Question, Task, get_task, layout_of
+from ensemble.tasks import Question
 
-__all__ = ["LOGPROB_INSTRUCTION", "CalibrationConfig", "calibration_dir", "recommend",
-           "run_calibration"]
+from .draw import Drawn
+from .plan import RunOptions, RunPlan, resolve
+from .runner import draw_plan
+from .schemas import (
+    CALIBRATION_VERSION,
+    CalibrationFit,
+    CalibrationJoint,
+    CalibrationMeta,
+    CalibrationSummary,
+    FailedSummary,
+    Recommendation,
+)
+from .spec import RunSpec
+
+__all__ = ["calibrate_plan", "recommend", "run_calibration"]
 
 # bootstrap draws behind each p-value (the fits' default; seeded from the answers, not by --seed)
 GOF_REPS = 999
-DEFAULT_TASK = "boxball"  # what `ensemble calibrate` fits on without --task
-LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
-                       "Left Box or R for the Right Box.")
+UNITS = "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; bias on the logit scale"
 
 
-@dataclass(frozen=True)
-class CalibrationConfig:
-    model: str
-    temperatures: tuple[float, ...]
-    samples: int = 20
-    task: str = DEFAULT_TASK
-    data: str | None = None
-    limit: int | None = None
-    seed: int = 0
-    bias: bool = True
-    mirror: bool = False
-    mode: str = "sample"
-    n_budget: int = 5
-    eval_dir: str | None = None
-    out: str | None = None
-    provider: ProviderOptions = field(default_factory=ProviderOptions)
-    fail_on_error: float | None = None
-    max_cost: float | None = None
-    max_tokens: int | None = None
-    dry_run: bool = False
-    progress: bool = False
-    on_status: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
-    target_accuracy: float | None = None
-    batch: BatchOptions | None = None  # draw through the provider's Batch API
-    router: str | None = None  # a litellm Router config: online over several deployments
+async def run_calibration(spec: RunSpec, options: RunOptions | None = None
+                          ) -> CalibrationSummary:
+    """Draw the calibration's samples, fit λ per temperature and jointly, recommend, and write
+    the profile, the report and calibration.json; returns calibration.json's document. The
+    spec is read once, into its plan. A dry run is `runner.estimate_run`."""
+    plan = resolve(spec, options)
+    if plan.kind != "calibration":
+        raise InputError("this spec is an eval's: run it with `ensemble eval --spec`, or "
+                         "evals.runner.run_eval")
+    if plan.dry_run:
+        raise InputError("a dry run sends nothing and writes nothing: call "
+                         "evals.runner.estimate_run(spec, options)")
+    return await calibrate_plan(plan)
 
 
-def _task(cfg: CalibrationConfig) -> Task:
-    layout = layout_of(cfg.task)
-    if not layout.calibrates:
-        raise InputError(f"calibration needs questions with a posterior (P(first choice)); "
-                         f"task {cfg.task!r} has none: use boxball, or jsonl with a posterior "
-                         "field")
-    return get_task(cfg.task, **({"data": cfg.data} if layout.takes_data else {}))
-
-
-def _questions(cfg: CalibrationConfig, task: Task) -> list[Question]:
-    qs = list(task.questions())
-    if any(q.posterior is None for q in qs):
-        raise InputError("calibration questions need a `posterior` field (P(first choice))")
-    if cfg.limit is not None and cfg.limit < len(qs):
-        idx = sorted(random.Random(cfg.seed).sample(range(len(qs)), cfg.limit))
-        qs = [qs[i] for i in idx]
-    return qs
-
-
-def calibration_dir(cfg: CalibrationConfig) -> Path:
-    """--out, or `runs/calibrate-MODEL` (box-ball) / `runs/calibrate-jsonl-DATA-MODEL`: the same
-    command finds the same folder, so a rerun resumes from its store."""
-    from .records import default_run_dir
-
-    layout = layout_of(cfg.task)
-    data = cfg.data if layout.takes_data else None
-    return Path(cfg.out) if cfg.out else default_run_dir(cfg.task, cfg.model, data=data,
-                                                         kind="calibrate",
-                                                         short=cfg.task == DEFAULT_TASK,
-                                                         api_base=cfg.provider.endpoint.api_base)
+async def calibrate_plan(plan: RunPlan) -> CalibrationSummary:
+    """A calibration's steps on its plan: read the eval run it recommends from (before any
+    request), draw (`runner.draw_plan`), write the records, fit, recommend, write."""
+    fit = plan.fit
+    assert fit is not None, "a calibration's plan has its fit"
+    cells = _eval_cells(fit.eval_dir) if fit.eval_dir else {}
+    # the failed questions are left out of every fit
+    drawn = await draw_plan(plan)
+    qs = drawn.questions
+    _write_records(plan.out, qs, plan.temperatures, drawn.rows, drawn.answers)
+    _say(plan, f"fitting λ at t = {', '.join(f'{t:g}' for t in plan.temperatures)} and testing "
+               f"λ₁/t ({GOF_REPS} bootstrap draws per test)...")
+    fits, panels, groups, invalid = _fits(plan, qs, drawn)
+    joint = fit_joint(groups, bias=fit.bias) if groups else None
+    _say(plan, "choosing the rule for each temperature (worst-case regret) and writing the "
+               "report...")
+    rec = recommend(fits, fit.n_budget, cells=cells, joint=joint, model=plan.model,
+                    api_base=plan.members[0].api_base, choices=qs[0].choices,
+                    target_accuracy=fit.target_accuracy)
+    return _write(plan, qs, fits, joint, rec, panels, invalid, drawn)
 
 
 def _write_records(out: Path, qs: list[Question], temperatures: tuple[float, ...],
@@ -101,12 +91,13 @@ def _write_records(out: Path, qs: list[Question], temperatures: tuple[float, ...
     (out / VOTES_FILE).unlink(missing_ok=True)
 
 
-def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> CalibrationProfile:
+def _profile(meta: CalibrationMeta, fits: list[LambdaFit], joint: JointFit | None
+             ) -> CalibrationProfile:
     """The profile.json of a calibration: λ₁ from the joint fit, or from the single finite
     fit at t > 0 when there is no joint fit (then λ₁/t is assumed, not tested)."""
     lam1 = lam1_ci = lam1_se = source = None
     if joint is not None:
-        lam1, lam1_ci, lam1_se, source = joint.lam1, tuple(joint.ci), joint.se, "joint"
+        lam1, lam1_ci, lam1_se, source = joint.lam1, (joint.ci[0], joint.ci[1]), joint.se, "joint"
     else:
         finite = [f for f in fits if f.t and f.t > 0 and math.isfinite(f.lam)]
         if len(finite) == 1:
@@ -119,8 +110,8 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
     if joint is None and source is not None:
         bias = next(f.bias for f in fits if f.t and f"t={f.t:g}" == source)
     return CalibrationProfile(
-        model=meta["model"], api_base=meta["api_base"], endpoint=meta.get("endpoint"),
-        task=meta["task"], mode=meta["mode"],
+        model=meta.model, api_base=meta.api_base, endpoint=meta.endpoint,
+        task=meta.task, mode=meta.mode,
         lam1=lam1, lam1_ci=lam1_ci, lam1_se=lam1_se, lam1_source=source,
         lrt_pvalue=None if joint is None else joint.lrt_pvalue,
         law_holds=None if joint is None else joint.holds,
@@ -129,101 +120,30 @@ def _profile(meta: dict[str, Any], fits: list[LambdaFit], joint: Any) -> Calibra
                              separated=f.separated, bias=f.bias, bias_se=f.bias_se,
                              n_questions=f.n_questions, n_valid=f.n_valid,
                              gof_pvalue=f.gof_pvalue) for f in fits],
-        questions=meta["questions"], samples_per_question=meta["samples_per_question"],
-        valid_answers=valid, seed=meta["seed"], created=meta["created"],
-        version=meta["version"], data=meta["data"])
+        questions=meta.questions, samples_per_question=meta.samples_per_question,
+        valid_answers=valid, seed=meta.seed, created=meta.created,
+        version=meta.version, data=meta.data)
 
 
-def _check(cfg: CalibrationConfig) -> dict[tuple[float, int], dict[str, Any]]:
-    """Everything a calibration checks before its first request (one InputError line); returns
-    the cells of `--eval-dir` (read now, so a wrong folder costs nothing)."""
-    if not cfg.temperatures or any(t < 0 for t in cfg.temperatures):
-        raise InputError("give temperatures >= 0 with --t")
-    twice = sorted({t for t in cfg.temperatures if cfg.temperatures.count(t) > 1})
-    if twice:
-        raise InputError(f"--t {twice[0]:g} is given twice: each temperature is fitted once "
-                         "(and λ(t) = λ₁/t is tested across distinct ones); give each once")
-    if cfg.mode not in ("sample", "logprob"):
-        raise InputError(f"--mode must be sample or logprob, got {cfg.mode!r}")
-    if cfg.seed < 0:
-        raise InputError(f"--seed must be an integer >= 0, got {cfg.seed}")
-    if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy < 1:
-        raise InputError(f"--target-accuracy must lie in (0, 1), got {cfg.target_accuracy}")
-    if cfg.target_accuracy is not None and not cfg.eval_dir:
-        raise InputError("--target-accuracy needs --eval-dir: the accuracy of a vote depends on "
-                         "your task, so give an `ensemble eval` run of it at these temperatures")
-    return _eval_cells(cfg.eval_dir) if cfg.eval_dir else {}
-
-
-def _build(cfg: CalibrationConfig, task: Task) -> Any:
-    """The requests of a calibration: k samples per question and t, or (logprob mode) one
-    one-token reply with its top logprobs."""
-    max_tokens = cfg.max_tokens or task.max_tokens
-
-    def build(q: Question, t: float, k: int) -> SampleRequest:
-        if cfg.mode == "logprob":
-            return SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
-                                    max_tokens=1, logprobs=True, top_logprobs=5)
-        return SampleRequest.of(q.prompt, temperature=t, k=k, max_tokens=max_tokens)
-
-    return build
-
-
-async def run_calibration(cfg: CalibrationConfig) -> dict[str, Any]:
-    """Draw the calibration's samples, fit λ per temperature and jointly, recommend, and write
-    the profile, the report and calibration.json."""
-    from .draw import DrawMember, DrawPolicy, draw, estimate
-
-    cells = _check(cfg)
-    task = _task(cfg)
-    qs = _questions(cfg, task)
-    out = calibration_dir(cfg)
-    k = 1 if cfg.mode == "logprob" else cfg.samples
-    members = [DrawMember(cfg.model, t, k, cfg.provider) for t in cfg.temperatures]
-    if cfg.dry_run:
-        (doc,) = estimate(task, qs, members, out=out, build=_build(cfg, task))
-        return {"task": cfg.task, "questions": len(qs), "temperatures": cfg.temperatures, **doc}
-    from .rundir import calibration_identity, claim_run_dir
-
-    claim_run_dir(out, kind="calibration", task=cfg.task, model=cfg.model,
-                  identity=calibration_identity(cfg.provider.endpoint.api_base, cfg.data))
-    policy = DrawPolicy(fail_on_error=cfg.fail_on_error, max_cost=cfg.max_cost,
-                        progress=cfg.progress, on_status=cfg.on_status, batch=cfg.batch,
-                        router=cfg.router)
-    # the failed questions are left out of every fit
-    drawn = await draw(task, qs, members, out=out, policy=policy, build=_build(cfg, task))
-    qs = drawn.questions
-    _write_records(out, qs, cfg.temperatures, drawn.rows, drawn.answers)
-    _say(cfg, f"fitting λ at t = {', '.join(f'{t:g}' for t in cfg.temperatures)} and testing "
-              f"λ₁/t ({GOF_REPS} bootstrap draws per test)...")
-    fits, panels, groups, invalid = _fits(cfg, qs, drawn)
-    joint = fit_joint(groups, bias=cfg.bias) if groups else None
-    _say(cfg, "choosing the rule for each temperature (worst-case regret) and writing the "
-              "report...")
-    rec = recommend(fits, cfg.n_budget, cells=cells, joint=joint, model=cfg.model,
-                    api_base=cfg.provider.endpoint.api_base, choices=qs[0].choices,
-                    target_accuracy=cfg.target_accuracy)
-    (stats,) = drawn.stats
-    return _write(cfg, out, qs, fits, joint, rec, panels, invalid, stats, drawn)
-
-
-def _fits(cfg: CalibrationConfig, qs: list[Question], drawn: Any
+def _fits(plan: RunPlan, qs: list[Question], drawn: Drawn
           ) -> tuple[list[LambdaFit], list[dict[str, Any]], list[Any], int]:
     """λ per temperature (binomial GLM on the answers, or the logprobs' probabilities), the
     report's panels, the joint fit's groups and the invalid replies."""
+    fit = plan.fit
+    assert fit is not None
     post = np.array([q.posterior for q in qs], dtype=float)
     fits: list[LambdaFit] = []
     panels, groups = [], []
     invalid = 0
     nq = len(qs)
-    for ti, t in enumerate(cfg.temperatures):
-        if cfg.mode == "logprob":
+    for ti, t in enumerate(plan.temperatures):
+        if fit.mode == "logprob":
             block = drawn.rows[ti * nq:(ti + 1) * nq]
             probs = np.array([_p_first(r[0], qs[0].choices) for r in block], dtype=float)
             if np.isnan(probs).any():
                 raise InputError("the provider returned no usable top logprobs for the answer "
                                  "token; use --mode sample")
-            fit = fit_probabilities(post, probs, bias=cfg.bias, t=t)
+            lam_fit = fit_probabilities(post, probs, bias=fit.bias, t=t)
             props = probs
         else:
             ans = drawn.answers[ti]
@@ -234,80 +154,76 @@ def _fits(cfg: CalibrationConfig, qs: list[Question], drawn: Any
             if valid.sum() == 0:
                 raise InputError(f"no valid answers at t = {t:g}: the model's replies could not "
                                  "be parsed (see `ensemble sample` to inspect them)")
-            fit = fit_lambda(post, ones, valid, bias=cfg.bias, mirror=cfg.mirror, t=t)
+            lam_fit = fit_lambda(post, ones, valid, bias=fit.bias, mirror=fit.mirror, t=t)
             groups.append((t, post, ones, valid))
             with np.errstate(invalid="ignore", divide="ignore"):
                 props = np.where(valid > 0, ones / np.maximum(valid, 1), np.nan)
-        fits.append(fit)
-        panels.append({"t": t, "fit": fit, "posteriors": post, "proportions": props})
+        fits.append(lam_fit)
+        panels.append({"t": t, "fit": lam_fit, "posteriors": post, "proportions": props})
     return fits, panels, groups, invalid
 
 
-def _write(cfg: CalibrationConfig, out: Path, qs: list[Question], fits: list[LambdaFit],
-           joint: Any, rec: Any, panels: list[dict[str, Any]], invalid: int, stats: Any,
-           drawn: Any) -> dict[str, Any]:
-    """profile.json, the report and calibration.json; returns calibration.json's document."""
+def _write(plan: RunPlan, qs: list[Question], fits: list[LambdaFit], joint: JointFit | None,
+           rec: dict[str, Any] | None, panels: list[dict[str, Any]], invalid: int,
+           drawn: Drawn) -> CalibrationSummary:
+    """profile.json, the report and calibration.json (built by keyword from the fits);
+    returns calibration.json's document."""
     from ensemble import __version__
-    from ensemble.report import write_report
+    from ensemble.jsonio import dumps, write_atomic
 
     from .records import now_iso
+    from .report import write_report
+    from .schemas import dump
 
-    meta = {"model": cfg.model, "api_base": public_api_base(cfg.provider.endpoint.api_base),
-            "endpoint": drawn.endpoints[0], "served_by": drawn.served_by[0],
-            "task": cfg.task, "data": cfg.data, "mode": cfg.mode, "questions": len(qs),
-            "samples_per_question": 1 if cfg.mode == "logprob" else cfg.samples,
-            "temperatures": list(cfg.temperatures), "bias": cfg.bias, "mirror": cfg.mirror,
-            "seed": cfg.seed, "limit": cfg.limit, "created": now_iso(), "version": __version__,
-            "requests": stats.requests, "cost_usd": stats.cost_usd, "invalid": invalid,
-            "run_dir": str(out),
-            "bootstrap": None if joint is None or not joint.gof_reps else
-            f"{joint.gof_reps} draws per test, seed {joint.boot_seed} (from the answers)"}
-    profile = _profile(meta, fits, joint)
-    profile.save(out / PROFILE_FILE)
-    paths = write_report(out, model=cfg.model, fits=fits, joint=joint, panels=panels,
-                         recommendation=rec, mode=cfg.mode, meta=meta)
-    doc = {
-        "model": cfg.model,
-        "endpoint": drawn.endpoints[0],
-        "meta": meta,
-        "units": "λ in ψ_λ(p) = 1/(1+exp(2λ(1−2p))) units; bias on the logit scale",
-        "mode": cfg.mode,
-        "fits": [{"t": f.t, "lam": f.lam, "se": f.se, "ci": list(f.ci), "bias": f.bias,
-                  "bias_se": f.bias_se, "separated": f.separated, "n_questions": f.n_questions,
-                  "n_valid": f.n_valid, "deviance": f.deviance, "gof_pvalue": f.gof_pvalue,
-                  "deviance_pvalue": f.deviance_pvalue, "gof_reps": f.gof_reps,
-                  "boot_seed": f.boot_seed, "notes": list(f.notes)} for f in fits],
-        "joint": _joint_doc(joint),
-        "recommendation": rec,
-        "invalid": invalid, "requests": stats.requests, "cost_usd": stats.cost_usd,
-        "rate_limited": stats.rate_limited, "failed": drawn.failed.to_dict(),
-        "report": {k: str(v) for k, v in paths.items()},
-        "profile": str(out / PROFILE_FILE),
-    }
-    from ensemble.jsonio import dumps
-
-    from .schemas import CalibrationSummary, dump
-
-    doc = dump(CalibrationSummary.model_validate(doc))  # a bug, not input, if it fails
-    (out / "calibration.json").write_text(dumps(doc, indent=2) + "\n")
+    fit = plan.fit
+    assert fit is not None
+    (stats,) = drawn.stats
+    meta = CalibrationMeta(
+        model=plan.model, api_base=public_api_base(plan.members[0].api_base),
+        endpoint=drawn.endpoints[0], served_by=drawn.served_by[0], task=plan.task_name,
+        data=plan.data, mode=fit.mode, questions=len(qs),
+        samples_per_question=plan.members[0].samples, temperatures=list(plan.temperatures),
+        bias=fit.bias, mirror=fit.mirror, seed=plan.seed, limit=plan.limit, created=now_iso(),
+        version=__version__, requests=stats.requests, cost_usd=stats.cost_usd,
+        invalid=invalid, run_dir=str(plan.out),
+        bootstrap=None if joint is None or not joint.gof_reps else
+        f"{joint.gof_reps} draws per test, seed {joint.boot_seed} (from the answers)")
+    _profile(meta, fits, joint).save(plan.out / PROFILE_FILE)
+    doc = CalibrationSummary(
+        schema_version=CALIBRATION_VERSION, model=plan.model, endpoint=drawn.endpoints[0],
+        meta=meta, units=UNITS, mode="logprob" if fit.mode == "logprob" else "sample",
+        fits=[CalibrationFit(t=f.t, lam=f.lam, se=f.se, ci=list(f.ci), bias=f.bias,
+                             bias_se=f.bias_se, separated=f.separated,
+                             n_questions=f.n_questions, n_valid=f.n_valid, deviance=f.deviance,
+                             gof_pvalue=f.gof_pvalue, deviance_pvalue=f.deviance_pvalue,
+                             gof_reps=f.gof_reps, boot_seed=f.boot_seed, notes=list(f.notes))
+              for f in fits],
+        joint=_joint_doc(joint),
+        recommendation=None if rec is None else Recommendation.model_validate(rec),
+        invalid=invalid, requests=stats.requests, cost_usd=stats.cost_usd,
+        rate_limited=stats.rate_limited, failed=FailedSummary(**drawn.failed.to_dict()),
+        report={}, profile=str(plan.out / PROFILE_FILE))
+    paths = write_report(plan.out, doc, fits=fits, joint=joint, panels=panels)
+    doc.report = {k: str(v) for k, v in paths.items()}
+    write_atomic(plan.out / "calibration.json", dumps(dump(doc), indent=2) + "\n")
     return doc
 
 
-def _say(cfg: CalibrationConfig, line: str) -> None:
+def _say(plan: RunPlan, line: str) -> None:
     """A status line after the progress bar (the fits and the report take a few seconds)."""
-    if cfg.progress and cfg.on_status is not None:
-        cfg.on_status(line)
+    if plan.policy.progress and plan.policy.on_status is not None:
+        plan.policy.on_status(line)
 
 
-def _joint_doc(joint: Any) -> dict[str, Any] | None:
+def _joint_doc(joint: JointFit | None) -> CalibrationJoint | None:
     """The `joint` section of calibration.json (with the bootstrap's draws and seed)."""
     if joint is None:
         return None
-    return {"lam1": joint.lam1, "se": joint.se, "ci": list(joint.ci),
-            "lrt_pvalue": joint.lrt_pvalue, "holds": joint.holds, "gof_pvalue": joint.gof_pvalue,
-            "deviance_pvalue": joint.deviance_pvalue, "bias_form": joint.bias_form,
-            "biases": None if joint.biases is None else list(joint.biases),
-            "gof_reps": joint.gof_reps, "boot_seed": joint.boot_seed}
+    return CalibrationJoint(
+        lam1=joint.lam1, se=joint.se, ci=list(joint.ci), lrt_pvalue=joint.lrt_pvalue,
+        holds=joint.holds, gof_pvalue=joint.gof_pvalue, deviance_pvalue=joint.deviance_pvalue,
+        bias_form=joint.bias_form, biases=None if joint.biases is None else list(joint.biases),
+        gof_reps=joint.gof_reps, boot_seed=joint.boot_seed)
 
 
 def _p_first(sample: Any, choices: tuple[str, ...]) -> float:

@@ -31,7 +31,8 @@ from ensemble.tasks import Question, Task
 
 from .failures import FailedQuestions
 
-__all__ = ["Build", "DrawMember", "DrawPolicy", "Drawn", "draw", "estimate", "requests_of"]
+__all__ = ["LOGPROB_INSTRUCTION", "Build", "DrawMember", "DrawPolicy", "Drawn",
+           "calibration_requests", "draw", "estimate", "requests_of"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,26 @@ def requests_of(task: Task, *, max_tokens: int | None = None,
 
     def build(q: Question, t: float, k: int) -> SampleRequest:
         return SampleRequest.of(q.prompt, temperature=t, k=k, tag=q.id, **params)
+
+    return build
+
+
+# a calibration in logprob mode asks one one-token reply and reads P(L) from its top logprobs
+LOGPROB_INSTRUCTION = ("\n\nDo not explain. Reply with exactly one uppercase letter: L for the "
+                       "Left Box or R for the Right Box.")
+
+
+def calibration_requests(task: Task, *, mode: str, max_tokens: int | None = None) -> Build:
+    """A calibration's requests: k samples of a question at t (the task's prompt and budget),
+    or in logprob mode one one-token reply with its top 5 logprobs (`LOGPROB_INSTRUCTION`).
+    They carry no tag: a calibration's stored samples are keyed as they always were."""
+    budget = max_tokens or task.max_tokens
+
+    def build(q: Question, t: float, k: int) -> SampleRequest:
+        if mode == "logprob":
+            return SampleRequest.of(q.prompt + LOGPROB_INSTRUCTION, temperature=t, k=1,
+                                    max_tokens=1, logprobs=True, top_logprobs=5)
+        return SampleRequest.of(q.prompt, temperature=t, k=k, max_tokens=budget)
 
     return build
 

@@ -28,23 +28,25 @@ from ensemble.rules import Requests, reads
 from ensemble.sampling.batch_options import BatchOptions
 from ensemble.tasks import Question, Task, TaskLayout, layout_of, task_title
 
-from .draw import Build, DrawMember, DrawPolicy, requests_of
+from .draw import Build, DrawMember, DrawPolicy, calibration_requests, requests_of
 from .questions import check_scorable, load_task, select_questions
 from .scoring import ensemble_rules, one_model_rules
 from .spec import (
+    CALIBRATION_TASK,
+    SPEC_FILE,
+    SPEC_VERSION,
     MemberSpec,
     RunSpec,
     bootstrap_of,
     check,
-    profile_lam1,
-    recorded_spec,
+    load_spec,
     seed_of,
-    spec_identity,
-    spec_text,
     task_name,
 )
 
-__all__ = ["PlanMember", "RunOptions", "RunPlan", "Stopping", "member_label", "resolve"]
+__all__ = ["DRAW_FIELDS", "MEMBER_FIELDS", "Fit", "PlanMember", "RunOptions", "RunPlan",
+           "Stopping", "calibration_identity", "folder_identity", "member_label",
+           "profile_lam1", "recorded_spec", "resolve", "spec_identity", "spec_text"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,20 @@ class Stopping:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """How a calibration fits λ: mode ("sample": binomial counts of k answers; "logprob": one
+    reply's top logprobs), a bias term, the paper's mirroring, the samples per decision its
+    recommendation is for, and an eval run (and a target accuracy) to recommend from."""
+
+    mode: str = "sample"
+    bias: bool = True
+    mirror: bool = False
+    n_budget: int = 5
+    eval_dir: str | None = None
+    target_accuracy: float | None = None
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """A run, resolved: what it asks (task, questions, members, requests), how it scores them
     (cells, rules, λ, stopping rules, seed, bootstrap, the task's size), and where it goes
@@ -137,6 +153,8 @@ class RunPlan:
     dry_run: bool = False
     spec_json: str = ""  # RUN/spec.json as this run records it
     identity: dict[str, Any] = field(default_factory=dict)  # what it draws from
+    kind: str = "eval"  # or "calibration": what the run does with its samples
+    fit: Fit | None = None  # a calibration's
 
     @property
     def layout(self) -> TaskLayout:
@@ -167,6 +185,8 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
     their λ, the rules and stopping rules, and what the run's machinery cannot do."""
     options = options or RunOptions()
     check(spec, None)
+    if spec.kind == "calibration":
+        return _calibration(spec, options)
     if spec.ensemble and (options.batch is not None or options.router is not None):
         raise InputError("--ensemble samples each member online through its own endpoint: "
                          "drop --batch / --router")
@@ -206,6 +226,58 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
         build=requests_of(task, max_tokens=spec.max_tokens, extra=requests.sampling()),
         dry_run=options.dry_run, spec_json=spec_text(recorded),
         identity=spec_identity(recorded))
+
+
+def _calibration(spec: RunSpec, options: RunOptions) -> RunPlan:
+    """The plan of a calibration: one model at its temperatures over the questions of a task
+    with posteriors, `limit` of them drawn at random with `seed` (questions, not the task's
+    items: each question is one observation of the fit; docs/statistics.md)."""
+    import random
+
+    name = task_name(spec)
+    if not layout_of(name).calibrates:
+        raise InputError(f"calibration needs questions with a posterior (P(first choice)); "
+                         f"task {name!r} has none: use boxball, or jsonl with a posterior "
+                         "field")
+    task = load_task(name, data=spec.data)
+    questions = list(task.questions())
+    if any(q.posterior is None for q in questions):
+        raise InputError("calibration questions need a `posterior` field (P(first choice))")
+    seed = seed_of(spec)
+    if spec.limit is not None and spec.limit < len(questions):
+        keep = sorted(random.Random(seed).sample(range(len(questions)), spec.limit))
+        questions = [questions[i] for i in keep]
+    fit = Fit(**(spec.fit.model_dump() if spec.fit is not None else {}))
+    members = tuple(PlanMember(None, m.model, float(m.temperature), spec.k(),
+                               _options(options.provider, m.api_base)) for m in spec.members)
+    base = spec.members[0].api_base or options.provider.endpoint.api_base
+    recorded = recorded_spec(spec, api_base=options.provider.endpoint.api_base)
+    return RunPlan(
+        task=task, task_name=name, title=task_title(task), questions=questions,
+        members=members, ensemble=False, ns=(), rules=(), requests=reads(()), lam1=None,
+        stopping=None, limit=spec.limit, seed=seed, bootstrap=bootstrap_of(spec),
+        population=len(questions), data=spec.data,
+        out=_calibration_dir(spec, name, base, options), model=spec.model,
+        provider=options.provider,
+        policy=DrawPolicy(fail_on_error=spec.fail_on_error, max_cost=spec.max_cost,
+                          progress=options.progress, on_status=options.on_status,
+                          batch=options.batch, router=options.router),
+        build=calibration_requests(task, mode=fit.mode, max_tokens=spec.max_tokens),
+        dry_run=options.dry_run, spec_json=spec_text(recorded),
+        identity=spec_identity(recorded), kind="calibration", fit=fit)
+
+
+def _calibration_dir(spec: RunSpec, name: str, api_base: str | None,
+                     options: RunOptions) -> Path:
+    """--out, or `runs/calibrate-MODEL` (box-ball) / `runs/calibrate-jsonl-DATA-MODEL`: the
+    same command finds the same folder, so a rerun resumes from its store."""
+    from .records import default_run_dir
+
+    if options.out:
+        return Path(options.out)
+    data = spec.data if layout_of(name).takes_data else None
+    return default_run_dir(name, spec.model, data=data, kind="calibrate",
+                           short=name == CALIBRATION_TASK, api_base=api_base)
 
 
 def _options(base: ProviderOptions, api_base: str | None) -> ProviderOptions:
@@ -308,3 +380,96 @@ def _run_dir(spec: RunSpec, name: str, options: RunOptions) -> Path:
         before = default_run_dir(name, model, data=data, api_base=api_base)
         return before if before.is_dir() and not folder.exists() else folder
     return default_run_dir(name, model, data=data, api_base=api_base)
+
+
+# -- what a run records of its spec, and the identity of the run a folder holds ----------------
+def profile_lam1(path: str, model: str | None, *, api_base: str | None = None,
+                 flag: str = "--calibration") -> float:
+    """λ₁ of a calibration profile for one model's rules, checked before any request: fitted,
+    finite and >= 0, and of the model and endpoint being evaluated (matched as the Python
+    API matches an ensemble's profiles: `members.profile_for`)."""
+    import math
+
+    from ensemble.members import profile_for
+    from ensemble.profile import CalibrationProfile
+
+    prof = CalibrationProfile.load(path)
+    if prof.lam1 is None:
+        raise InputError(f"{flag} {path}: the profile has no fitted λ₁; give --lam or "
+                         "another profile")
+    if not math.isfinite(prof.lam1) or prof.lam1 < 0:
+        raise InputError(f"{flag} {path}: λ₁ = {prof.lam1:g} is not a rationality "
+                         "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
+    if model:
+        try:
+            profile_for([(path, prof)], model, api_base, fix="or give --lam")
+        except InputError as exc:
+            raise InputError(f"{flag} {path}: {exc}") from None
+    return float(prof.lam1)
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
+    """The spec a run ran, complete: its seed and bootstrap, absolute paths, and each member's
+    endpoint (`api_base`: the run's, for members without their own), so that `ensemble eval
+    --spec` on it repeats the run."""
+    members = [m.model_copy(update={"api_base": m.api_base or api_base,
+                                    "calibration": _absolute(m.calibration)})
+               for m in spec.members]
+    return spec.model_copy(update={
+        "schema_version": SPEC_VERSION,
+        "members": members, "seed": seed_of(spec),
+        "bootstrap": bootstrap_of(spec) if spec.kind == "eval" else None,
+        "data": _absolute(spec.data), "open": spec.open or None,
+        "calibration": [_absolute(c) for c in spec.calibration] if spec.calibration else None})
+
+
+def spec_text(spec: RunSpec) -> str:
+    """RUN/spec.json's text: the spec the run ran (only the fields set)."""
+    from ensemble.jsonio import dumps
+
+    return dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+
+
+# what a run draws from: another value is another run's samples (the store keeps both apart,
+# but summary.json, the records and spec.json would be overwritten)
+DRAW_FIELDS = ("task", "data", "open", "answer", "max_tokens")
+MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
+
+
+def spec_identity(spec: RunSpec) -> dict[str, Any]:
+    """A run spec as the identity of its run: what it draws from (its task and data, the
+    answer kind and completion budget of its requests, each member's model, endpoint
+    (normalised), temperature and label). What is scored from those samples may change in the
+    same folder: a rerun with more samples, other n, rules (--aggregator), stopping rules
+    (--adaptive), limit or seed rescores the same run. A calibration's: its endpoint and data
+    file (`calibration_identity`; other temperatures add to the same run)."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    if spec.kind == "calibration":
+        return calibration_identity(spec.members[0].api_base, spec.data)
+    doc = spec.model_dump(mode="json", exclude_none=True)
+    out: dict[str, Any] = {f: doc.get(f) for f in DRAW_FIELDS}
+    out["members"] = [{f: m.get(f) for f in MEMBER_FIELDS} for m in doc.get("members", [])]
+    for m in out["members"]:
+        if m.get("api_base"):
+            m["api_base"] = normalise_api_base(m["api_base"])
+    return out
+
+
+def calibration_identity(api_base: str | None, data: str | None) -> dict[str, Any]:
+    """What identifies a calibration beside its task and model: its endpoint and data file."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    return {"kind": "calibration", "api_base": normalise_api_base(api_base) if api_base else None,
+            "data": str(Path(data).resolve()) if data else None}
+
+
+def folder_identity(out: Path) -> dict[str, Any] | None:
+    """The identity (`spec_identity`) of the run recorded in a run folder's spec.json; None
+    when there is none (a run written before specs were recorded)."""
+    path = out / SPEC_FILE
+    return spec_identity(load_spec(path, flag="--out")) if path.is_file() else None

@@ -208,10 +208,12 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
                   identity: dict[str, Any] | None = None, title: str | None = None) -> None:
     """Refuse (one line, before any request) to write a run into a folder holding another:
     another kind (a calibration in an eval's folder, or back), task or model, or (`identity`:
-    `spec.spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
+    `plan.spec_identity` of the run's recorded spec, or a calibration's endpoint and data) another
     source of samples. The same run again resumes there, a run whose document this version
     cannot read (damaged, or too old to migrate) included: it rewrites it. `title`: the task
     as the messages name it (a task file's name; default `task`)."""
+    from .spec import SPEC_FILE
+
     _make_run_dir(out)
     there = _kind(out) if out.is_dir() else None
     if there is None:
@@ -233,8 +235,8 @@ def claim_run_dir(out: Path, *, kind: str, task: str, model: str,
         raise InputError(f"--out {out} holds another run ({_COMMAND[kind]} of {title} with "
                          f"{model}: its {field} is {a}, this run's {b}); writing it there would "
                          "overwrite that run's summary and records: give another --out"
-                         + (f", or repeat that run with `ensemble eval --spec {out}`"
-                            if kind == "eval" else ""))
+                         + (f", or repeat that run with `{_COMMAND[kind]} --spec {out}`"
+                            if (out / SPEC_FILE).is_file() else ""))
 
 
 def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
@@ -242,7 +244,7 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
     """A folder without a run's document is written only when it is empty, or when this
     project made it (its sample store: a run stopped before its summary); anything else holds
     someone's files, which the run's would replace (grid.csv, votes.jsonl, ...)."""
-    from .spec import folder_identity
+    from .plan import folder_identity
 
     entries = sorted(p.name for p in out.iterdir())
     if not entries:
@@ -256,9 +258,10 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
     recorded = folder_identity(out)
     if recorded is None:
         return
-    if kind != "eval":
-        raise InputError(f"--out {out} holds another run (ensemble eval, stopped before its "
-                         f"summary); writing {_COMMAND[kind]} of {title} with {model} there "
+    there = recorded.get("kind") or "eval"
+    if there != kind:
+        raise InputError(f"--out {out} holds another run ({_COMMAND[there]}, stopped before "
+                         f"its summary); writing {_COMMAND[kind]} of {title} with {model} there "
                          "would mix or overwrite its files: give another --out")
     if identity is not None:
         diff = _first_difference(recorded, identity)
@@ -266,8 +269,8 @@ def _refuse_foreign(out: Path, *, kind: str, title: str, model: str,
             field, a, b = diff
             raise InputError(f"--out {out} holds another run (stopped before its summary; its "
                              f"{field} is {a}, this run's {b}); writing it there would overwrite "
-                             f"its spec: give another --out, or resume that run with `ensemble "
-                             f"eval --spec {out}`")
+                             f"its spec: give another --out, or resume that run with "
+                             f"`{_COMMAND[kind]} --spec {out}`")
 
 
 def _store_there(out: Path, entries: list[str]) -> bool:
@@ -303,7 +306,7 @@ def _held(out: Path, kind: str) -> _Held:
     (too old to migrate, or fields damaged), its task and model as written, so that
     rerunning the command that wrote it rewrites it rather than being refused forever. A
     document that is not JSON, or was written by a newer ensemble, is refused in one line."""
-    from .spec import folder_identity
+    from .plan import calibration_identity, folder_identity
 
     drawn = folder_identity(out)
     try:
@@ -338,14 +341,6 @@ def _raw_head(out: Path, kind: str, exc: InputError) -> tuple[str, str]:
     meta = raw.get("meta") if kind == "calibration" else raw
     task = meta.get("task") if isinstance(meta, dict) else None
     return str(task), str(raw.get("model"))
-
-
-def calibration_identity(api_base: str | None, data: str | None) -> dict[str, Any]:
-    """What identifies a calibration beside its task and model: its endpoint and data file."""
-    from ensemble.providers.endpoints import normalise_api_base
-
-    return {"api_base": normalise_api_base(api_base) if api_base else None,
-            "data": str(Path(data).resolve()) if data else None}
 
 
 def _first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:

@@ -44,40 +44,50 @@ from .schemas import (
 )
 from .spec import RunSpec
 
-__all__ = ["RunOptions", "chance_of", "dry_run", "estimate_eval", "run_eval", "run_facts",
-           "run_plan", "summary_of"]
+__all__ = ["RunOptions", "chance_of", "draw_plan", "dry_run", "estimate_run", "run_eval",
+           "run_facts", "run_plan", "summary_of"]
 
 
 async def run_eval(spec: RunSpec, options: RunOptions | None = None) -> EvalSummary:
     """Draw what is missing, score every cell, write the outputs; return the summary. The
     spec is read once, into its plan (`evals.plan.resolve`). A dry run (`RunOptions(dry_run=
-    True)`) is `estimate_eval`, which sends nothing: here it is refused."""
+    True)`) is `estimate_run`, which sends nothing: here it is refused."""
     plan = resolve(spec, options)
+    if plan.kind != "eval":
+        raise InputError("this spec is a calibration's: run it with `ensemble calibrate "
+                         "--spec`, or evals.calibrate.run_calibration")
     if plan.dry_run:
         raise InputError("a dry run sends nothing and writes no summary: call "
-                         "estimate_eval(spec, options) for what the run would request and cost")
+                         "estimate_run(spec, options) for what the run would request and cost")
     return await run_plan(plan)
 
 
-def estimate_eval(spec: RunSpec, options: RunOptions | None = None) -> dict[str, Any]:
-    """What running the spec would request and cost (`ensemble eval --dry-run`): nothing is
-    sent and nothing is written."""
+def estimate_run(spec: RunSpec, options: RunOptions | None = None) -> dict[str, Any]:
+    """What running the spec (an eval or a calibration) would request and cost (`--dry-run`):
+    nothing is sent and nothing is written."""
     return dry_run(resolve(spec, options))
 
 
-async def run_plan(plan: RunPlan) -> EvalSummary:
-    """The steps of a resolved run: claim its folder, record its spec, draw what is missing,
-    write the records, score, write the summary and the outputs; returns the summary."""
+async def draw_plan(plan: RunPlan) -> Drawn:
+    """The steps every run kind shares: claim its folder, record its spec, draw what is
+    missing into its store (the failure policy applied)."""
     from ensemble.jsonio import write_atomic
 
     from .rundir import claim_run_dir
     from .spec import SPEC_FILE
 
-    claim_run_dir(plan.out, kind="eval", task=plan.task_name, model=plan.model,
+    claim_run_dir(plan.out, kind=plan.kind, task=plan.task_name, model=plan.model,
                   identity=plan.identity, title=plan.title)
     write_atomic(plan.out / SPEC_FILE, plan.spec_json)
-    drawn = await draw(plan.task, plan.questions, plan.draws, out=plan.out, policy=plan.policy,
-                       build=plan.build, separate=plan.ensemble, whole=plan.layout.group)
+    return await draw(plan.task, plan.questions, plan.draws, out=plan.out, policy=plan.policy,
+                      build=plan.build, separate=plan.ensemble,
+                      whole=plan.layout.group if plan.kind == "eval" else None)
+
+
+async def run_plan(plan: RunPlan) -> EvalSummary:
+    """An eval's steps on its plan: draw (`draw_plan`), write the records, score, write the
+    summary and the outputs; returns the summary."""
+    drawn = await draw_plan(plan)
     t1 = time.perf_counter()
     _write_records(plan, drawn)
     tables = _score(plan, drawn)

@@ -39,13 +39,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from ensemble.errors import InputError
 from ensemble.providers.options import check_field, option, options_in
 
-__all__ = ["DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE", "SPEC_VERSION", "EnsembleSpec", "MemberSpec",
-           "RunSpec", "bootstrap_of", "check", "command_spec", "folder_identity", "from_flags",
-           "load_spec", "one_model", "profile_lam1", "recorded_spec", "seed_of", "spec_folder",
-           "spec_identity", "spec_schema", "spec_text", "task_name"]
+__all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_TASK", "DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE",
+           "SPEC_VERSION", "EnsembleSpec", "FitSpec", "MemberSpec", "RunSpec", "bootstrap_of",
+           "calibration_command_spec", "calibration_spec", "check", "command_spec", "from_flags",
+           "load_spec", "one_model", "seed_of", "spec_folder", "spec_schema", "task_name"]
 
 SPEC_FILE = "spec.json"
-SPEC_VERSION = 1  # the format of a spec (a spec without `schema_version` is read as this one)
+# the format of a spec (a spec without `schema_version` is read as this one); 2 adds a run's
+# `kind` and a calibration's `fit` (format 1 is an eval's spec, the same fields otherwise)
+SPEC_VERSION = 2
+CALIBRATION_SAMPLES = 20  # a calibration's samples per question and temperature by default
+CALIBRATION_TASK = "boxball"  # what a calibration fits on when its spec names no task
 
 
 class MemberSpec(BaseModel):
@@ -76,13 +80,36 @@ class MemberSpec(BaseModel):
         return check_field(str(info.field_name), value)
 
 
+class FitSpec(BaseModel):
+    """How a calibration fits λ per temperature (`ensemble calibrate`'s options)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["sample", "logprob"] = Field(
+        "sample", description="sample: k answers per question and t, fitted as binomial "
+                              "counts; logprob: one reply's top logprobs for P(L)")
+    bias: bool = Field(True, description="fit a bias term (a constant preference for L)")
+    mirror: bool = Field(False, description="the paper's symmetric mirroring of each question")
+    n_budget: int = Field(5, ge=1, description="the samples per decision you can afford (the "
+                                               "recommendation's n)")
+    eval_dir: str | None = Field(None, description="an eval run of your task at these "
+                                                   "temperatures, for expected accuracy")
+    target_accuracy: float | None = Field(
+        None, gt=0, lt=1, description="with eval_dir: recommend the fewest samples per decision "
+                                      "whose eval accuracy reaches it")
+
+
 class RunSpec(BaseModel):
-    """An eval run: the task, its members, the cells, the rules and the failure policy."""
+    """A run: an eval (the task, its members, the cells, the rules and the failure policy) or a
+    calibration (`kind`: the task, one model at its temperatures, the fit)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int | None = Field(
         None, description=f"the spec's format ({SPEC_VERSION}; leave it out in a spec you write)")
+    kind: Literal["eval", "calibration"] = Field(
+        "eval", description="eval: score votes (`ensemble eval`); calibration: fit λ per "
+                            "temperature (`ensemble calibrate`)")
     task: str | None = Field(None, description="mathqa | boxball | jsonl | a registered task "
                                                "(or the command's TASK)")
     members: list[MemberSpec] = Field(min_length=1)
@@ -121,6 +148,7 @@ class RunSpec(BaseModel):
         None, description="what the cost rule's decision earns: agreement with the strongest "
                           "member's unlimited vote (reference, the default) or P(it is right) "
                           "under quantal response through the members' λ (qr)")
+    fit: FitSpec | None = Field(None, description="a calibration's fit (kind calibration)")
     fail_on_error: float | None = Field(None, ge=0, description="failure policy: the share "
                                                                 "(< 1) or count of questions "
                                                                 "that may fail")
@@ -142,7 +170,12 @@ class RunSpec(BaseModel):
         return self.members[0].model
 
     def k(self) -> int:
-        """One model's samples per question and temperature (default: the largest n)."""
+        """One model's samples per question and temperature (default: the largest n; a
+        calibration's: 20, and 1 in logprob mode, whose one reply carries the logprobs)."""
+        if self.kind == "calibration":
+            if self.fit is not None and self.fit.mode == "logprob":
+                return 1
+            return self.samples if self.samples is not None else CALIBRATION_SAMPLES
         return self.samples if self.samples is not None else max(self.n or (1,))
 
 
@@ -160,7 +193,10 @@ def bootstrap_of(spec: RunSpec) -> int:
 
 
 def task_name(spec: RunSpec) -> str:
-    """The run's task (a spec run without one is refused before it gets here)."""
+    """The run's task (a calibration's default: box-ball; an eval without one is refused
+    before it gets here)."""
+    if not spec.task and spec.kind == "calibration":
+        return CALIBRATION_TASK
     if not spec.task:
         raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
     return spec.task
@@ -177,6 +213,27 @@ def one_model(task: str, model: str, temperatures: Any, n: Any, *,
     members = [{"model": model, "api_base": api_base, "temperature": t} for t in temperatures]
     spec = _validated({"task": task, "members": members, "n": list(n), **fields},
                       "the spec", flags=tuple(f for f in fields if f in FLAGS))
+    check(spec, None)
+    return spec
+
+
+FIT_FIELDS = tuple(FitSpec.model_fields)
+
+
+def calibration_spec(model: str, temperatures: Any, *, api_base: str | None = None,
+                     **fields: Any) -> RunSpec:
+    """The spec of a calibration of `model` at `temperatures` (what `ensemble calibrate
+    --model M --t ...` runs); `fields`: the spec's other fields (task, data, samples, limit,
+    seed, max_tokens, ...) and the fit's (mode, bias, mirror, n_budget, eval_dir,
+    target_accuracy). One InputError line when invalid.
+
+        spec = calibration_spec("openai/gpt-4o-mini", [0.5, 1.0], samples=20, limit=100)
+    """
+    fit = {k: fields.pop(k) for k in FIT_FIELDS if k in fields}
+    members = [{"model": model, "api_base": api_base, "temperature": t} for t in temperatures]
+    spec = _validated({"kind": "calibration", "members": members, "fit": fit, **fields},
+                      "the spec", flags=tuple(f for f in fields
+                                              if f in FLAGS or f in CALIBRATE_FLAGS))
     check(spec, None)
     return spec
 
@@ -236,7 +293,7 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
                          "a few levels); give the JSON spec of the run") from None
     from ensemble.jsonio import upgrade
 
-    doc = upgrade(doc, current=SPEC_VERSION, where=f"{flag} {path}",
+    doc = upgrade(doc, current=SPEC_VERSION, migrations={1: dict}, where=f"{flag} {path}",
                   fix="write it as `ensemble schema run-spec` describes (schema_version may be "
                       "left out)")
     if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
@@ -278,7 +335,7 @@ def _validated(doc: Any, where: str, *, flags: tuple[str, ...] = ()) -> RunSpec:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         top = str(err["loc"][0]) if err["loc"] else ""
         if top in flags:
-            raise InputError(_flag_error(FLAGS[top], err)) from None
+            raise InputError(_flag_error(FLAGS.get(top) or CALIBRATE_FLAGS[top], err)) from None
         field = next((str(x) for x in reversed(err["loc"]) if isinstance(x, str)), "members")
         raise InputError(f"{where}: {loc}: {err['msg'].lower()}; fix: {_fix(field, err)}"
                          ) from None
@@ -294,7 +351,7 @@ def _fix(field: str, err: Any) -> str:
     bad value (`limit: 1e400`, `max_cost: -1`), removal only for a field the spec has not."""
     if field in _FIX:
         return _FIX[field]
-    known = {**MemberSpec.model_fields, **RunSpec.model_fields}
+    known = {**MemberSpec.model_fields, **RunSpec.model_fields, **FitSpec.model_fields}
     if field in known and err.get("type") != "extra_forbidden":
         ctx = err.get("ctx") or {}
         bound = next((f" {op} {ctx[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="),
@@ -374,6 +431,12 @@ def check(spec: RunSpec, where: str | None) -> None:
     one InputError line naming the field (`where` the file; None: the command line's flags)
     and the fix."""
     at = where or "the command line"
+    if spec.kind == "calibration":
+        _check_calibration(spec, at)
+        return
+    if spec.fit is not None:
+        raise InputError(f"{at}: fit is a calibration's (its mode, bias, ...): drop it, or give "
+                         '"kind": "calibration" and run it with `ensemble calibrate --spec`')
     _check_names(spec, at)
     has = [i for i, m in enumerate(spec.members) if m.n is not None]
     if spec.n is not None and has:
@@ -428,6 +491,43 @@ def check(spec: RunSpec, where: str | None) -> None:
                          f"(--samples {spec.k()}): draw at least --max-n samples")
 
 
+# what only an eval's spec says: a calibration fits single answers, it takes no vote
+EVAL_ONLY = ("n", "aggregators", "lam1", "calibration", "open", "answer", "bootstrap",
+             "adaptive", "max_n", "stop_cost", "value_usd", "cost_credit")
+
+
+def _check_calibration(spec: RunSpec, at: str) -> None:
+    """A calibration's spec: one model (one endpoint) at distinct temperatures, nothing an
+    eval scores, a target accuracy only with an eval run to read it from."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    extra = [f for f in EVAL_ONLY if getattr(spec, f) is not None]
+    if extra:
+        raise InputError(f"{at}: a calibration takes no {extra[0]} (it fits λ on single "
+                         "answers; it takes no vote): drop it")
+    first = spec.members[0]
+    where = (first.model, normalise_api_base(first.api_base) if first.api_base else None)
+    seen: set[float] = set()
+    for i, m in enumerate(spec.members):
+        if (m.model, normalise_api_base(m.api_base) if m.api_base else None) != where:
+            raise InputError(f"{at}: members.{i} is another model or endpoint ({m.model}): a "
+                             "calibration fits one model; calibrate each on its own")
+        bad = [f for f in ("n", "lam", "calibration", "samples", "label", "price_per_1k")
+               if getattr(m, f) is not None]
+        if bad:
+            raise InputError(f"{at}: members.{i}.{bad[0]}: a calibration's members are its "
+                             "model's temperatures (model, api_base, temperature)")
+        if m.temperature in seen:
+            raise InputError(f"--t {m.temperature:g} is given twice: each temperature is fitted "
+                             "once (and λ(t) = λ₁/t is tested across distinct ones); give each "
+                             "once")
+        seen.add(m.temperature)
+    fit = spec.fit
+    if fit is not None and fit.target_accuracy is not None and not fit.eval_dir:
+        raise InputError("--target-accuracy needs --eval-dir: the accuracy of a vote depends on "
+                         "your task, so give an `ensemble eval` run of it at these temperatures")
+
+
 def _check_names(spec: RunSpec, where: str) -> None:
     """Every rule and stopping rule the spec names is registered (one line listing them)."""
     from ensemble.rules import aggregator_names
@@ -475,86 +575,6 @@ def _check_one_model(spec: RunSpec, where: str | None) -> None:
                          f"got {len(spec.calibration)}")
 
 
-def profile_lam1(path: str, model: str | None, *, api_base: str | None = None,
-                 flag: str = "--calibration") -> float:
-    """λ₁ of a calibration profile for one model's rules, checked before any request: fitted,
-    finite and >= 0, and of the model and endpoint being evaluated (matched as the Python
-    API matches an ensemble's profiles: `members.profile_for`)."""
-    import math
-
-    from ensemble.members import profile_for
-    from ensemble.profile import CalibrationProfile
-
-    prof = CalibrationProfile.load(path)
-    if prof.lam1 is None:
-        raise InputError(f"{flag} {path}: the profile has no fitted λ₁; give --lam or "
-                         "another profile")
-    if not math.isfinite(prof.lam1) or prof.lam1 < 0:
-        raise InputError(f"{flag} {path}: λ₁ = {prof.lam1:g} is not a rationality "
-                         "(λ₁ must be finite and >= 0); rerun `ensemble calibrate` or give --lam")
-    if model:
-        try:
-            profile_for([(path, prof)], model, api_base, fix="or give --lam")
-        except InputError as exc:
-            raise InputError(f"{flag} {path}: {exc}") from None
-    return float(prof.lam1)
-
-
-def _absolute(path: str | None) -> str | None:
-    return None if path is None else str(Path(path).resolve())
-
-
-def recorded_spec(spec: RunSpec, *, api_base: str | None = None) -> RunSpec:
-    """The spec a run ran, complete: its seed and bootstrap, absolute paths, and each member's
-    endpoint (`api_base`: the run's, for members without their own), so that `ensemble eval
-    --spec` on it repeats the run."""
-    members = [m.model_copy(update={"api_base": m.api_base or api_base,
-                                    "calibration": _absolute(m.calibration)})
-               for m in spec.members]
-    return spec.model_copy(update={
-        "schema_version": SPEC_VERSION,
-        "members": members, "seed": seed_of(spec), "bootstrap": bootstrap_of(spec),
-        "data": _absolute(spec.data), "open": spec.open or None,
-        "calibration": [_absolute(c) for c in spec.calibration] if spec.calibration else None})
-
-
-def spec_text(spec: RunSpec) -> str:
-    """RUN/spec.json's text: the spec the run ran (only the fields set)."""
-    from ensemble.jsonio import dumps
-
-    return dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
-
-
-# what a run draws from: another value is another run's samples (the store keeps both apart,
-# but summary.json, the records and spec.json would be overwritten)
-DRAW_FIELDS = ("task", "data", "open", "answer", "max_tokens")
-MEMBER_FIELDS = ("model", "api_base", "temperature", "label")
-
-
-def spec_identity(spec: RunSpec) -> dict[str, Any]:
-    """A run spec as the identity of its run: what it draws from (its task and data, the
-    answer kind and completion budget of its requests, each member's model, endpoint
-    (normalised), temperature and label). What is scored from those samples may change in the
-    same folder: a rerun with more samples, other n, rules (--aggregator), stopping rules
-    (--adaptive), limit or seed rescores the same run."""
-    from ensemble.providers.endpoints import normalise_api_base
-
-    doc = spec.model_dump(mode="json", exclude_none=True)
-    out: dict[str, Any] = {f: doc.get(f) for f in DRAW_FIELDS}
-    out["members"] = [{f: m.get(f) for f in MEMBER_FIELDS} for m in doc.get("members", [])]
-    for m in out["members"]:
-        if m.get("api_base"):
-            m["api_base"] = normalise_api_base(m["api_base"])
-    return out
-
-
-def folder_identity(out: Path) -> dict[str, Any] | None:
-    """The identity (`spec_identity`) of the run recorded in a run folder's spec.json; None
-    when there is none (a run written before specs were recorded)."""
-    path = out / SPEC_FILE
-    return spec_identity(load_spec(path, flag="--out")) if path.is_file() else None
-
-
 def command_spec(given: dict[str, Any], *, path: str | None, flag: str, model: str | None,
                  temperatures: list[float] | None, api_base: str | None) -> RunSpec:
     """The run spec of `ensemble eval`'s command line: the file at `path` (`flag`: --spec or
@@ -566,6 +586,9 @@ def command_spec(given: dict[str, Any], *, path: str | None, flag: str, model: s
         raise InputError(f"{where} names the members: drop --t")
     # --model with a file: the model of its members that name none (load_spec)
     file = load_spec(path, flag=flag, model=model) if path else None
+    if file is not None and file.kind != "eval":
+        raise InputError(f"{where} is a calibration's spec: run it with `ensemble calibrate "
+                         f"--spec {path}`")
     spec = from_flags(given, file=file, where=where, model=None if file else model,
                       temperatures=temperatures, api_base=api_base)
     if not spec.task:
@@ -573,6 +596,49 @@ def command_spec(given: dict[str, Any], *, path: str | None, flag: str, model: s
     spec = _task_file(spec)
     if file is not None:
         check(spec, where)
+    return spec
+
+
+# a field of a calibration's spec (or its fit) -> the flag of `ensemble calibrate` that gives it
+CALIBRATE_FLAGS = {"task": "--task", "samples": "--samples", "data": "--data", "limit": "--limit",
+                   "seed": "--seed", "max_tokens": "--max-tokens",
+                   "fail_on_error": "--fail-on-error", "max_cost": "--max-cost",
+                   "mode": "--mode", "bias": "--no-bias", "mirror": "--mirror",
+                   "n_budget": "--n-budget", "eval_dir": "--eval-dir",
+                   "target_accuracy": "--target-accuracy"}
+
+
+def calibration_command_spec(given: dict[str, Any], *, path: str | None, model: str | None,
+                             temperatures: list[float] | None, api_base: str | None
+                             ) -> RunSpec:
+    """The run spec of `ensemble calibrate`'s command line: `--spec FILE` (a calibration's
+    spec, or the folder of one, which records it) with the flags `given` (a spec or fit field
+    -> its value) replacing its fields, or the flags alone (`--model`, `--t`); checked. One
+    InputError line when it cannot run."""
+    given = {k: v for k, v in given.items() if v is not None}
+    fit = {k: given.pop(k) for k in FIT_FIELDS if k in given}
+    where = f"--spec {path}"
+    if path is None:
+        missing = [f for f, v in (("--model", model), ("--t", temperatures)) if not v]
+        if missing:
+            raise InputError(f"give {', '.join(missing)} (or --spec FILE)")
+        return calibration_spec(str(model), temperatures or (), api_base=api_base, **given,
+                                **fit)
+    if temperatures:
+        raise InputError(f"{where} names the temperatures: drop --t")
+    file = load_spec(path, flag="--spec", model=model)
+    if file.kind != "calibration":
+        raise InputError(f"{where} is an eval's spec: run it with `ensemble eval --spec "
+                         f"{path}`")
+    doc = file.model_dump(exclude_none=True)
+    if api_base:
+        if all(m.api_base for m in file.members):
+            raise InputError(f"every member of {where} names its api_base: drop --api-base")
+        for m in doc["members"]:
+            m.setdefault("api_base", api_base)
+    doc["fit"] = {**doc.get("fit", {}), **fit}
+    spec = _validated({**doc, **given}, where, flags=tuple(given))
+    check(spec, where)
     return spec
 
 

@@ -112,7 +112,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble._sync import run_sync
-    from ensemble.evals.runner import RunOptions, estimate_eval, run_eval
+    from ensemble.evals.runner import RunOptions, estimate_run, run_eval
     from ensemble.evals.schemas import dump
 
     if args.ensemble_schema:
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                          progress=not args.json, on_status=status_printer, batch=batch,
                          router=router, skip_invalid=args.skip_invalid)
     if options.dry_run:
-        doc = estimate_eval(spec, options)
+        doc = estimate_run(spec, options)
         if args.json:
             emit_json(doc)
         else:
