@@ -77,10 +77,12 @@ class FieldVoter(Protocol):
 def answer_span(text: str | None) -> str | None:
     """Where the answer is written in a reply: the last `<answer>` tag's content, else the
     last `\\boxed{...}`, else the rest of the line after "answer is" / "answer:", else the
-    whole (stripped) reply."""
+    whole (stripped) reply; None when there is none (an empty `<answer></answer>` is no
+    answer: the whole reply would read as "answer answer")."""
     if not text or not text.strip():
         return None
-    tags = [t for t in _TAG.findall(text) if t.strip() and not t.lstrip().startswith("#")]
+    written = _TAG.findall(text)
+    tags = [t for t in written if t.strip() and not t.lstrip().startswith("#")]
     if tags:
         return tags[-1].strip()
     boxes = list(_BOXED.finditer(text))
@@ -91,7 +93,7 @@ def answer_span(text: str | None) -> str | None:
     phrases = list(_PHRASE.finditer(text))
     if phrases:
         return phrases[-1].group(1).strip()
-    return text.strip()
+    return None if written else text.strip()
 
 
 def braced(text: str, open_at: int) -> str | None:

@@ -33,6 +33,12 @@ _NUM = re.compile(
 
 
 _MIXED = re.compile(r"\d\s*$")  # an integer right before a fraction: `1 1/2`
+# a number joined to the one before it: a range (`2-3`, `2 - 3`, `2–3`, `2 to 3`), a decimal
+# comma or list without spaces (`1,25`), a time or ratio (`12:30`)
+_JOINED = re.compile(r"\d(?:\s*[-−–—]|\s+(?:to|or)\s|[,:])\s*[-−+]?\s*$", re.IGNORECASE)
+_SPACED = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d.,/])")  # `1 000 000`
+_CARET = re.compile(r"\^\s*\{?\s*$")  # `^` or `^{` right before a number: its exponent
+_UNIT = re.compile(r"\s*[^\W\d_]+\s*$")  # a unit before its exponent: ` m` of `5 m^2`
 _PLAIN = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*")
 _SPECIAL = frozenset("\\{$€£¥,^\u00a0\u2009\u202f")
 
@@ -63,6 +69,8 @@ def parse_number(raw: str) -> float | None:
 
 
 def _last_number(s: str) -> float | None:
+    if " " in s:  # `1 000 000`: digits grouped by spaces are one number, not its last group
+        s = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), s)
     matches = list(_NUM.finditer(s))
     if not matches:
         return None
@@ -70,6 +78,33 @@ def _last_number(s: str) -> float | None:
     if last.group("den") is not None and not last.group("sign") \
             and _MIXED.search(s, 0, last.start()):
         return None  # a mixed number (`1 1/2`): not read, rather than read as 1/2
+    before = s[:last.start()]
+    if _JOINED.search(s, 0, last.start("num")):
+        # `2-3`, `2 to 3`, `2–3`, `1,25`, `12:30`: a range, a list or a time, not one number;
+        # its last piece would be a wrong value, worse than none
+        return None
+    caret = _CARET.search(before)
+    if caret is not None:  # the number is an exponent
+        base = before[:caret.start()]
+        if base.rstrip() != base or not base or not (base[-1].isdigit() or base[-1] == "."):
+            # of a unit (`5 m^2`): the number is the one before the unit
+            unit = _UNIT.search(base)
+            return _value(matches[-2]) if unit and len(matches) > 1 \
+                and matches[-2].end() == unit.start() else None
+        power = _value(last)
+        x = _last_number(base)
+        if x is None or power is None:
+            return None
+        try:
+            y = math.pow(x, power)  # `10^3`, `2^10`
+        except (OverflowError, ValueError):
+            return None
+        return y if math.isfinite(y) else None
+    return _value(last)
+
+
+def _value(last: re.Match[str]) -> float | None:
+    """The value of one `_NUM` match (None: not a finite number)."""
     try:
         x = float(last.group("num"))
         den = last.group("den")
