@@ -47,7 +47,7 @@ from .config import ServeConfig
 from .ensembles import ServedEnsembles, parse_overrides
 from .logs import Outcome, RequestLog, RequestRecord
 from .replica import IDEMPOTENCY_HEADER, REPLAYED_HEADER, KeyReused, Replica, SpendCapReached
-from .replies import ChatCompletion, body as body_of
+from .replies import ChatCompletion, body as body_of, vote_headers
 from .responses import RESPONSES
 from .wire import (
     CHAT,
@@ -356,16 +356,17 @@ class VotingApp:
         if isinstance(decided, web.Response):
             return decided
         doc = wire.render(decided, req, info)
+        headers = vote_headers(decided.ensemble)  # the vote, for clients that drop the body's
         if not req.stream:
             data = body_of(doc)
             if claim is not None:
                 await self.replica.votes.keep(claim, "application/json", data)
-            return web.Response(body=data, content_type="application/json")
+            return web.Response(body=data, content_type="application/json", headers=headers)
         frames = [frame.encode() for frame in wire.frames(doc, req, info)]
         if claim is not None:
             await self.replica.votes.keep(claim, "text/event-stream", b"".join(frames))
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                       "Cache-Control": "no-cache"})
+                                                       "Cache-Control": "no-cache", **headers})
         await resp.prepare(request)
         for frame_bytes in frames:
             await resp.write(frame_bytes)

@@ -21,7 +21,8 @@ from pydantic.functional_serializers import SerializerFunctionWrapHandler
 
 __all__ = ["ChatChoice", "ChatCompletion", "ChatMessage", "EnsembleInfo", "FieldVote",
            "FunctionCall", "MemberVotes", "ResponseDoc", "TextChoice", "TextCompletion",
-           "ToolCallOut", "Usage", "body", "tool_call_out"]
+           "ToolCallOut", "Usage", "agreement", "body", "summary", "tool_call_out",
+           "vote_headers", "vote_metadata"]
 
 
 class Reply(BaseModel):
@@ -187,6 +188,65 @@ class ResponseDoc(Reply):
     metadata: dict[str, str]
     usage: dict[str, Any]
     ensemble: EnsembleInfo
+
+
+HEADER_CHARS = 512  # a header value's length at most (proxies cap headers near 8 KiB in all)
+METADATA_KEYS = 16  # OpenAI's bounds on a Responses `metadata`: 16 keys,
+METADATA_CHARS = 512  # values of at most 512 characters (keys at most 64)
+
+
+def _compact(value: Any, limit: int) -> str:
+    """A value as compact ASCII JSON (a string as itself), cut to `limit` characters with a
+    trailing `...` when longer."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"),
+                                                           ensure_ascii=True)
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def agreement(info: EnsembleInfo) -> float | None:
+    """The share of valid votes behind the decision: of the whole answers, or, for a
+    decision voted by its parts, the least agreed part's; None without a decision."""
+    if info.decision is None:
+        return None
+    if info.fields:
+        shares = [max(f.votes.values()) / sum(f.votes.values()) for f in info.fields.values()
+                  if f.decision is not None and f.votes]
+        return round(min(shares), 4) if shares else None
+    total = sum(info.votes.values())
+    top = max(info.votes.values()) if info.votes else 0
+    return round(top / total, 4) if total else None
+
+
+def summary(info: EnsembleInfo) -> dict[str, str]:
+    """The vote in a few short strings: what the headers and the Responses metadata carry."""
+    agreed = agreement(info)
+    top = dict(sorted(info.votes.items(), key=lambda kv: -kv[1])[:8])
+    return {"decision": _compact(info.decision, HEADER_CHARS),
+            "votes": _compact(top, HEADER_CHARS),
+            "agreement": "" if agreed is None else f"{agreed:g}",
+            "samples": str(info.samples), "invalid": str(info.invalid),
+            "margin": str(info.margin), "aggregator": info.aggregator}
+
+
+def vote_headers(info: EnsembleInfo) -> dict[str, str]:
+    """The vote as response headers (`x-ensemble-decision`, `-votes`, `-agreement`,
+    `-samples`, `-invalid`, `-margin`, `-aggregator`): every HTTP client keeps headers, where
+    several drop a body's unknown fields (LangChain, pydantic-ai, the Agents SDK)."""
+    return {f"x-ensemble-{k}": v for k, v in summary(info).items() if v != ""}
+
+
+def vote_metadata(info: EnsembleInfo, client: Mapping[str, str] | None) -> dict[str, str]:
+    """A Responses `metadata`: the client's keys as sent, then the vote's as `ensemble_<name>`
+    where the client has not used the name, within OpenAI's 16 keys of 512 characters."""
+    out = dict(client or {})
+    for key, value in summary(info).items():
+        name = f"ensemble_{key}"
+        if len(out) >= METADATA_KEYS:
+            break
+        if name not in out and value != "":
+            out[name] = _compact(value, METADATA_CHARS)
+    return out
 
 
 def body(doc: BaseModel) -> bytes:

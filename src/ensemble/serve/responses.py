@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .replies import ChatCompletion, ResponseDoc
+from .replies import METADATA_CHARS, METADATA_KEYS, ChatCompletion, ResponseDoc, vote_metadata
 from .wire import ChatRequest, RequestRejected, Wire, parse_chat_request, unread
 
 __all__ = ["RESPONSES", "ResponsesInfo", "response_doc", "response_events", "to_chat"]
@@ -171,6 +171,19 @@ def _text_format(text: Any) -> tuple[Any, Any]:
     return {k: v for k, v in fmt.items()}, dict(fmt)
 
 
+def _check_metadata(metadata: Any) -> None:
+    """OpenAI's rule for `metadata`: at most 16 string keys (64 characters) to string values
+    (512 characters); the reply adds the vote's keys where there is room."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, Mapping) or len(metadata) > METADATA_KEYS or not all(
+            isinstance(k, str) and len(k) <= 64 and isinstance(v, str)
+            and len(v) <= METADATA_CHARS for k, v in metadata.items()):
+        raise RequestRejected(f"metadata must be an object of at most {METADATA_KEYS} string "
+                              f"keys (64 characters) to strings of at most {METADATA_CHARS} "
+                              "characters", param="metadata")
+
+
 def to_chat(body: object) -> tuple[ChatRequest, ResponsesInfo]:
     """The chat request a Responses request stands for (RequestRejected naming the Responses
     field otherwise)."""
@@ -215,6 +228,7 @@ def to_chat(body: object) -> tuple[ChatRequest, ResponsesInfo]:
     if body.get("store") is True:  # nothing is kept: the response says "store": false
         ignored.append("store")
     req = replace(req, ignored=tuple(ignored))
+    _check_metadata(body.get("metadata"))
     return req, ResponsesInfo(instructions=body.get("instructions"), text_format=echoed,
                               metadata=body.get("metadata"), tools=body.get("tools") or [],
                               tool_choice=body.get("tool_choice") or "auto")
@@ -259,7 +273,7 @@ def response_doc(chat: ChatCompletion, req: ChatRequest, info: ResponsesInfo) ->
         instructions=info.instructions, model=chat.model, output=output,
         parallel_tool_calls=len(calls) > 1, reasoning={"effort": None, "summary": None},
         text={"format": info.text_format}, tool_choice=info.tool_choice,
-        tools=list(info.tools), metadata=dict(info.metadata or {}),
+        tools=list(info.tools), metadata=vote_metadata(chat.ensemble, info.metadata),
         usage={"input_tokens": usage.prompt_tokens,
                "input_tokens_details": {"cached_tokens": 0},
                "output_tokens": usage.completion_tokens,
