@@ -1,10 +1,11 @@
 """The openai provider's aiohttp sessions are closed on every path that ends them: an Ensemble
 closed, collected without being closed, used from loops of `asyncio.run` that have ended, a
 provider dropped while its loop runs on, `ensemble eval`, and the voting endpoint's shutdown.
-Each runs against the simulated server over 127.0.0.1, and the Ensemble's paths in this
-process as well (`server.transport()`: the same aiohttp session on a Unix socket of the
-caller's loop, whose server must close with the loop too), and must leave no "Unclosed client
-session", "Unclosed connector" or "Task was destroyed but it is pending" behind."""
+Each runs against the simulated server over 127.0.0.1, and a closed Ensemble and ended loops
+in this process as well (`server.transport()`: the same aiohttp session on a Unix socket of
+the caller's loop, whose server must close with the loop too; the collected cases close it by
+the same `PerLoop` finalisers), and must leave no "Unclosed client session", "Unclosed
+connector" or "Task was destroyed but it is pending" behind."""
 
 from __future__ import annotations
 
@@ -65,9 +66,9 @@ def test_a_closed_ensemble_closes_its_session(server, via, caplog):
         ens.close()
 
 
-def test_an_ensemble_collected_without_close_closes_its_session(server, via, caplog):
+def test_an_ensemble_collected_without_close_closes_its_session(server, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server, via)
+        ens = _ensemble(server)
         ens.decide(PROMPT)
         del ens  # its finaliser ends the loop of its sync calls (and waits for it)
 
@@ -80,9 +81,9 @@ def test_sessions_of_ended_asyncio_run_loops_are_closed(server, via, caplog):
         ens.close()  # from no loop: a third loop, in which neither session lives
 
 
-async def test_a_provider_dropped_while_its_loop_runs_on_is_closed(server, via, caplog):
+async def test_a_provider_dropped_while_its_loop_runs_on_is_closed(server, caplog):
     with no_leaks(caplog):
-        ens = _ensemble(server, via)
+        ens = _ensemble(server)
         await ens.adecide(PROMPT)
         del ens
         gc.collect()
