@@ -183,6 +183,18 @@ def _lam_weighted_credit(counts: Any, correct: Any, lams: Sequence[float | None]
     return lam_weighted_credit(counts, correct, [float(x) for x in lams])  # type: ignore[arg-type]
 
 
+def _equal_weights(lams: Sequence[float | None]) -> list[float]:
+    """Plurality and majority as weighted votes: every vote weighs 1."""
+    return [1.0] * len(lams)
+
+
+def _lam_vote_weights(lams: Sequence[float | None]) -> list[float]:
+    """The λ-weighted vote's weights: 2λ per group (`lam_weights`; ∞ for λ = ∞)."""
+    from .theory import lam_weights
+
+    return [float(x) for x in lam_weights([float(x) for x in lams])]  # type: ignore[arg-type]
+
+
 
 class RuleBase:
     """A rule's per-vote form. A counting rule implements `aggregate`; a rule that weighs its
@@ -309,7 +321,8 @@ class RuleBase:
 
 
 @register_rule(summary="most frequent answer over all votes; any number of options",
-               vote=True, f=_majority_f, group_f=_majority_groups, credit=_pooled_credit)
+               vote=True, f=_majority_f, group_f=_majority_groups, credit=_pooled_credit,
+               weighs=_equal_weights)
 class Plurality(RuleBase):
     """The most frequent valid answer (any number of options)."""
 
@@ -326,7 +339,7 @@ class Plurality(RuleBase):
 
 @register_rule(summary="binary majority over all votes; ties 1/2 or a seeded coin",
                binary=True, vote=True, f=_majority_f, group_f=_majority_groups,
-               credit=_pooled_credit)
+               credit=_pooled_credit, weighs=_equal_weights)
 class Majority(RuleBase):
     """Binary majority between choices[0] (the report "1") and choices[1]; ties ½ or a coin.
 
@@ -498,7 +511,8 @@ class Robust(_BinaryF):
 @register_rule(summary="each vote weighs 2λ of its member (log-odds that an informed expert "
                "reports the truth); any number of options", needs=("lam",), default=True,
                f=_majority_f,
-               group_f=_lam_weighted_groups, credit=_lam_weighted_credit)
+               group_f=_lam_weighted_groups, credit=_lam_weighted_credit,
+               weighs=_lam_vote_weights)
 class LamWeighted(RuleBase):
     """The λ-weighted vote: each valid vote of group g adds 2λ_g to its answer's score, the
     highest score wins (any number of options). 2λ is the log-odds that an expert whose signal

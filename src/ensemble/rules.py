@@ -78,6 +78,7 @@ DEFAULT_AGGREGATOR = PLURALITY
 FArray = Callable[[int, "float | None"], "NDArray[np.float64]"]
 GroupF = Callable[[Sequence[Any]], "NDArray[np.float64]"]
 Credit = Callable[[Any, Any, "Sequence[float | None]"], "NDArray[np.float64]"]
+Weighs = Callable[["Sequence[float | None]"], "Sequence[float]"]
 C = TypeVar("C", bound=Callable[..., Any])
 
 
@@ -260,6 +261,11 @@ class RuleInfo:
     credit: credit(counts, correct, lams) -> expected credit, counts of shape S + (G, k) (votes
         per group and option), correct of shape S (the right option's index), lams λ per group;
         ties share the credit (1/k each), rows without votes get 0.
+    weighs: weighs(lams) -> one weight per group, for a weighted vote: each valid vote of group
+        g adds weighs(lams)[g] to its answer's score, the highest score wins, ties share the
+        credit (its `credit` must be that). The evals then estimate it exactly over any number
+        of options (open answers) by a recursion over the options rather than by enumerating
+        every subset of the votes (`ensemble.evals.weightedvotes`).
     """
 
     name: str
@@ -276,6 +282,7 @@ class RuleInfo:
     f: FArray | None = None
     group_f: GroupF | None = None
     credit: Credit | None = None
+    weighs: Weighs | None = None
 
     @property
     def needs_lam(self) -> bool:
@@ -311,20 +318,21 @@ def register_rule(name: str, obj: C, /, *, summary: str | None = ..., binary: bo
                   open: bool = ..., needs: Sequence[str] = ..., requests: Requests | None = ...,
                   scorable: bool = ..., vote: bool = ..., baseline: bool = ...,
                   default: bool = ..., f: FArray | None = ..., group_f: GroupF | None = ...,
-                  credit: Credit | None = ..., replace: bool = ...) -> C: ...
+                  credit: Credit | None = ..., weighs: Weighs | None = ...,
+                  replace: bool = ...) -> C: ...
 @overload
 def register_rule(name: str | None = None, /, *, summary: str | None = ...,
                   binary: bool = ..., open: bool = ..., needs: Sequence[str] = ...,
                   requests: Requests | None = ..., scorable: bool = ..., vote: bool = ...,
                   baseline: bool = ..., default: bool = ..., f: FArray | None = ...,
                   group_f: GroupF | None = ..., credit: Credit | None = ...,
-                  replace: bool = ...) -> Callable[[C], C]: ...
+                  weighs: Weighs | None = ..., replace: bool = ...) -> Callable[[C], C]: ...
 def register_rule(*args: Any, name: str | None = None, summary: str | None = None,
                   binary: bool = False, open: bool = True, needs: Sequence[str] = (),
                   requests: Requests | None = None, scorable: bool = True, vote: bool = False,
                   baseline: bool = False, default: bool = False, f: FArray | None = None,
                   group_f: GroupF | None = None, credit: Credit | None = None,
-                  replace: bool = False) -> Any:
+                  weighs: Weighs | None = None, replace: bool = False) -> Any:
     """Register an aggregation rule: its per-vote class (a `RuleBase` subclass), named by
     its `name` attribute or the name given, with what it declares (`RuleInfo`). The one
     shape of every registering function (`ensemble.registry`): `@register_rule`,
@@ -353,7 +361,7 @@ def register_rule(*args: Any, name: str | None = None, summary: str | None = Non
         rules.add(short, RuleInfo(key, cls, about, binary=binary, open=open,
                                   needs=tuple(needs), requests=reads, scorable=scorable,
                                   vote=vote, baseline=baseline, default=default, f=f,
-                                  group_f=group_f, credit=credit),
+                                  group_f=group_f, credit=credit, weighs=weighs),
                   replace=replace, module=cls.__module__)
         return cls
 

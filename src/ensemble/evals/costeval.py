@@ -135,12 +135,14 @@ def replay_scored(rule: CostRule, codes: Sequence[NDArray[np.int64]],
 def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.float64]],
               values: NDArray[np.float64], weights: NDArray[np.float64], *,
               budgets: Sequence[int], lams: Sequence[float | None], spec: CostSpec,
-              orders: int = 20, reps: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+              orders: int = 20, reps: int = 1000, seed: int = 0,
+              two_choices: bool | None = None) -> list[dict[str, Any]]:
     """The adaptive row of the cost rule on a mixed run's samples (see the module docstring).
 
     codes[g], costs[g]: (Q, K_g) answer codes and dollars of member g's stored samples; values
-    (Q, O) the credit of deciding each option (O = 2: two fixed choices, the rule's
-    `two_choices`); budgets: each member's most votes (its n)."""
+    (Q, O) the credit of deciding each option; budgets: each member's most votes (its n);
+    two_choices: the answers are two fixed choices (the rule's `two_choices`; None: O = 2; open
+    answers are not, whatever O: an answer nobody gave cannot be decided)."""
     options = [str(i) for i in range(values.shape[1])]
     G = len(codes)
     g_rng = np.random.default_rng(seed)
@@ -154,8 +156,9 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     stored = [SoFar(tuple(tuple(Observation(None if x < 0 else str(int(x)), cost_usd=float(c))
                                 for x, c in zip(codes[g][q], costs[g][q], strict=True))
                           for g in range(G)), tuple(budgets)) for q in range(Q)]
+    two = two_fixed_choices(options) if two_choices is None else two_choices
     rule = spec.fit(stored, StopMemory(), FitContext(
-        budgets=tuple(budgets), lams=tuple(lams), two_choices=two_fixed_choices(options)))
+        budgets=tuple(budgets), lams=tuple(lams), two_choices=two))
     lw = list(rule.lams)
     ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
             for g in range(G)]
@@ -202,34 +205,34 @@ def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
     """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
     dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
     decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
-    from .adaptive import boxball_inputs
+    from .adaptive import boxball_inputs, question_codes
 
     questions = drawn.questions
     Q = len(questions)
-    if plan.layout.utility:
+    box = plan.layout.utility
+    if box:
         values, weights, _ = boxball_inputs(questions)
-        letters = ["L", "R"]
-    else:
-        letters = []
-        for q in questions:
-            letters.extend(c for c in q.choices if c not in letters)
-        values = np.zeros((Q, len(letters)))
-        for i, q in enumerate(questions):
-            values[i, letters.index(str(q.correct))] = 1.0
+    else:  # each question's answers coded among its own options (open answers: those given)
         weights = np.ones(Q)
-    idx = {c: i for i, c in enumerate(letters)}
     from .prices import price_of
 
     codes, costs = [], []
     for g, m in enumerate(plan.members):
         k = m.samples
-        codes.append(np.array([[idx.get(a, -1) if a is not None else -1 for a in row[:k]]
-                               for row in drawn.answers[g]], dtype=np.int64))
+        coded, correct, width = question_codes(
+            questions, np.asarray(drawn.answers[g], dtype=object)[None, :, :k],
+            options=("L", "R") if box else None)
+        codes.append(coded[0])
         costs.append(drawn.costs(g, k, price=price_of(m.model, m.options)))
+    if not box:
+        values = np.zeros((Q, width))
+        values[np.arange(Q), correct] = 1.0
     stopping = plan.stopping
     cost = CostSpec(value_usd=stopping.value_usd if stopping else None,
                     credit=stopping.credit if stopping else "reference")
+    kind = plan.task.answer_kind
     rows = cost_rows(codes, costs, values, weights, budgets=[m.n or 1 for m in plan.members],
                      lams=[m.lam for m in plan.members], spec=cost, reps=plan.bootstrap,
-                     seed=plan.seed)
+                     seed=plan.seed,
+                     two_choices=False if kind is not None and kind.is_open else None)
     return [AdaptiveRow.model_validate(r) for r in rows]

@@ -284,6 +284,24 @@ def _credits(rules: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     return out
 
 
+def _vote_weights(rules: dict[str, Any]) -> dict[str, NDArray[np.float64]]:
+    """The rules that are weighted votes (`RuleInfo.weighs`) with weights the recursion of
+    `evals.weightedvotes` takes (finite, > 0), and those weights."""
+    from ensemble.rules import aggregator_info
+
+    from .weightedvotes import usable_weights
+
+    out = {}
+    for name, lams in rules.items():
+        weighs = aggregator_info(name).weighs
+        if weighs is None or lams is None:
+            continue
+        w = usable_weights([float(x) for x in weighs(list(lams))])
+        if w is not None:
+            out[name] = w
+    return out
+
+
 def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.integer],
                       ns: list[int], rules: dict[str, Any], *, n_options: int
                       ) -> dict[str, ItemValues]:
@@ -294,8 +312,11 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
     `RuleInfo.credit`: e.g. plurality pools the votes, lam-weighted weighs them by 2λ). The
     estimate is the rule's average credit over all choices of an n_g-subset of each member's
     K_g answers (unbiased for fresh answers: the members' samples are independent), computed
-    by enumerating each member's subset counts with their hypergeometric probabilities.
-    Credit as in `vote_values` (fractional ties, no valid vote = 0).
+    by enumerating each member's subset counts with their hypergeometric probabilities, or for
+    a weighted vote (`RuleInfo.weighs`: plurality, lam-weighted) by the recursion over the
+    options of `evals.weightedvotes` (the same number; its cost does not grow with the product
+    of the members' count vectors, which open answers make huge). Credit as in
+    `vote_values` (fractional ties, no valid vote = 0).
 
     Jackknife variants: one answer of (member g, category o) deleted, category o in 0 ..
     n_options (the last: invalid); for one member the layout of `vote_values`.
@@ -322,12 +343,23 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
     for c in codes:
         a = np.asarray(c)
         identical &= (a == a[:, :1]).all(axis=1)
-    credits = _credits(rules)
+    weighted = _vote_weights(rules)
+    credits = _credits({r: lams for r, lams in rules.items() if r not in weighted})
     vals = {r: np.zeros(q) for r in rules}
     jack = {r: np.zeros((q, groups * cats)) for r in rules}
+
+    def values(base: list[NDArray[np.int64]], right: int) -> dict[str, float]:
+        from .weightedvotes import weighted_vote_value
+
+        got = _vote_group_one(base, right, ns, credits) if credits else {}
+        table = np.stack(base)
+        for r, w in weighted.items():
+            got[r] = weighted_vote_value(table, ns, w, right)
+        return got
+
     for i in range(q):
         base = [m[i] for m in cnt]
-        full = _vote_group_one(base, int(correct[i]), ns, credits)
+        full = values(base, int(correct[i]))
         for r in rules:
             vals[r][i] = full[r]
         if not ok:
@@ -338,7 +370,7 @@ def vote_group_values(codes: Sequence[NDArray[np.integer]], correct: NDArray[np.
                     continue
                 var = [b.copy() for b in base]
                 var[g][o] -= 1
-                got = _vote_group_one(var, int(correct[i]), ns, credits)
+                got = values(var, int(correct[i]))
                 for r in rules:
                     jack[r][i, g * cats + o] = got[r] - full[r]
     return {r: ItemValues(vals[r], jack[r], weight, ok, identical) for r in rules}

@@ -20,8 +20,7 @@ from ensemble.answers import merge_same, spellings
 if TYPE_CHECKING:
     from ensemble.tasks import Task
 
-__all__ = ["build_task", "is_open", "join_options", "open_options", "open_questions", "refuse_open",
-           "score_open"]
+__all__ = ["build_task", "is_open", "join_options", "open_options", "open_questions", "score_open"]
 
 
 def is_open(question: Any) -> bool:
@@ -73,19 +72,6 @@ def score_open(task: Task, questions: Sequence[Any], rows: Sequence[Sequence[Any
     raws = {divmod(i, nq): [kind.extract(s.text or "") if s is not None else None
                             for s in row] for i, row in enumerate(rows)}
     return open_questions(kind, questions, got, n_temps, raws)
-
-
-def refuse_open(task: Task) -> Task:
-    """The task, or one line when a mixed-ensemble run (`--ensemble`) is asked to score open
-    answers."""
-    from ensemble.errors import InputError
-
-    kind = task.answer_kind
-    if kind is not None and kind.is_open:
-        raise InputError("--ensemble (mixed members) scores fixed choices; open answers "
-                         "(--open, --answer) run with one model, or use Ensemble(members=..., "
-                         "answer=...) in Python")
-    return task
 
 
 def join_options(shared: Sequence[Any], other: dict[str, Any]) -> list[Any]:

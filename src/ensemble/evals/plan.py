@@ -12,7 +12,7 @@ Where what comes next goes: what the rules read from each sample beyond its hard
 votes' logprobs) is `RunPlan.requests`, asked of the provider by `RunPlan.build`, and comes back
 per sample through the draw (`evals.draw.Drawn`), as each sample's tokens and dollars do
 (`Drawn.costs`); a mixed ensemble's members voting on open answers are an ensemble plan over a
-task whose answer kind is open (refused here for now, `openanswers.refuse_open`).
+task whose answer kind is open (its rules checked for open answers: robust is refused).
 """
 
 from __future__ import annotations
@@ -199,10 +199,6 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
     task = load_task(name, data=spec.data, limit=spec.limit, seed=seed_of(spec),
                      open_answers=bool(spec.open), answer=spec.answer,
                      skip_invalid=options.skip_invalid)
-    if spec.ensemble:
-        from .openanswers import refuse_open
-
-        refuse_open(task)
     questions = select_questions(task, limit=spec.limit, seed=seed_of(spec))
     check_scorable(task, questions)
     members = _members(spec, options)
@@ -334,10 +330,13 @@ def _rules(spec: RunSpec, task: Task, questions: list[Question],
            members: tuple[PlanMember, ...], lam1: float | None) -> tuple[str, ...]:
     """The rules to score, the main vote first, each refused in one line when it cannot apply
     to these questions."""
+    kind = task.answer_kind
+    open_kind = kind.name if kind is not None and kind.is_open else None
     if spec.ensemble:
         return tuple(ensemble_rules(spec.aggregators, task.layout, questions,
-                                    [m.lam for m in members]))
-    return tuple(one_model_rules(list(spec.aggregators or ()), task.layout, questions, lam1))
+                                    [m.lam for m in members], open_kind=open_kind))
+    return tuple(one_model_rules(list(spec.aggregators or ()), task.layout, questions, lam1,
+                                 open_kind=open_kind))
 
 
 def _stopping(spec: RunSpec, members: tuple[PlanMember, ...]) -> Stopping | None:

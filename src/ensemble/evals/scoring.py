@@ -198,13 +198,13 @@ def default_aggregators(lams: list[float | None], binary: bool) -> list[str]:
 
 
 def check_aggregators(names: list[str], *, binary: bool, n_options: int,
-                      lams: list[float | None], where: str, utility: bool | None = None
-                      ) -> list[str]:
+                      lams: list[float | None], where: str, utility: bool | None = None,
+                      open_kind: str | None = None) -> list[str]:
     """The rules to score, the main vote first, each asked of the registry and refused (one
     line) before any request when it cannot apply: unknown, not scorable in evals, binary on
-    more options, without the form the task is scored with (`utility`: the group form for the
-    box-ball utility, else the credit over options; None: binary box-ball), or needing a λ
-    not known."""
+    more options or on open answers (`open_kind`: the answer kind's name), without the form the
+    task is scored with (`utility`: the group form for the box-ball utility, else the credit
+    over options; None: binary box-ball), or needing a λ not known."""
     from ensemble.rules import aggregator_info, aggregator_names
 
     utility = binary if utility is None else utility
@@ -212,6 +212,13 @@ def check_aggregators(names: list[str], *, binary: bool, n_options: int,
     out: list[str] = []
     for name in names:
         info = aggregator_info(name)
+        if open_kind is not None and not info.vote and (info.binary or not info.open):
+            ok = [n for n in aggregator_names(scorable=True)
+                  if (i := aggregator_info(n)).open and not i.binary and i.scorable_on(utility)]
+            raise InputError(f"{where}: {name} decides between two fixed options, and answer "
+                             f"{open_kind!r} is open (each question's options are the answers "
+                             f"given): drop it (rules that score open answers: "
+                             f"{', '.join(ok)})")
         if info.binary and not binary:
             get_aggregator(name, n_options=n_options)  # raises: says why
         if info.vote:
@@ -235,27 +242,29 @@ def check_aggregators(names: list[str], *, binary: bool, n_options: int,
 
 
 def one_model_rules(names: list[str], layout: TaskLayout, questions: Sequence[Any],
-                    lam1: float | None) -> list[str]:
+                    lam1: float | None, *, open_kind: str | None = None) -> list[str]:
     """The rules one model's run scores, the main vote first as its cells name it (a
     two-choice task's majority is its plurality), refused in one line before any request when
-    one cannot apply to these questions (`check_aggregators`)."""
+    one cannot apply to these questions (`check_aggregators`; `open_kind`: the name of an open
+    answer kind)."""
     box = layout.utility
     checked = check_aggregators(names, binary=box or all(len(q.choices) == 2 for q in questions),
                                 n_options=max(len(q.choices) for q in questions), lams=[lam1],
-                                where="--aggregator", utility=box)
+                                where="--aggregator", utility=box, open_kind=open_kind)
     return [layout.vote_rule, *checked[1:]]
 
 
 def ensemble_rules(names: list[str] | None, layout: TaskLayout, questions: Sequence[Any],
-                   lams: list[float | None]) -> list[str]:
+                   lams: list[float | None], *, open_kind: str | None = None) -> list[str]:
     """The rules a mixed ensemble's run scores (default: `default_aggregators`), refused before
-    any request when one cannot apply."""
-    binary = all(len(q.choices) == 2 for q in questions)
+    any request when one cannot apply (`open_kind`: the name of an open answer kind, whose
+    questions' options are the answers given: two-option rules such as robust are refused)."""
+    binary = open_kind is None and all(len(q.choices) == 2 for q in questions)
     n_options = max(len(q.choices) for q in questions)
     box = layout.utility
     return check_aggregators(names or default_aggregators(lams, binary and box),
                              binary=binary, n_options=n_options, lams=lams,
-                             where="--ensemble", utility=box)
+                             where="--ensemble", utility=box, open_kind=open_kind)
 
 
 def widen(alone: Any, g: int, like: Any) -> Any:
@@ -294,11 +303,15 @@ def ensemble_cells(layout: TaskLayout, questions: list[Any], answers: Sequence[n
         alone = [box_values(counts[g], joint, [ns[g]])[main_vote(True), ns[g]]
                  for g in range(len(answers))]
         return cells, alone
-    choices, idx, correct = option_codes(questions)
-    codes = [answer_codes(a, idx) for a in answers]
-    cells = vote_group_values(codes, correct, ns, {r: lams for r in rules},
-                              n_options=len(choices))
-    alone = [vote_values(codes[g], correct, [ns[g]], n_options=len(choices))[main_vote(False),
-                                                                             ns[g]]
+    from .adaptive import question_codes
+
+    # coded per question (its own options, as `item_cells`): open answers' task-wide codes
+    # (every distinct answer of the run) would make each question's estimate grow with them
+    coded = [question_codes(questions, np.asarray(a, dtype=object)[None]) for a in answers]
+    codes = [c[0][0] for c in coded]
+    correct = np.asarray(coded[0][1])
+    width = max(c[2] for c in coded)
+    cells = vote_group_values(codes, correct, ns, {r: lams for r in rules}, n_options=width)
+    alone = [vote_values(codes[g], correct, [ns[g]], n_options=width)[main_vote(False), ns[g]]
              for g in range(len(answers))]
     return cells, alone
