@@ -58,11 +58,12 @@ def test_a_schema_3_store_migrates_and_keeps_its_samples(tmp_path):
     # make it look like a store written by the previous release (schema 3, no endpoint column)
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE prompts DROP COLUMN endpoint")
+    conn.execute("ALTER TABLE samples DROP COLUMN answer_lp")  # schema 5's
     conn.execute("PRAGMA user_version = 3")
     conn.commit()
     conn.close()
     with SampleStore(path) as st:
-        assert st.schema_version == SCHEMA_VERSION == 4
+        assert st.schema_version == SCHEMA_VERSION == 5
         assert st.get(key, [0])[0].text == "<answer>L</answer>"  # still read, not re-drawn
         assert st.endpoints() == {None: 1}
         other = request_key("openai/m", MSGS, PARAMS, endpoint="http://127.0.0.1:9/v1")

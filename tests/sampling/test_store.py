@@ -59,3 +59,15 @@ def test_expired_and_dead_holders_are_taken_over(tmp_path):
     host = new_holder().split(":")[0]
     store.claim([("k", [1])], holder=f"{host}:{dead}:deadbeef", ttl=3600)
     assert store.claim([("k", [1])], holder=new_holder(), ttl=30)[0].claimed == [1]
+
+
+def test_a_migration_does_not_add_a_column_the_store_already_has(tmp_path):
+    """A store whose version says 4 but that already has schema 5's column (written by a
+    build between the two) migrates instead of failing on a duplicate column."""
+    path = tmp_path / "s.sqlite"
+    with SampleStore(path) as st:
+        st.put(Sample(key="k", index=0, text="x"), model="m")
+    with sqlite3.connect(path) as c:
+        c.execute("PRAGMA user_version = 4")
+    with SampleStore(path) as st:
+        assert st.schema_version == SCHEMA_VERSION and st.get("k", [0])[0].text == "x"

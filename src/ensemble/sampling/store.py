@@ -315,7 +315,8 @@ class SampleStore:
                 version = 1
             for v in range(version + 1, SCHEMA_VERSION + 1):
                 for stmt in _MIGRATIONS[v]:
-                    conn.execute(stmt)
+                    if not _has_column(conn, stmt):  # a column already there is not re-added
+                        conn.execute(stmt)
                 version = v
             conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
@@ -684,6 +685,16 @@ class SampleStore:
                 return int(self._conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
             return int(self._conn.execute("SELECT COUNT(*) FROM samples WHERE key = ?",
                                           (key,)).fetchone()[0])
+
+
+def _has_column(conn: sqlite3.Connection, stmt: str) -> bool:
+    """Whether an `ALTER TABLE t ADD COLUMN c ...` statement's column already exists."""
+    words = stmt.split()
+    if len(words) < 6 or [w.upper() for w in words[:2] + words[3:5]] != \
+            ["ALTER", "TABLE", "ADD", "COLUMN"]:
+        return False
+    cols = {row[1] for row in conn.execute(f"PRAGMA table_info({words[2]})")}
+    return words[5] in cols
 
 
 def _shared(word: Any) -> Any:
