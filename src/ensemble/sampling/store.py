@@ -26,12 +26,8 @@ Schema versions (`PRAGMA user_version`), migrated forward on open, in one transa
 of a key come from (the key hashes it too). Keys written before 4 carry no endpoint: they are
 read only by runs against a provider's own public endpoint (no api_base), whose keys have none
 either; a run against an api_base or a local model has keys of its own, so it never reads
-another server's samples (it draws its own); 5 adds `samples.answer_lp`, the compact logprobs
-the soft rules read (`ensemble.sampling.logprobs`: the answer span's token logprobs, the top-k
-at its first token, the trace's confidence summary), written with each sample drawn with
-logprobs. Rows stored before 5 with their full logprobs get it when read (computed then with
-the reader's parser); rows drawn without logprobs have none, and a rule that needs them says so
-(the store key includes whether logprobs were asked for, so getting them means drawing again).
+another server's samples (it draws its own); 5 adds `samples.answer_lp` (compact logprobs,
+`ensemble.sampling.logprobs`; compacted on reading for older rows). No column is added twice.
 """
 
 from __future__ import annotations
@@ -370,17 +366,15 @@ class SampleStore:
         out = {}
         for idx, text, fr, pt, ct, cost, lat, lp, source, alp in rows:
             if idx in wanted:
-                answer = _parse(parser, text)
-                full = json.loads(lp) if lp else None
-                # a row stored before schema 5 with its full logprobs: compacted on reading
-                small = (json.loads(alp) if alp else None if full is None
-                         else compact_logprobs(full, answer, parser))
-                # the few finish reasons and sources shared, not one string per sample
-                out[idx] = Sample(key=key, index=idx, text=text,
-                                  answer=answer, finish_reason=_shared(fr),
-                                  prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
-                                  latency_s=lat, logprobs=full,
-                                  cached=True, source=_shared(source), answer_lp=small)
+                answer, full = _parse(parser, text), json.loads(lp) if lp else None
+                # the few finish reasons and sources shared, not one string per sample; a row
+                # stored before schema 5 with its full logprobs is compacted on reading
+                out[idx] = Sample(key=key, index=idx, text=text, answer=answer,
+                                  finish_reason=_shared(fr), prompt_tokens=pt,
+                                  completion_tokens=ct, cost_usd=cost, latency_s=lat,
+                                  logprobs=full, cached=True, source=_shared(source),
+                                  answer_lp=json.loads(alp) if alp else None if full is None
+                                  else compact_logprobs(full, answer, parser))
         return out
 
     def put(self, sample: Sample, *, model: str, request_json: str | dict[str, Any] | None = None,
@@ -410,8 +404,7 @@ class SampleStore:
         rows = [(s.key, s.index, model, s.text, s.finish_reason, s.prompt_tokens,
                  s.completion_tokens, s.cost_usd, s.latency_s,
                  json.dumps(s.logprobs) if s.logprobs is not None else None, now, s.source,
-                 json.dumps(s.answer_lp, separators=(",", ":")) if s.answer_lp is not None
-                 else None)
+                 None if s.answer_lp is None else json.dumps(s.answer_lp, separators=(",", ":")))
                 for s in samples]
         with self._lock:
             for retry in (False, True):
@@ -689,12 +682,9 @@ class SampleStore:
 
 def _has_column(conn: sqlite3.Connection, stmt: str) -> bool:
     """Whether an `ALTER TABLE t ADD COLUMN c ...` statement's column already exists."""
-    words = stmt.split()
-    if len(words) < 6 or [w.upper() for w in words[:2] + words[3:5]] != \
-            ["ALTER", "TABLE", "ADD", "COLUMN"]:
-        return False
-    cols = {row[1] for row in conn.execute(f"PRAGMA table_info({words[2]})")}
-    return words[5] in cols
+    w = stmt.split()
+    return len(w) > 5 and " ".join(w[3:5]).upper() == "ADD COLUMN" and w[5] in {
+        r[1] for r in conn.execute(f"PRAGMA table_info({w[2]})")}
 
 
 def _shared(word: Any) -> Any:
