@@ -250,13 +250,13 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
     assert body.rindex("Recommendation") > body.rindex("λ against temperature")
     assert "Ensemble(&#x27;openai/sim&#x27;, api_base=&#x27;http://127.0.0.1:9/v1&#x27;" in body
     ns: dict = {}
-    exec("from ensemble import Ensemble\nens = " + rec["ensemble"], ns)
+    exec("from ensemble import Ensemble\nens = " + rec.ensemble, ns)
     ens = ns["ens"]
-    assert (ens.n, ens.temperature, ens.aggregator_name) == (3, rec["t"], rec["aggregator"])
-    if rec["aggregator"] == "robust":
-        assert f"lam={rec['lam']:.4g}" in rec["ensemble"]
+    assert (ens.n, ens.temperature, ens.aggregator_name) == (3, rec.t, rec.aggregator)
+    if rec.aggregator == "robust":
+        assert f"lam={rec.lam:.4g}" in rec.ensemble
     md = paths["md"].read_text()
-    assert "ψ\\_λ" in md and "```python" in md and rec["ensemble"] in md
+    assert "ψ\\_λ" in md and "```python" in md and rec.ensemble in md
 
 
 def test_rejected_law_says_what_to_use_and_the_one_in_twenty(tmp_path):
@@ -370,13 +370,13 @@ def test_target_accuracy_picks_the_fewest_samples_that_reach_it(tmp_path, run_cl
     (tmp_path / "summary.json").write_text(json.dumps(doc))
     fits = _fits()
     rec = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.70)
-    tg = rec["target"]  # n = 3 reaches 0.70: at t = 1 only with confidence (0.71 - 0.02 < 0.70)
-    assert tg["met"] and (tg["t"], tg["n"]) == (1.0, 3) and "confidently" in tg["text"]
-    assert "n=3" in tg["ensemble"] and "aggregator='plurality'" in tg["ensemble"]
-    tg = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.79)["target"]
-    assert (tg["t"], tg["n"]) == (1.0, 5) and "point estimate only" in tg["text"]
-    tg = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.95)["target"]
-    assert not tg["met"] and "No (t, n)" in tg["text"] and (tg["t"], tg["n"]) == (1.0, 5)
+    tg = rec.target  # n = 3 reaches 0.70: at t = 1 only with confidence (0.71 - 0.02 < 0.70)
+    assert tg.met and (tg.t, tg.n) == (1.0, 3) and "confidently" in tg.text
+    assert "n=3" in tg.ensemble and "aggregator='plurality'" in tg.ensemble
+    tg = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.79).target
+    assert (tg.t, tg.n) == (1.0, 5) and "point estimate only" in tg.text
+    tg = recommend(fits, 3, eval_dir=str(tmp_path), model="m", target_accuracy=0.95).target
+    assert not tg.met and "No (t, n)" in tg.text and (tg.t, tg.n) == (1.0, 5)
     with pytest.raises(InputError, match="--eval-dir"):
         recommend(fits, 3, target_accuracy=0.7)
 

@@ -40,7 +40,7 @@ from ensemble.evals.schemas import (  # noqa: E402
 from ensemble.tasks import get_task  # noqa: E402
 
 
-def _document(out: str, rec: dict | None) -> CalibrationSummary:
+def _document(out: str, rec: Recommendation | None) -> CalibrationSummary:
     """The calibration document a report is rendered from (the run's context left blank)."""
     meta = CalibrationMeta(
         model="openai/sim-expert", api_base=None, endpoint=None, served_by=None, task="boxball",
@@ -49,7 +49,7 @@ def _document(out: str, rec: dict | None) -> CalibrationSummary:
         version="", requests=0, cost_usd=None, invalid=0, run_dir=out, bootstrap=None)
     return CalibrationSummary(
         model=meta.model, endpoint=None, meta=meta, units="", mode="sample", fits=[],
-        joint=None, recommendation=None if rec is None else Recommendation.model_validate(rec),
+        joint=None, recommendation=rec,
         invalid=0, requests=0, cost_usd=None, rate_limited=0, report={}, profile="",
         failed=FailedSummary(count=0, of=0, ids=[], reasons={}, file=None))
 

@@ -33,6 +33,8 @@ from .schemas import (
     CalibrationSummary,
     FailedSummary,
     Recommendation,
+    RecommendOption,
+    Target,
 )
 from .spec import RunSpec
 
@@ -164,7 +166,7 @@ def _fits(plan: RunPlan, qs: list[Question], drawn: Drawn
 
 
 def _write(plan: RunPlan, qs: list[Question], fits: list[LambdaFit], joint: JointFit | None,
-           rec: dict[str, Any] | None, panels: list[dict[str, Any]], invalid: int,
+           rec: Recommendation | None, panels: list[dict[str, Any]], invalid: int,
            drawn: Drawn) -> CalibrationSummary:
     """profile.json, the report and calibration.json (built by keyword from the fits);
     returns calibration.json's document."""
@@ -199,7 +201,7 @@ def _write(plan: RunPlan, qs: list[Question], fits: list[LambdaFit], joint: Join
                              gof_reps=f.gof_reps, boot_seed=f.boot_seed, notes=list(f.notes))
               for f in fits],
         joint=_joint_doc(joint),
-        recommendation=None if rec is None else Recommendation.model_validate(rec),
+        recommendation=rec,
         invalid=invalid, requests=stats.requests, cost_usd=stats.cost_usd,
         rate_limited=stats.rate_limited, failed=FailedSummary(**drawn.failed.to_dict()),
         report={}, profile=str(plan.out / PROFILE_FILE))
@@ -245,7 +247,7 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
               joint: Any = None, model: str | None = None, api_base: str | None = None,
               choices: tuple[str, ...] | None = None, target_accuracy: float | None = None,
               cells: dict[tuple[float, int], dict[str, Any]] | None = None
-              ) -> dict[str, Any] | None:
+              ) -> Recommendation | None:
     """Temperature and aggregator for a budget of n samples, and (with an eval run) the
     cheapest (t, n) that reaches a target accuracy; each with an `Ensemble(...)` line to paste.
 
@@ -268,7 +270,7 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
     g = threshold(n)
     if cells is None:
         cells = _eval_cells(eval_dir) if eval_dir else {}
-    opts: list[dict[str, Any]] = []
+    opts: list[RecommendOption] = []
     for f in fits:
         lam = f.lam
         if lam < 0:
@@ -277,47 +279,41 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
         res = robust_aggregator(n, lam_eff)
         majority = lam_eff <= g  # the minimax-regret rule is the majority there
         acc = cells.get((float(f.t or 0.0), n))
-        opts.append({"t": f.t, "lam": lam, "aggregator": main_vote(True) if majority else ROBUST,
-                     "worst_regret": res.majority_worst_regret if majority
-                     else res.worst_regret,
-                     "robust_f": list(res.f), "eval_accuracy": acc["accuracy"] if acc else None,
-                     "eval_sem": acc["sem"] if acc else None})
+        opts.append(RecommendOption(
+            t=f.t, lam=lam, aggregator=main_vote(True) if majority else ROBUST,
+            worst_regret=res.majority_worst_regret if majority else res.worst_regret,
+            robust_f=list(res.f), eval_accuracy=acc["accuracy"] if acc else None,
+            eval_sem=acc["sem"] if acc else None))
     if not opts:
         return None
-    best = min(opts, key=lambda o: (round(o["worst_regret"], 4),
-                                    -(o["eval_accuracy"] or 0.0)))
+    best = min(opts, key=lambda o: (round(o.worst_regret, 4), -(o.eval_accuracy or 0.0)))
+    t_best = float(best.t or 0.0)
     g_txt = "∞" if math.isinf(g) else f"{g:.4g}"
-    line = _ensemble_line(model, api_base, best["t"], n, best["aggregator"], best["lam"],
-                          choices)
+    line = _ensemble_line(model, api_base, t_best, n, best.aggregator, best.lam, choices)
     caveats = []
-    if best["t"] == 0:
+    if t_best == 0:
         caveats.append("At t = 0 (greedy decoding) a model gives the same reply to the same "
                        "prompt every time, so n samples are n copies of one answer: a vote "
                        "adds nothing there. Use n = 1 at t = 0, or a t > 0 for a vote.")
-    rec_rule = aggregator_info(best["aggregator"])
+    rec_rule = aggregator_info(best.aggregator)
     if rec_rule.binary and not rec_rule.vote:  # (the main vote becomes plurality on more)
-        caveats.append(f"The {best['aggregator']} rule decides between two answers (like L/R); "
+        caveats.append(f"The {best.aggregator} rule decides between two answers (like L/R); "
                        "for multiple choice with more options use "
                        f"aggregator=\"{main_vote(False)}\".")
-    rec: dict[str, Any] = {
-        "n": n, "g": g, "t": best["t"], "aggregator": best["aggregator"], "lam": best["lam"],
-        "worst_regret": best["worst_regret"],
-        "summary": f"With a budget of n = {n} samples per decision: use t = {best['t']:g} and "
-                   f"the {best['aggregator']} rule (λ = {_num(best['lam'])} at that t; "
-                   f"worst-case regret {best['worst_regret']:.4f} in ±1 units).",
-        "why": f"Majority is optimally robust when λ(t) ≤ g({n}) = {g_txt}; above it the "
-               "minimax-regret rule from `ensemble theory robust` is used. The temperature "
-               "whose rule has the smallest worst-case regret (the most that the rule can lose "
-               "against an all-knowing aggregator, over every task of this kind) is "
-               "recommended; eval accuracy, when an eval run is given, is shown for comparison.",
-        "ensemble": line,
-        "caveats": caveats,
-        "options": opts,
-        "target": None,
-    }
-    if target_accuracy is not None:
-        rec["target"] = _target(cells, target_accuracy, model, api_base, choices)
-    return rec
+    return Recommendation(
+        n=n, g=g, t=best.t, aggregator=best.aggregator, lam=best.lam,
+        worst_regret=best.worst_regret,
+        summary=f"With a budget of n = {n} samples per decision: use t = {t_best:g} and "
+                f"the {best.aggregator} rule (λ = {_num(best.lam)} at that t; "
+                f"worst-case regret {best.worst_regret:.4f} in ±1 units).",
+        why=f"Majority is optimally robust when λ(t) ≤ g({n}) = {g_txt}; above it the "
+            "minimax-regret rule from `ensemble theory robust` is used. The temperature "
+            "whose rule has the smallest worst-case regret (the most that the rule can lose "
+            "against an all-knowing aggregator, over every task of this kind) is "
+            "recommended; eval accuracy, when an eval run is given, is shown for comparison.",
+        ensemble=line, caveats=caveats, options=opts,
+        target=None if target_accuracy is None else _target(cells, target_accuracy, model,
+                                                             api_base, choices))
 
 
 def _num(v: float | None) -> str:
@@ -343,12 +339,12 @@ def _ensemble_line(model: str | None, api_base: str | None, t: float, n: int, ru
 
 
 def _target(cells: dict[tuple[float, int], dict[str, Any]], target: float, model: str | None,
-            api_base: str | None, choices: tuple[str, ...] | None) -> dict[str, Any]:
+            api_base: str | None, choices: tuple[str, ...] | None) -> Target:
     """The cheapest (fewest samples, then most accurate) eval cell reaching `target`: first by
     its 95% interval's lower end (reached with confidence), else by the point estimate."""
     if not cells:
-        return {"accuracy": target, "met": False,
-                "text": "The eval run has no majority/plurality results to compare with."}
+        return Target(accuracy=target, met=False,
+                      text="The eval run has no majority/plurality results to compare with.")
     for how, key in (("confidently (95% interval above it)", "lo"),
                      ("on the point estimate only (its 95% interval reaches below it)",
                       "accuracy")):
@@ -356,20 +352,19 @@ def _target(cells: dict[tuple[float, int], dict[str, Any]], target: float, model
         if ok:
             (t, n), c = min(ok, key=lambda kv: (kv[0][1], -kv[1]["accuracy"]))
             line = _ensemble_line(model, api_base, t, n, c["aggregator"], None, choices)
-            return {"accuracy": target, "met": True, "t": t, "n": n,
-                    "aggregator": c["aggregator"], "value": c["accuracy"],
-                    "ci": [c["lo"], c["hi"]], "ensemble": line,
-                    "text": f"For a target accuracy of {target:g}: t = {t:g} with n = {n} "
-                            f"({c['aggregator']}) reaches {c['accuracy']:.3f} (95% interval "
-                            f"{c['lo']:.3f} – {c['hi']:.3f}) in the eval, {how}; it is the "
-                            "fewest samples per decision that does."}
+            return Target(accuracy=target, met=True, t=t, n=n, aggregator=c["aggregator"],
+                          value=c["accuracy"], ci=[c["lo"], c["hi"]], ensemble=line,
+                          text=f"For a target accuracy of {target:g}: t = {t:g} with n = {n} "
+                               f"({c['aggregator']}) reaches {c['accuracy']:.3f} (95% interval "
+                               f"{c['lo']:.3f} – {c['hi']:.3f}) in the eval, {how}; it is the "
+                               "fewest samples per decision that does.")
     (t, n), c = max(cells.items(), key=lambda kv: kv[1]["accuracy"])
-    return {"accuracy": target, "met": False, "t": t, "n": n, "value": c["accuracy"],
-            "ci": [c["lo"], c["hi"]],
-            "text": f"No (t, n) in the eval reaches {target:g}: the best is t = {t:g}, n = {n} "
-                    f"with {c['accuracy']:.3f} (95% interval {c['lo']:.3f} – {c['hi']:.3f}). "
-                    "Rerun the eval with larger --n (and --samples) to see whether more samples "
-                    "reach it, or use a stronger model."}
+    return Target(accuracy=target, met=False, t=t, n=n, value=c["accuracy"],
+                  ci=[c["lo"], c["hi"]],
+                  text=f"No (t, n) in the eval reaches {target:g}: the best is t = {t:g}, "
+                       f"n = {n} with {c['accuracy']:.3f} (95% interval {c['lo']:.3f} – "
+                       f"{c['hi']:.3f}). Rerun the eval with larger --n (and --samples) to see "
+                       "whether more samples reach it, or use a stronger model.")
 
 
 def _eval_cells(eval_dir: str) -> dict[tuple[float, int], dict[str, Any]]:
