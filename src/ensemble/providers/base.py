@@ -75,12 +75,33 @@ class Capabilities:
                      batch mode pays for that.
     limit_reason:    what sets `max_concurrency`, in words for the run's notes when it caps
                      the concurrency asked for (None: say nothing).
+    logprobs:        True: returns token logprobs when asked; False: cannot (a draw that
+                     asks for them is refused before its first request, `refuses`); None:
+                     unknown (a reply that comes back without them is refused then).
+    top_logprobs:    the most alternatives per token it returns (`top_logprobs=k`; 0: none;
+                     None: unknown).
+    logprobs_source: where the provider knows it from, in words for the refusal (e.g.
+                     "litellm's supported parameters for anthropic").
     """
 
     max_concurrency: int | None = None
     supports_n: bool | None = None
     batch_api: Callable[[], Any] | None = None
     limit_reason: str | None = None  # what caps max_concurrency, said in the run's notes
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    logprobs_source: str | None = None
+
+    def refuses(self, *, top_logprobs: int = 0) -> str | None:
+        """Why this provider cannot give a draw token logprobs with `top_logprobs`
+        alternatives per token, in words (None: it can, or it is not known)."""
+        why = f" ({self.logprobs_source})" if self.logprobs_source else ""
+        if self.logprobs is False:
+            return f"cannot return token logprobs{why}"
+        if top_logprobs and self.top_logprobs is not None and top_logprobs > self.top_logprobs:
+            return (f"returns at most {self.top_logprobs} alternatives per token{why}, and "
+                    f"{top_logprobs} are asked (top_logprobs)")
+        return None
 
 
 @runtime_checkable

@@ -30,9 +30,9 @@ from .translate import env_key_name, translate_error
 if TYPE_CHECKING:
     from .params import SamplingParams
 
-__all__ = ["LOCAL_PLACEHOLDER_KEY", "LiteLLMProvider", "litellm", "litellm_completion",
-           "litellm_batch_api", "litellm_price", "litellm_request", "litellm_token_count",
-           "pool_capacity", "resolve_key"]
+__all__ = ["LOCAL_PLACEHOLDER_KEY", "OPENAI_TOP_LOGPROBS", "LiteLLMProvider", "litellm",
+           "litellm_batch_api", "litellm_completion", "litellm_logprobs", "litellm_price",
+           "litellm_request", "litellm_token_count", "pool_capacity", "resolve_key"]
 
 def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, str | None]:
     """(key to send, where it came from: "explicit", "env:NAME", "placeholder" or None).
@@ -49,6 +49,27 @@ def resolve_key(provider: str, options: ProviderOptions) -> tuple[str | None, st
     if options.endpoint.api_base:
         return LOCAL_PLACEHOLDER_KEY, "placeholder"
     return None, None
+
+
+# the most alternatives per token OpenAI's API returns (top_logprobs), which litellm passes on
+OPENAI_TOP_LOGPROBS = 20
+
+
+def litellm_logprobs(model: str, provider: str) -> tuple[bool | None, int | None, str]:
+    """Whether litellm passes token logprobs (and how many alternatives per token) for a model
+    of a provider, from litellm's public `get_supported_openai_params`: (logprobs,
+    top_logprobs, where that is from). (None, None, ...) when litellm does not say."""
+    source = f"litellm's supported parameters for {provider}"
+    try:
+        params = litellm().get_supported_openai_params(model=model,
+                                                       custom_llm_provider=provider)
+    except Exception:  # noqa: BLE001 - a provider litellm lists no parameters for
+        params = None
+    if not params:
+        return None, None, source
+    if "logprobs" not in params:
+        return False, 0, source
+    return True, OPENAI_TOP_LOGPROBS if "top_logprobs" in params else 0, source
 
 
 def litellm_batch_api(target: str, options: ProviderOptions, key: str | None) -> Any:
@@ -133,13 +154,16 @@ class LiteLLMProvider:
                 "DISABLE_AIOHTTP_TRANSPORT)")
         provider = provider_of(self.target)
         try:
-            ll.get_llm_provider(self.target, api_base=self.api_base)
+            name, prov, _, _ = ll.get_llm_provider(self.target, api_base=self.api_base)
         except Exception:  # noqa: BLE001 - litellm raises a plain BadRequestError here
             raise ModelNotFoundError(
                 f"unknown model {self.model!r}: use a litellm model string such as "
                 "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest or ollama/llama3, or a "
                 "local model (local:<path.gguf>)", model=self.model, provider=provider,
                 reason="unknown model") from None
+        lp, top, source = litellm_logprobs(str(name), str(prov))
+        self.capabilities = replace(self.capabilities, logprobs=lp, top_logprobs=top,
+                                    logprobs_source=source)
         if self._key is None and not self.api_base:
             try:
                 missing = ll.validate_environment(self.target).get("missing_keys") or []

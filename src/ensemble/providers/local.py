@@ -35,7 +35,10 @@ class LocalProvider:
 
     name = "local"
 
-    capabilities = Capabilities(max_concurrency=1, supports_n=False, batch_api=None)
+    # llama.cpp's server returns token logprobs (its own, before its sampling chain: the same
+    # at every temperature) and the top alternatives at each token
+    capabilities = Capabilities(max_concurrency=1, supports_n=False, batch_api=None,
+                                logprobs=True, logprobs_source="llama.cpp's server")
 
     def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
         self.model = model

@@ -55,7 +55,7 @@ from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeou
 from .base import INDEX_HEADER, Capabilities, Completion
 from .endpoints import normalise_api_base
 from .http import new_client, new_session, transport_of
-from .litellm import litellm_token_count, resolve_key
+from .litellm import OPENAI_TOP_LOGPROBS, litellm_token_count, resolve_key
 from .openai_wire import chat_body, completion_of
 from .options import ProviderOptions
 from .prices import token_price
@@ -114,9 +114,14 @@ class OpenAIProvider:
         # max_tokens); other servers may know only max_tokens
         self._max_tokens_name = ("max_completion_tokens" if self.base_url == OPENAI_API_BASE
                                  else "max_tokens")
-        # its own client's pool holds max_concurrency connections: no cap of its own
+        # its own client's pool holds max_concurrency connections: no cap of its own. Token
+        # logprobs: OpenAI's API returns them for most models (not its reasoning models), an
+        # OpenAI-compatible server may or may not: unknown until a reply says; at most 20
+        # alternatives per token, OpenAI's bound
         self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
-                                         batch_api=self.batch_api)
+                                         batch_api=self.batch_api,
+                                         top_logprobs=OPENAI_TOP_LOGPROBS,
+                                         logprobs_source="OpenAI's API")
 
     def batch_api(self) -> Any:
         """The SDK's Files and Batch API on this provider's client (batch mode)."""

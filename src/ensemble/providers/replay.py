@@ -187,6 +187,19 @@ def load_recording(model: str) -> Recording:
     return Recording(str(path), member, samples)
 
 
+def recorded_logprobs(recording: Recording) -> dict[str, Any]:
+    """What a recording can give a draw that reads logprobs (`Capabilities` fields): every
+    sample recorded with them, none, or some (unknown: a prompt without them is refused when
+    asked). The alternatives per token are what each sample was recorded with: no bound is
+    declared."""
+    lps = [s.lp for samples in recording.samples.values() for s in samples]
+    held = sum(lp is not None for lp in lps)
+    where = f"the recording {recording.path}"
+    if not held:
+        return {"logprobs": False, "logprobs_source": f"{where} holds none"}
+    return {"logprobs": True if held == len(lps) else None, "logprobs_source": where}
+
+
 class ReplayProvider:
     """A provider (see `ensemble.providers.Provider`) serving a recording's samples."""
 
@@ -201,7 +214,8 @@ class ReplayProvider:
         self.api_base: str | None = None
         self.identity: str | None = f"replay:{digest}:{self.recording.member or ''}"
         self.endpoint = ("replay", self.identity, "-")
-        self.capabilities = Capabilities(max_concurrency=None, supports_n=True, batch_api=None)
+        self.capabilities = Capabilities(max_concurrency=None, supports_n=True, batch_api=None,
+                                         **recorded_logprobs(self.recording))
         self.requests = 0
 
     def __repr__(self) -> str:

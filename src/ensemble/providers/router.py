@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,13 +211,35 @@ class RouterProvider:
         return cls(router, model=model, options=options)
 
     async def start(self) -> None:
-        """Impose each deployment's limits on its endpoint's limiter (until `aclose`)."""
+        """Impose each deployment's limits on its endpoint's limiter (until `aclose`); learn
+        from litellm whether every deployment returns token logprobs (a request may go to
+        any: one that cannot makes the group unable)."""
         if self._started:
             return
+        self.capabilities = replace(self.capabilities, **self._logprobs())
         for dep in self._deps:
             cap, rpm, tpm = dep.limits
             dep.token = dep.limiter.attach(max_concurrency=cap, rpm=rpm, tpm=tpm)
         self._started = True
+
+    def _logprobs(self) -> dict[str, Any]:
+        from .litellm import litellm_logprobs
+        from .litellm_lib import litellm
+
+        said: list[tuple[bool | None, int | None, str]] = []
+        for dep in self._deps:
+            try:
+                name, prov, _, _ = litellm().get_llm_provider(dep.model)
+            except Exception:  # noqa: BLE001 - a deployment litellm cannot place: unknown
+                said.append((None, None, "litellm"))
+                continue
+            said.append(litellm_logprobs(str(name), str(prov)))
+        lps = [lp for lp, _, _ in said]
+        tops = [top for _, top, _ in said if top is not None]
+        lp = False if False in lps else (True if all(lps) else None)
+        top = min(tops) if len(tops) == len(said) else None
+        return {"logprobs": lp, "top_logprobs": top,
+                "logprobs_source": "litellm's supported parameters for its deployments"}
 
     async def aclose(self) -> None:
         if not self._started:

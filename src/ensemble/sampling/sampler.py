@@ -248,6 +248,23 @@ class Sampler:
                                                        tpm=lim.tpm)
             self._online.limiter = self._limiter
 
+    def _check_logprobs(self, requests: Sequence[SampleRequest]) -> None:
+        """Refuse, before any request, a draw that asks for token logprobs its provider
+        declares it cannot return (`Capabilities.refuses`): one line, nothing sent or paid.
+        Where the provider does not know, a reply that comes back without them is refused by
+        the rule that reads them."""
+        asked = [r.params for r in requests if r.params.logprobs]
+        if not asked:
+            return
+        why = self.provider.capabilities.refuses(
+            top_logprobs=max(p.top_logprobs or 0 for p in asked))
+        if why is not None:
+            raise InputError(
+                f"{self.model}: its provider ({self.provider_name}) {why}, which this draw "
+                "reads (a rule or stopping rule that weighs votes by token logprobs: soft, "
+                "confidence, deepconf, weighted); use a rule that reads the answers alone "
+                "(plurality, majority, ...), or a model whose provider returns logprobs")
+
     # -- sampling ----------------------------------------------------------------------------
     async def sample(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
                      ) -> list[list[Sample]]:
@@ -272,6 +289,7 @@ class Sampler:
         if parser is not None:
             ctx.parse = parser
         await self._resolve()
+        self._check_logprobs(requests)
         if self.mode == "batch":  # the provider's Batch API: ensemble/sampling/batch.py
             from .batch import run_batch
 

@@ -169,6 +169,22 @@ class ServedEnsembles:
             except InputError as exc:
                 raise InputError(f"served model {name!r}: {exc}") from None
             self._check_priced(name, served)
+            self._check_logprobs(name)
+
+    def _check_logprobs(self, name: str) -> None:
+        """A served model whose rule reads token logprobs, with a member whose provider
+        declares it cannot return them, is refused at start, before any request (one whose
+        provider learns it on starting, litellm's, is refused by its first draw)."""
+        ens = self._base[name]
+        if not ens.params.logprobs:
+            return
+        for m in ens.members:
+            why = self.provider(m).capabilities.refuses(top_logprobs=ens.params.top_logprobs or 0)
+            if why is not None:
+                raise InputError(
+                    f"served model {name!r}: aggregator {ens.aggregator_name} (or its stop "
+                    f"rule) reads token logprobs, and {m.model} {why}; use a rule that reads "
+                    "the answers alone (plurality, majority, ...), or a model that returns them")
 
     def _check_priced(self, name: str, served: ServedModel) -> None:
         """The cost rule prices every vote: a member whose price is unknown is refused at

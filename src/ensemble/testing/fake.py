@@ -57,8 +57,9 @@ class FakeExpertProvider:
         self.api_base: str | None = None
         self.latency = float(latency)
         self.price_per_token = price_per_token
+        # the planted expert's logprobs, with any number of alternatives per token
         self.capabilities = Capabilities(max_concurrency=None, supports_n=bool(supports_n),
-                                         batch_api=None)
+                                         batch_api=None, logprobs=True)
         self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
         e = self.expert  # another planted expert is another source of samples
         self.identity: str | None = (f"fake:{model}:lam1={e.lam1!r}:bias={e.bias!r}:"
