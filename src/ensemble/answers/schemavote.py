@@ -86,12 +86,27 @@ def _ref(ref: Any, root: Mapping[str, Any], where: str) -> Mapping[str, Any]:
 
 def check_votable(schema: Any, where: str = "schema") -> None:
     """Refuse, in one InputError line naming the place, a schema this voter cannot vote or
-    that is not a valid JSON schema."""
+    that is not a valid JSON schema. A schema found fine is remembered (by its JSON): an
+    agent sends the same tools with every request, and checking a schema against the
+    metaschema costs milliseconds."""
+    if not isinstance(schema, Mapping):
+        raise InputError(f"{where} must be a JSON schema object")
+    text = json.dumps(schema, sort_keys=True, default=str)
+    if text in _CHECKED:
+        return
+    _check(schema, where)
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED.add(text)
+
+
+_CHECKED: set[str] = set()  # schemas (as JSON) already found votable
+
+
+def _check(schema: Mapping[str, Any], where: str) -> None:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
-    if not isinstance(schema, Mapping):
-        raise InputError(f"{where} must be a JSON schema object")
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

@@ -172,13 +172,14 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Any, ...] | None, Any]:
             raise RequestRejected("tool_choice needs tools", param="tool_choice")
         return None, None
     try:
-        names = [t.name for t in tools_of(tools)]
+        declared = tools_of(tools)
     except InputError as exc:
         raise RequestRejected(str(exc), param="tools") from None
+    names = [t.name for t in declared]
     from ..answers.toolcalls import choice_rule
 
     try:
-        allowed, _, may = choice_rule(choice, tools_of(tools))
+        allowed, _, may = choice_rule(choice, declared)
     except InputError as exc:
         raise RequestRejected(str(exc), param="tool_choice") from None
     if may and not allowed:
