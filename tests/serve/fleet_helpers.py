@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -45,13 +46,21 @@ def replicas(config: Path, count: int, *, args: Sequence[str] = (),
                                str(config), *args], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=e)
              for _ in range(count)]
+    # read each replica's log as it comes: a full pipe would block its event loop on a log line
+    logs: list[list[str]] = [[] for _ in procs]
+    readers = [threading.Thread(target=_drain, args=(p, lines), daemon=True)
+               for p, lines in zip(procs, logs, strict=True)]
+    for r in readers:
+        r.start()
     out: list[tuple[subprocess.Popen, str]] = []
     try:
         for p in procs:
             assert p.stdout is not None
             url = p.stdout.readline().strip()
             if not url.startswith("http"):
-                err = p.stderr.read() if p.stderr else ""
+                p.wait(30)
+                time.sleep(0.2)
+                err = "".join(logs[procs.index(p)])
                 raise RuntimeError(f"serve did not start: {err[-2000:]}")
             out.append((p, url))
         yield out
@@ -61,11 +70,19 @@ def replicas(config: Path, count: int, *, args: Sequence[str] = (),
                 p.send_signal(signal.SIGTERM)
         for p in procs:
             try:
-                _, err = p.communicate(timeout=60)
+                p.wait(60)
             except subprocess.TimeoutExpired:
                 p.kill()
-                _, err = p.communicate()
-            p.stderr_text = err  # type: ignore[attr-defined]
+                p.wait()
+        for p, r, lines in zip(procs, readers, logs, strict=True):
+            r.join(10)
+            p.stderr_text = "".join(lines)  # type: ignore[attr-defined]
+
+
+def _drain(proc: subprocess.Popen, lines: list[str]) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
 
 
 def windows(times: Sequence[float], width: float, *, since: float | None = None) -> int:
