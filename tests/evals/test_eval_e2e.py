@@ -211,7 +211,7 @@ def test_malformed_data_and_unknown_model_lose_nothing(tmp_path, _cli):
     with SimulatedServer(lam1=4.0, seed=0) as srv:
         ok = _cli(["eval", "jsonl", "--model", "openai/sim-expert", "--api-base", srv.base_url,
                    "--t", "1", "--n", "1", "--samples", "3", "--data", str(good), "--out",
-                   str(out), "--bootstrap", "50", "--json"])
+                   str(out), "--bootstrap", "100", "--json"])
         assert ok.returncode == 0, ok.stderr
         store = (out / "samples.sqlite").read_bytes()
         # an unknown model: one line, and the samples already stored are untouched
@@ -230,7 +230,7 @@ def test_malformed_data_and_unknown_model_lose_nothing(tmp_path, _cli):
 def test_real_local_model_on_mathqa(tmp_path, mathqa_path, smollm2_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
     cfg = one_model("mathqa", f"local/{smollm2_path}", (0.7,), (1, 2), samples=2, limit=2,
-                    data=str(mathqa_path), bootstrap=20, max_tokens=24)
+                    data=str(mathqa_path), bootstrap=100, max_tokens=24)
     s = dump(asyncio.run(run_eval(cfg, RunOptions(out=str(tmp_path / "local"),
                                              provider=ProviderOptions(max_concurrency=2)))))
     # a 135M model mostly fails the format; what matters: the samples arrived and were scored

@@ -44,7 +44,7 @@ def test_a_runs_tokens_are_its_requests_and_its_samples_both_named(tmp_path, run
         encoding="utf-8")
     qs = get_task("taskfile", data=task).questions()
     out = tmp_path / "run"
-    args = ("--t", 0.7, "--n", 1, 3, "--samples", K, "--bootstrap", 50,
+    args = ("--t", 0.7, "--n", 1, 3, "--samples", K, "--bootstrap", 100,
             "--price-per-1k-tokens", "0.001,0.002", "--out", out, "--json")
     with SimulatedServer(lam1=2.0, answer_key=answer_key_from_questions(qs), seed=3) as srv:
         r = run_cli("eval", task, "--model", "openai/sim", "--api-base", srv.base_url, *args)
@@ -99,7 +99,7 @@ def test_a_replay_keeps_each_recorded_samples_tokens(tmp_path, run_cli):
         for q in get_task("taskfile", data=task).questions()), encoding="utf-8")
     out = tmp_path / "replayed"
     r = run_cli("eval", task, "--model", f"replay/{rec}", "--t", 0.7, "--n", 1, "--samples", K,
-                "--bootstrap", 50, "--out", out, "--json")
+                "--bootstrap", 100, "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     got = {q: [s["tokens"] for s in sorted((s for s in _lines(out) if s["id"] == q),
                                            key=lambda s: s["sample"])] for q in tokens}

@@ -49,7 +49,7 @@ def _refused(capsys, *args) -> str:
 
 def _eval(server, out, *more) -> tuple[str, ...]:
     return ("eval", "boxball", "--model", "openai/sim-expert", "--api-base", server.base_url,
-            "--t", "1", "--n", "1", "3", "--samples", "3", "--limit", "2", "--bootstrap", "50",
+            "--t", "1", "--n", "1", "3", "--samples", "3", "--limit", "2", "--bootstrap", "100",
             "--out", out, *more)
 
 
@@ -169,7 +169,7 @@ def test_a_record_line_of_a_newer_version_is_one_line(runs, tmp_path, capsys):
 
 def test_a_spec_without_a_version_runs_and_one_of_a_newer_version_is_refused(
         server, tmp_path, capsys):
-    spec = {"task": "boxball", "n": [1], "samples": 2, "limit": 2, "bootstrap": 50,
+    spec = {"task": "boxball", "n": [1], "samples": 2, "limit": 2, "bootstrap": 100,
             "members": [{"model": "openai/sim-expert", "api_base": server.base_url,
                          "temperature": 1.0}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))

@@ -50,7 +50,7 @@ needs_chromium = pytest.mark.skipif(
 
 def _eval(out: Path, srv: SimulatedServer, **kw) -> dict:
     spec = one_model("boxball", "openai/sim-expert", kw.pop("t", (0.5, 1.0)), (1, 3),
-                     api_base=srv.base_url, samples=5, limit=3, bootstrap=50, **kw)
+                     api_base=srv.base_url, samples=5, limit=3, bootstrap=100, **kw)
     return dump(asyncio.run(run_eval(spec, RunOptions(out=str(out)))))
 
 
@@ -409,7 +409,7 @@ def mixed(tmp_path_factory):
             {"model": "openai/sim-b", "api_base": b.base_url, "n": 1, "temperature": 0.5,
              "lam": 12.0, "label": "strong"}]}))
         spec = load_spec(str(base / "spec.json")).model_copy(update={
-            "task": "boxball", "samples": 3, "limit": 3, "bootstrap": 50})
+            "task": "boxball", "samples": 3, "limit": 3, "bootstrap": 100})
         asyncio.run(run_eval(spec, RunOptions(out=str(base / "run"))))
     return base / "run"
 

@@ -30,13 +30,12 @@ from ensemble.rules import baseline, is_baseline
 from ensemble.tasks import TaskLayout, layout_of
 
 from .analysis import ItemValues
-from .intervals import bootstrap_counts, sampled_row, summarise
+from .intervals import bootstrap_counts, check_bootstrap, sampled_row, summarise
 from .records import QuestionRecord
 from .rundir import RunFolder
 
-__all__ = ["MIN_BOOTSTRAP", "MemberCell", "RunData", "compare_runs", "run_data"]
+__all__ = ["MemberCell", "RunData", "compare_runs", "run_data"]
 
-MIN_BOOTSTRAP = 100  # fewer resamples cannot place a 95% interval's 2.5% and 97.5% points
 
 
 @dataclass(frozen=True)
@@ -146,9 +145,7 @@ def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
 
 
 def _check(a: RunData, b: RunData, reps: int) -> None:
-    if reps < MIN_BOOTSTRAP:
-        raise InputError(f"--bootstrap {reps} is too few to place a 95% interval: give at "
-                         f"least {MIN_BOOTSTRAP} (default 1000)")
+    check_bootstrap(reps)
     if a.path.resolve() == b.path.resolve() or (a.created is not None
                                                 and a.created == b.created
                                                 and a.model == b.model):

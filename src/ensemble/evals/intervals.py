@@ -38,9 +38,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ensemble.errors import InputError
+
 from .analysis import ItemValues
 
-__all__ = ["Estimate", "Summary", "bootstrap_counts", "estimate", "sampled_row", "summarise"]
+__all__ = ["MIN_BOOTSTRAP", "Estimate", "Summary", "bootstrap_counts", "check_bootstrap",
+           "estimate", "sampled_row", "summarise"]
+
+MIN_BOOTSTRAP = 100  # fewer resamples cannot place a 95% interval's 2.5% and 97.5% points
+
+
+def check_bootstrap(reps: int, *, name: str = "--bootstrap") -> None:
+    """InputError unless `reps` bootstrap resamples can place a 95% interval (`name`: the
+    option or field as the user gave it)."""
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < MIN_BOOTSTRAP:
+        raise InputError(f"{name} must be an integer >= {MIN_BOOTSTRAP}, got {reps} (fewer "
+                         "resamples cannot place a 95% interval; default 1000)")
 
 Z95 = 1.959963984540054
 

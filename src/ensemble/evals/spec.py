@@ -39,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from ensemble.errors import InputError
 from ensemble.providers.options import check_field, option, options_in
 
+from .intervals import MIN_BOOTSTRAP, check_bootstrap
+
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_TASK", "DEFAULT_BOOTSTRAP", "FLAGS", "SPEC_FILE",
            "SPEC_VERSION", "EnsembleSpec", "FitSpec", "MemberSpec", "RunSpec", "bootstrap_of",
            "calibration_command_spec", "calibration_spec", "check", "command_spec", "from_flags",
@@ -134,7 +136,10 @@ class RunSpec(BaseModel):
     answer: Literal["number", "math", "text"] | None = Field(
         None, description="jsonl: the answer kind of rows without choices")
     max_tokens: int | None = Field(None, ge=1, description="completion token limit per sample")
-    bootstrap: int | None = Field(None, ge=2, description="bootstrap resamples (default 1000)")
+    # its minimum is checked by `check`, not here: a run recorded with fewer still reads
+    bootstrap: int | None = Field(None, description=(
+        f"bootstrap resamples (default 1000; at least {MIN_BOOTSTRAP}: fewer cannot place a "
+        "95% interval)"))
     adaptive: list[str] | None = Field(
         None, description="stopping rules (registered names): one model's scored beside fixed "
                           "n (bayes, beta); an ensemble's chooses among its members (cost)")
@@ -434,6 +439,11 @@ def check(spec: RunSpec, where: str | None) -> None:
     if spec.kind == "calibration":
         _check_calibration(spec, at)
         return
+    if spec.bootstrap is not None:
+        # checked here, not by the field: a run recorded with fewer (before this was checked)
+        # still reads, and is refused only when it is run again
+        check_bootstrap(spec.bootstrap,
+                        name="--bootstrap" if where is None else f"{where}: bootstrap")
     if spec.fit is not None:
         raise InputError(f"{at}: fit is a calibration's (its mode, bias, ...): drop it, or give "
                          '"kind": "calibration" and run it with `ensemble calibrate --spec`')

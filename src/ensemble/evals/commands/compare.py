@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ensemble.cliargs import emit_json, positive_int
+from ensemble.cliargs import emit_json
 from ensemble.rules import is_baseline
 
 
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
                     "(summary.json, questions.jsonl, samples.jsonl); nothing is sampled.")
     p.add_argument("run_a", metavar="RUN_A", help="run folder of `ensemble eval` (baseline)")
     p.add_argument("run_b", metavar="RUN_B", help="run folder to compare against it")
-    p.add_argument("--bootstrap", type=positive_int, default=1000,
+    p.add_argument("--bootstrap", type=int, default=1000,
                    help="bootstrap resamples of the shared questions (default 1000, at least 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument("--json", action="store_true")
@@ -29,8 +29,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ensemble.evals.compare import compare_runs
+    from ensemble.evals.intervals import check_bootstrap
     from ensemble.evals.rundir import read_run
 
+    check_bootstrap(args.bootstrap)  # before the runs are read
     doc = compare_runs(read_run(args.run_a, kinds=("eval",), votes=False),
                        read_run(args.run_b, kinds=("eval",), votes=False),
                        reps=args.bootstrap, seed=args.seed)

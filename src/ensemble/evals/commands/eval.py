@@ -83,9 +83,9 @@ def register(subparsers: Any) -> None:
                         "(default 0)")
     p.add_argument("--data", help="data file (mathqa: test.json; jsonl: .jsonl/.csv)")
     p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
-    p.add_argument("--bootstrap", type=positive_int,
+    p.add_argument("--bootstrap", type=int,
                    help="bootstrap resamples of the questions for the task's interval "
-                        "(default 1000)")
+                        "(default 1000, at least 100)")
     p.add_argument("--max-tokens", type=positive_int,
                    help="completion token limit per sample (default: the task's: 512 for "
                         "boxball, 1024 for mathqa and jsonl)")
