@@ -218,25 +218,31 @@ class FleetLimiter:
 
     # -- acquiring ---------------------------------------------------------------------------
     async def acquire(self, *, est_tokens: float | None = None) -> Ticket:
-        """A local slot, then a fleet lease (while Redis answers)."""
-        ticket = await self.local.acquire(est_tokens=est_tokens)
-        if not self.conn.usable():
-            return FleetTicket(ticket, None, 0.0)
-        _, _, tpm = self.limits
-        est = 0.0
-        if tpm is not None:
-            est = float(est_tokens) if est_tokens is not None else self.local.token_estimate
-        try:
-            lease = await self._lease(est)
-        except FleetDown:
-            # lost mid-wait: queue again locally, now under the local share, rather than send
-            # every request that was waiting for the fleet at once
-            self.local.release(ticket, outcome="unused")
-            return FleetTicket(await self.local.acquire(est_tokens=est_tokens), None, 0.0)
-        except BaseException:
-            self.local.release(ticket, outcome="unused")
-            raise
-        return FleetTicket(ticket, lease, est)
+        """A local slot, then a fleet lease (while Redis answers). A local slot alone is a
+        grant only while Redis is down (the local share is attached then): a request whose
+        wait for the fleet an outage cut short queues again locally, and if Redis is back
+        when its turn comes it asks the fleet again. (Sent on the local grant alone, the
+        requests queued during an outage went out after it at each replica's full local
+        rate, on top of the fleet's: 42-60 req/s for a 20 req/s fleet, bench_fleet outage.)"""
+        while True:
+            ticket = await self.local.acquire(est_tokens=est_tokens)
+            if not self.conn.usable():
+                return FleetTicket(ticket, None, 0.0)
+            _, _, tpm = self.limits
+            est = 0.0
+            if tpm is not None:
+                est = float(est_tokens) if est_tokens is not None else self.local.token_estimate
+            try:
+                lease = await self._lease(est)
+            except FleetDown:
+                # lost mid-wait: queue again locally, now under the local share, rather than
+                # send every request that was waiting for the fleet at once
+                self.local.release(ticket, outcome="unused")
+                continue
+            except BaseException:
+                self.local.release(ticket, outcome="unused")
+                raise
+            return FleetTicket(ticket, lease, est)
 
     async def _try(self, lease: str, est: float) -> tuple[bool, float, str]:
         conc, rpm, tpm = self.limits
