@@ -499,3 +499,18 @@ def test_the_docs_list_the_layers_of_the_test():
         else:
             doc.append((words[0], words[1:]))
     assert doc == LAYERS
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by basename (the test folders are not packages): two files of one
+    name fail the whole run to collect ('import file mismatch'), and only when both are collected."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, Path] = {}
+    twice = []
+    for path in sorted(tests.rglob("test_*.py")):
+        if "bench" in path.relative_to(tests).parts:
+            continue
+        if path.name in seen:
+            twice.append(f"{seen[path.name].relative_to(tests)} and {path.relative_to(tests)}")
+        seen.setdefault(path.name, path)
+    assert not twice, "test files share a name: " + "; ".join(twice)
