@@ -503,7 +503,7 @@ def test_the_docs_list_the_layers_of_the_test():
 
 def test_no_two_test_files_share_a_name():
     """pytest imports test files by basename (the test folders are not packages): two files of one
-    name fail the whole run to collect ('import file mismatch'), and only when both are collected."""
+    name fail the whole run to collect ('import file mismatch') whenever both are collected."""
     tests = Path(__file__).resolve().parent
     seen: dict[str, Path] = {}
     twice = []
