@@ -4,13 +4,16 @@ A load balancer that retries a request on another replica (a timeout, a replica 
 mid-vote) must not pay for the vote twice. The first replica to see a key claims it (a pending
 entry, renewed by that replica's heartbeat while it decides); a retry that arrives meanwhile
 waits for the answer; once decided, the reply as sent (its content type and bytes) is kept for
-`ttl` seconds and every retry gets it back, marked `Idempotent-Replayed: true`. A claim whose
+`ttl` seconds and every retry gets it back, marked `Idempotent-Replayed: true`, with the
+headers the first reply carried (the vote's `x-ensemble-*`). A claim whose
 replica died expires `lease_ttl` seconds after its last renewal, and the retry then decides it.
 A reply that is not a vote (an error) is not kept: the claim is dropped and a retry decides
 again. The same key with another body is refused (the client reused a key by mistake).
 
-With Redis: a hash per key (state, the body's fingerprint, the owner, the reply), changed by Lua
-scripts. Without Redis, or while it is down: the same semantics inside this replica only.
+With Redis: a hash per key (state, the body's fingerprint, the owner, the reply, its headers),
+changed by Lua scripts. The headers are a field of their own, so replicas of an older version
+(which kept only the body) and this one read each other's entries during a rolling upgrade.
+Without Redis, or while it is down: the same semantics inside this replica only.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 
 from .connection import FleetConnection, FleetDown
 
-__all__ = ["Claim", "KeyReused", "VoteCache"]
+__all__ = ["Claim", "KeyReused", "Reply", "VoteCache"]
 
 _CLAIM = """
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -34,13 +38,16 @@ if not state then
   return {'new', ''}
 end
 if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then return {'conflict', ''} end
-if state == 'done' then return {'done', redis.call('HGET', KEYS[1], 'reply')} end
+if state == 'done' then
+  return {'done', redis.call('HGET', KEYS[1], 'reply'),
+          redis.call('HGET', KEYS[1], 'headers') or ''}
+end
 return {'pending', ''}
 """
 
 _DONE = """
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'done', 'reply', ARGV[2])
+redis.call('HSET', KEYS[1], 'state', 'done', 'reply', ARGV[2], 'headers', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
 return 1
 """
@@ -71,12 +78,22 @@ class KeyReused(Exception):
 
 
 @dataclass(frozen=True)
+class Reply:
+    """A reply as it was sent: its content type, body bytes and the headers a retry gets too
+    (the vote's `x-ensemble-*`; not the transport's)."""
+
+    content_type: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Claim:
     """What `VoteCache.claim` found: a reply to send again (`reply`), or this replica's turn
     to decide (`key`, to `keep` or `drop` when done)."""
 
     key: str
-    reply: tuple[str, bytes] | None = None  # (content type, body) of the reply kept
+    reply: Reply | None = None  # the reply kept
     shared: bool = False  # claimed in Redis (else in this replica)
 
 
@@ -89,7 +106,7 @@ class VoteCache:
         self.ttl = float(ttl)
         self.lease_ttl = float(lease_ttl)
         self.replays = 0
-        self._local: dict[str, tuple[str, str, tuple[str, bytes] | None, float]] = {}
+        self._local: dict[str, tuple[str, str, Reply | None, float]] = {}
         self._pending: set[str] = set()
         if conn is not None:
             conn.on_beat(self._renew)
@@ -119,13 +136,14 @@ class VoteCache:
     async def _try(self, k: str, fp: str) -> Claim | None:
         if self.conn is not None and self.conn.usable():
             with contextlib.suppress(FleetDown):
-                state, reply = await self.conn.run(
+                state, reply, *headers = await self.conn.run(
                     _CLAIM, [k], [fp, self.conn.replica_id, int(self.lease_ttl * 1000)])
                 if state == "conflict":
                     raise KeyReused(k)
                 if state == "done":
                     self.replays += 1
-                    return Claim(k, reply=_unpack(reply), shared=True)
+                    return Claim(k, reply=_unpack(reply, headers[0] if headers else ""),
+                                 shared=True)
                 if state == "new":
                     self._pending.add(k)
                     return Claim(k, shared=True)
@@ -147,18 +165,18 @@ class VoteCache:
             return Claim(k, reply=cur[2])
         return None
 
-    async def keep(self, claim: Claim, content_type: str, body: bytes) -> None:
+    async def keep(self, claim: Claim, reply: Reply) -> None:
         """The reply of a decided claim, for every retry of its key."""
         self._pending.discard(claim.key)
         if claim.shared and self.conn is not None and self.conn.usable():
             with contextlib.suppress(FleetDown):
-                await self.conn.run(_DONE, [claim.key], [self.conn.replica_id,
-                                                         _pack(content_type, body),
-                                                         int(self.ttl * 1000)])
+                await self.conn.run(_DONE, [claim.key], [
+                    self.conn.replica_id, _pack(reply.content_type, reply.body),
+                    int(self.ttl * 1000), json.dumps(dict(reply.headers))])
                 return
         cur = self._local.get(claim.key)
         fp = cur[1] if cur is not None else ""
-        self._local[claim.key] = ("done", fp, (content_type, body), time.monotonic() + self.ttl)
+        self._local[claim.key] = ("done", fp, reply, time.monotonic() + self.ttl)
 
     async def drop(self, claim: Claim) -> None:
         """The claim ends without a reply to keep (an error): a retry decides again."""
@@ -180,6 +198,8 @@ def _pack(content_type: str, body: bytes) -> str:
     return content_type + "\n" + base64.b64encode(body).decode("ascii")
 
 
-def _unpack(stored: str) -> tuple[str, bytes]:
+def _unpack(stored: str, headers: str) -> Reply:
     content_type, _, data = stored.partition("\n")
-    return content_type, base64.b64decode(data)
+    # an entry kept by a replica of an older version has no headers: the body alone
+    kept = json.loads(headers) if headers else {}
+    return Reply(content_type, base64.b64decode(data), tuple(sorted(kept.items())))

@@ -46,7 +46,14 @@ from .completions import COMPLETIONS
 from .config import ServeConfig
 from .ensembles import ServedEnsembles, parse_overrides
 from .logs import Outcome, RequestLog, RequestRecord
-from .replica import IDEMPOTENCY_HEADER, REPLAYED_HEADER, KeyReused, Replica, SpendCapReached
+from .replica import (
+    IDEMPOTENCY_HEADER,
+    REPLAYED_HEADER,
+    KeyReused,
+    Replica,
+    Reply,
+    SpendCapReached,
+)
 from .replies import ChatCompletion, body as body_of, vote_headers
 from .responses import RESPONSES
 from .wire import (
@@ -317,9 +324,10 @@ class VotingApp:
                           code="idempotency_key_in_use", headers={"Retry-After": "1"})
         if claim.reply is not None:
             rec.note = "replayed"
-            ctype, data = claim.reply
-            return web.Response(body=data, headers={"Content-Type": ctype,
-                                                    REPLAYED_HEADER: "true"})
+            stored = claim.reply
+            return web.Response(body=stored.body, headers={
+                **dict(stored.headers), "Content-Type": stored.content_type,
+                REPLAYED_HEADER: "true"})
         kept = False
         try:
             resp = await self._vote(request, wire, rec, req, info, ens,
@@ -360,11 +368,13 @@ class VotingApp:
         if not req.stream:
             data = body_of(doc)
             if claim is not None:
-                await self.replica.votes.keep(claim, "application/json", data)
+                await self.replica.votes.keep(claim, Reply("application/json", data,
+                                                           tuple(headers.items())))
             return web.Response(body=data, content_type="application/json", headers=headers)
         frames = [frame.encode() for frame in wire.frames(doc, req, info)]
         if claim is not None:
-            await self.replica.votes.keep(claim, "text/event-stream", b"".join(frames))
+            await self.replica.votes.keep(claim, Reply("text/event-stream", b"".join(frames),
+                                                       tuple(headers.items())))
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
                                                        "Cache-Control": "no-cache", **headers})
         await resp.prepare(request)

@@ -21,11 +21,11 @@ from typing import Any
 from ..errors import InputError
 from ..fleet.connection import FleetConnection
 from ..fleet.ledger import Reservation, SpendCapReached, SpendLedger
-from ..fleet.votes import Claim, KeyReused, VoteCache
+from ..fleet.votes import Claim, KeyReused, Reply, VoteCache
 from ..providers.limiter import LimiterBackend, use_limiter_backend
 from .config import ServeConfig
 
-__all__ = ["IDEMPOTENCY_HEADER", "KeyReused", "Replica", "SpendCapReached"]
+__all__ = ["IDEMPOTENCY_HEADER", "KeyReused", "Replica", "Reply", "SpendCapReached"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
