@@ -258,7 +258,7 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
     beside it (and breaks near-ties). λ in the pasted line is the λ measured at that temperature
     (the per-temperature fit), which stays right whether or not λ₁/t holds.
     """
-    from ensemble.theory import robust_aggregator, threshold
+    from ensemble.theory import random_follow_f, robust_aggregator, threshold, worst_case_regret
 
     if not fits:
         return None
@@ -275,10 +275,21 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
         lam = f.lam
         if lam < 0:
             continue  # anti-correlated with the evidence: no aggregation rule helps
+        acc = cells.get((float(f.t or 0.0), n))
+        if not f.t and n > 1:
+            # Greedy decoding: the n samples are n copies of one reply, so any rule follows
+            # that one expert: the regret of f(x) = x/n against n independent experts (the
+            # theory's λ = ∞ robust rule would count the copies as independent).
+            follow = random_follow_f(n)
+            opts.append(RecommendOption(
+                t=f.t, lam=lam, aggregator=main_vote(True),
+                worst_regret=worst_case_regret(follow, math.inf).value,
+                robust_f=list(follow), eval_accuracy=acc["accuracy"] if acc else None,
+                eval_sem=acc["sem"] if acc else None))
+            continue
         lam_eff = max(lam, 0.0)
         res = robust_aggregator(n, lam_eff)
         majority = lam_eff <= g  # the minimax-regret rule is the majority there
-        acc = cells.get((float(f.t or 0.0), n))
         opts.append(RecommendOption(
             t=f.t, lam=lam, aggregator=main_vote(True) if majority else ROBUST,
             worst_regret=res.majority_worst_regret if majority else res.worst_regret,
@@ -289,23 +300,28 @@ def recommend(fits: list[LambdaFit], n: int, *, eval_dir: str | None = None,
     best = min(opts, key=lambda o: (round(o.worst_regret, 4), -(o.eval_accuracy or 0.0)))
     t_best = float(best.t or 0.0)
     g_txt = "∞" if math.isinf(g) else f"{g:.4g}"
-    line = _ensemble_line(model, api_base, t_best, n, best.aggregator, best.lam, choices)
+    n_use = 1 if t_best == 0 else n  # at t = 0 more samples are copies: never n > 1 there
+    line = _ensemble_line(model, api_base, t_best, n_use, best.aggregator, best.lam, choices)
     caveats = []
-    if t_best == 0:
-        caveats.append("At t = 0 (greedy decoding) a model gives the same reply to the same "
-                       "prompt every time, so n samples are n copies of one answer: a vote "
-                       "adds nothing there. Use n = 1 at t = 0, or a t > 0 for a vote.")
+    if t_best == 0 and n > 1:
+        caveats.append(f"At t = 0 (greedy decoding) a model gives the same reply to the same "
+                       f"prompt every time, so {n} samples would be {n} copies of one answer: "
+                       f"a vote adds nothing there, hence n = 1 (its worst-case regret is that "
+                       f"of following one expert against {n} independent ones). For a vote of "
+                       f"{n}, calibrate at a t > 0 as well.")
     rec_rule = aggregator_info(best.aggregator)
     if rec_rule.binary and not rec_rule.vote:  # (the main vote becomes plurality on more)
         caveats.append(f"The {best.aggregator} rule decides between two answers (like L/R); "
                        "for multiple choice with more options use "
                        f"aggregator=\"{main_vote(False)}\".")
+    use = (f"t = {t_best:g} with n = 1, since greedy decoding makes more samples copies of "
+           "one reply" if n_use != n else f"t = {t_best:g} and the {best.aggregator} rule")
     return Recommendation(
-        n=n, g=g, t=best.t, aggregator=best.aggregator, lam=best.lam,
+        n=n_use, g=g, t=best.t, aggregator=best.aggregator, lam=best.lam,
         worst_regret=best.worst_regret,
-        summary=f"With a budget of n = {n} samples per decision: use t = {t_best:g} and "
-                f"the {best.aggregator} rule (λ = {_num(best.lam)} at that t; "
-                f"worst-case regret {best.worst_regret:.4f} in ±1 units).",
+        summary=f"With a budget of n = {n} samples per decision: use {use} (λ = "
+                f"{_num(best.lam)} at that t; worst-case regret {best.worst_regret:.4f} in ±1 "
+                "units).",
         why=f"Majority is optimally robust when λ(t) ≤ g({n}) = {g_txt}; above it the "
             "minimax-regret rule from `ensemble theory robust` is used. The temperature "
             "whose rule has the smallest worst-case regret (the most that the rule can lose "
