@@ -279,7 +279,7 @@ def compare_runs(run_a: RunFolder | RunData, run_b: RunFolder | RunData, *, reps
     total = max(max(pops) if pops else 10**12, items)
     g = np.random.default_rng(seed)
     resamples = bootstrap_counts(items, reps, g)
-    row = _row_maker(box, total, resamples, g)
+    row = _row_maker(box, total, resamples, g, g.standard_normal(reps))
     results = [row(va, vb, head) for va, vb, head in cells.values()]
     unit = layout.unit
     return {
@@ -302,15 +302,15 @@ def compare_runs(run_a: RunFolder | RunData, run_b: RunFolder | RunData, *, reps
     }
 
 
-def _row_maker(box: bool, total: int, resamples: Any, g: np.random.Generator
+def _row_maker(box: bool, total: int, resamples: Any, g: np.random.Generator, normals: Any
                ) -> Callable[[ItemValues, ItemValues, dict[str, Any]], dict[str, Any]]:
     half = 0.5 if box else 1.0  # box-ball: accuracy = (1 + utility) / 2
     span = 2.0 if box else 1.0
 
     def row(va: ItemValues, vb: ItemValues, head: dict[str, Any]) -> dict[str, Any]:
         d = vb.minus(va, same_answers=False)
-        s = summarise(d, population=total, counts=resamples, rng=g, bounds=(-span, span),
-                      sampled=sampled_row(head), level=False)
+        s = summarise(d, population=total, counts=resamples, normals=normals, rng=g,
+                      bounds=(-span, span), sampled=sampled_row(head), level=False)
         out: dict[str, Any] = {
             **head,
             "a": float(half * va.values.mean() + (0.5 if box else 0.0)),

@@ -126,7 +126,9 @@ def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
     ns = list(plan.ns)
     cells = item_cells(layout, questions, answers, ns)
     items = cells[0][main, ns[0]].items
-    row = run_rows(layout, items=items, total=tables.population.total, seed=plan.seed + 1,
+    # the main table's resamples and noise draws (its seed): a rule whose votes are the main
+    # vote's (any rule at n = 1) gets the main row's interval, not one of its own
+    row = run_rows(layout, items=items, total=tables.population.total, seed=plan.seed,
                    bootstrap=plan.bootstrap)
     got = rule_cells(layout, questions, answers, temps=temps, ns=ns, rules=extra,
                      lam1=plan.lam1)

@@ -129,11 +129,14 @@ def sampled_row(head: dict[str, Any]) -> bool:
 
 def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0,
               counts: NDArray[np.float64] | None = None,
+              normals: NDArray[np.float64] | None = None,
               bounds: tuple[float, float] = (-math.inf, math.inf),
               sampled: bool = True, level: bool = True) -> Summary:
     """The mean of `iv` with its interval for the task (`population` items, of which these are
     a simple random sample) and for these items. `counts` (from `bootstrap_counts`) fixes the
-    resamples (paired across cells); `bounds` clip the intervals to the metric's range.
+    resamples and `normals` (one standard normal per resample) the draws of the answers' noise,
+    both shared across cells: paired differences, and the same interval for the same values;
+    `bounds` clip the intervals to the metric's range.
     `sampled`: the answers were drawn at t > 0 (False: greedy, t = 0, where identical answers
     mean there is no noise). `level`: a mean, not a difference (only a level gets the Wilson
     interval below: a difference that is the same on every item, such as two rules that agree
@@ -147,7 +150,7 @@ def summarise(iv: ItemValues, *, population: int, reps: int = 1000, rng: Any = 0
         # sampled answers that agree (always so at K = 1) do not show the noise is 0: it
         # cannot be separated from the items' variation, as at K = n
         iv = ItemValues(iv.values, iv.jack, iv.weight, False, iv.identical)
-    s = _summarise(iv, population, reps, g, counts, bounds)
+    s = _summarise(iv, population, reps, g, counts, bounds, normals)
     s = replace(s, identical=same and not sampled)
     if (sampled and level and not s.questions_exact
             and math.isfinite(bounds[0]) and math.isfinite(bounds[1])
@@ -186,7 +189,8 @@ def _wilson(value: float, items: int, bounds: tuple[float, float]) -> tuple[floa
 
 
 def _summarise(iv: ItemValues, population: int, reps: int, g: np.random.Generator,
-               counts: NDArray[np.float64] | None, bounds: tuple[float, float]) -> Summary:
+               counts: NDArray[np.float64] | None, bounds: tuple[float, float],
+               normals: NDArray[np.float64] | None = None) -> Summary:
     q = iv.items
     if q < 1:
         raise ValueError("no items to summarise")
@@ -226,7 +230,10 @@ def _summarise(iv: ItemValues, population: int, reps: int, g: np.random.Generato
     boot = w @ vals / q
     draws = value + between * (boot - boot.mean())
     if cond > 0:
-        draws = draws + cond * g.standard_normal(draws.shape[0])
+        if normals is not None and normals.shape[0] != draws.shape[0]:
+            raise ValueError(f"{normals.shape[0]} noise draws for {draws.shape[0]} resamples")
+        draws = draws + cond * (g.standard_normal(draws.shape[0]) if normals is None
+                                else normals)
     a, b = np.percentile(draws, [2.5, 97.5])
     ci = clip(float(a), float(b))
     sem = math.sqrt(max(var_task, 0.0))

@@ -70,12 +70,13 @@ def run_rows(layout: TaskLayout, *, items: int, total: int, seed: int,
     g = np.random.default_rng(seed)
     resamples = bootstrap_counts(items, bootstrap, g)
     return Rows(box=layout.utility, total=total, unit=layout.unit, items=items,
-                resamples=resamples, rng=g)
+                resamples=resamples, rng=g, normals=g.standard_normal(bootstrap))
 
 
 class Rows:
-    """Table rows of one run from per-item values, with the bootstrap resamples shared by
-    every row (so differences between rows are paired): `result(values, **head)` a results
+    """Table rows of one run from per-item values, with the bootstrap resamples (and the
+    draws of the answers' noise) shared by every row (so differences between rows are paired,
+    and rows of the same values have the same interval): `result(values, **head)` a results
     row, `contrast(values, **head)` a paired difference (head: the row's t, n, aggregator,
     ...; then the estimate, its intervals and what they cover). Box-ball values are
     utilities in ±1 units (differences in [-2, 2]); other tasks' are accuracies in [0, 1]. The
@@ -83,15 +84,17 @@ class Rows:
     0; a mixed ensemble's row (t None) counts as sampled."""
 
     def __init__(self, *, box: bool, total: int, unit: str, items: int, resamples: Any,
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, normals: Any = None) -> None:
         self.box, self.total, self.resamples, self.rng = box, total, resamples, rng
+        self.normals = normals  # the answers' noise draws, shared like the resamples
         self.covers = {"ci": f"the task ({total} {unit})", "ci_questions": f"these {items} {unit}"}
 
     def _fields(self, iv: ItemValues, diff: bool, head: dict[str, Any]) -> dict[str, Any]:
         span = 2.0 if self.box else 1.0
         lo, hi = (-span, span) if diff else ((-1.0, 1.0) if self.box else (0.0, 1.0))
         s = summarise(iv, population=self.total, counts=self.resamples, rng=self.rng,
-                      bounds=(lo, hi), sampled=sampled_row(head), level=not diff)
+                      normals=self.normals, bounds=(lo, hi), sampled=sampled_row(head),
+                      level=not diff)
         return {**head, **fields(s, box=self.box, diff=diff), "covers": self.covers}
 
     def result(self, iv: ItemValues, **head: Any) -> ResultRow:
