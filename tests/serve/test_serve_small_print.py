@@ -6,6 +6,7 @@ request's fields the endpoint does not act on are listed under ensemble.ignored.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 
@@ -49,6 +50,41 @@ def test_client_garbage_is_a_400_and_one_log_line(env, content, headers, says):
     assert "\n" not in r.json()["error"]["message"]
     new = lines[before:]
     assert len(new) == 1 and " 400 " in new[0] and "Traceback" not in new[0]
+
+
+def _raw_request(srv, body: bytes, encoding: str) -> bytes:
+    """`body` sent with `Content-Encoding: encoding` on a connection of its own, read until
+    the server closes it (after its reply and whatever it logs about the request)."""
+    port = int(srv.base_url.rsplit(":", 1)[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Encoding: " + encoding.encode() +
+                  b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        s.settimeout(20)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+@pytest.mark.parametrize("body, encoding, ours", [
+    (b"not gzip at all" * 100, "gzip", 1),  # serve reads the body: its 400 and its line
+    (b"\x1f\x8b\x08\x00" + b"x" * 1500, "gzip", 1),  # a gzip header, then garbage
+    (b"not brotli", "br", 0),  # aiohttp's 400 before serve sees the request
+])
+def test_an_unreadable_body_logs_no_traceback(env, caplog, body, encoding, ours):
+    """41.17: aiohttp's own logger printed a traceback ("Unhandled exception") when it
+    drained an undecodable body after serve's 400, and for an encoding it cannot decode."""
+    _, srv, lines = env
+    before = len(lines)
+    with caplog.at_level(logging.INFO):
+        reply = _raw_request(srv, body, encoding)
+    assert reply.split(b"\r\n", 1)[0].split()[1] == b"400"
+    assert len(lines) - before == ours
+    assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
+    if not ours:  # aiohttp's own line says what was wrong, on one line
+        (rec,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "content-encoding" in rec.getMessage() and "\n" not in rec.getMessage()
 
 
 def test_a_client_that_sends_half_a_body_is_timed_out_and_logged_as_such(env):

@@ -7,6 +7,7 @@ Plain text by default, one JSON object per line with `--log-json`. Every line pa
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from ..secrets import redact
 
-__all__ = ["Outcome", "RequestLog", "RequestRecord"]
+__all__ = ["Outcome", "RequestLog", "RequestRecord", "http_logger"]
 
 
 @dataclass(frozen=True)
@@ -96,3 +97,35 @@ class RequestLog:
                 self._sink(text)
             else:
                 print(text, file=sys.stderr, flush=True)
+
+
+class _ClientErrors(logging.Filter):
+    """aiohttp's own records about a client's unreadable request, without their tracebacks:
+    after serve answers a body it cannot decode (400 `unreadable_body`, serve's one line),
+    aiohttp drains the rest of it, meets the same error again and logged it as "Unhandled
+    exception" with a traceback; that record is dropped. A request aiohttp answers itself
+    before serve sees it (e.g. a Content-Encoding it cannot decode) keeps its record as one
+    line naming the problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        from aiohttp import web
+        from aiohttp.http import HttpProcessingError
+
+        if isinstance(exc, web.RequestPayloadError):
+            return False  # answered (400) and logged by serve
+        if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:
+            record.msg = redact(f"{record.getMessage()}: {' '.join(str(exc).split())}")
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+def http_logger() -> logging.Logger:
+    """The logger serve's aiohttp server writes to (`ensemble.serve.http`): client errors in
+    one line each, no traceback (`_ClientErrors`)."""
+    logger = logging.getLogger("ensemble.serve.http")
+    if not any(isinstance(f, _ClientErrors) for f in logger.filters):
+        logger.addFilter(_ClientErrors())
+    return logger

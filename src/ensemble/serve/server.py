@@ -19,7 +19,7 @@ from typing import Any
 from .._sync import LoopThread
 from .app import VotingApp
 from .config import ServeConfig
-from .logs import RequestLog
+from .logs import RequestLog, http_logger
 
 __all__ = ["VotingServer"]
 
@@ -50,9 +50,10 @@ class VotingServer:
         # keepalive_timeout: aiohttp closes a connection that has not sent a whole request
         # (a header drip) or sits idle between requests after this long
         # shutdown_timeout: what is left after the drain (`stop_async`) gets 1 s more
+        # logger: a client's unreadable body in one line, not aiohttp's traceback
         self._runner = web.AppRunner(self.app.application(), access_log=None,
                                      handle_signals=False, handler_cancellation=True,
-                                     shutdown_timeout=1.0,
+                                     shutdown_timeout=1.0, logger=http_logger(),
                                      keepalive_timeout=self.config.body_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
