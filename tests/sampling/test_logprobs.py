@@ -105,8 +105,9 @@ def test_deepconf_confidences_of_a_trace():
 def test_samples_stored_without_logprobs_are_redrawn_and_the_run_says_so(tmp_path, box_questions,
                                                                           box_parse):
     """Logprobs are part of the store key: a draw that reads them does not reuse samples
-    stored without them; it draws them again and says so (one note, before the requests);
-    drawn once with them, a second draw requests nothing."""
+    stored without them; it draws them again and says so, with what their first draw cost
+    (one note, before the requests); drawn once with them, a second draw requests nothing,
+    and neither does a draw without them (samples drawn with logprobs serve it)."""
     q = box_questions[5]
     store = tmp_path / "s.sqlite"
     with SimulatedServer(lam1=2.0, seed=1) as srv:
@@ -117,11 +118,19 @@ def test_samples_stored_without_logprobs_are_redrawn_and_the_run_says_so(tmp_pat
                                                         **params)], parser=box_parse)
                 return rows, s.stats
 
-        _, plain = asyncio.run(go())
-        rows, soft = asyncio.run(go(logprobs=True, top_logprobs=2))
-        again = asyncio.run(go(logprobs=True, top_logprobs=2))[1]
+        first, plain = asyncio.run(go())
+        rows, soft = asyncio.run(go(logprobs=True, top_logprobs=5))
+        again = asyncio.run(go(logprobs=True, top_logprobs=5))[1]
+        store.unlink()
+        asyncio.run(go(logprobs=True, top_logprobs=5))
+        served, hard = asyncio.run(go())
     assert plain.requests == 1 and soft.requests == 1 and again.requests == 0
-    assert any("4 of the samples asked for are stored without logprobs" in n
-               for n in soft.notes)
+    tokens = sum(s.completion_tokens for s in first[0])
+    assert [n for n in soft.notes if "without logprobs" in n] == [
+        f"4 of the samples asked for are stored without logprobs; this draw reads logprobs (a "
+        f"rule weighs each sample by them), which are part of the store key, so those samples "
+        f"are requested again, with them: their first draw took {tokens:,} completion tokens "
+        f"(its price was not stored), and a redraw about as much"]
     assert not any("without logprobs" in n for n in again.notes)
     assert all(s.answer_lp is not None for s in rows[0])
+    assert hard.requests == 0 and all(s.answer_lp is not None for s in served[0])

@@ -80,7 +80,15 @@ from .run import (
     status_interval,
 )
 from .store import SampleStore, new_holder
-from .types import JobStats, Parser, Sample, SampleRequest, request_key, without_logprobs
+from .types import (
+    JobStats,
+    Parser,
+    Sample,
+    SampleRequest,
+    request_key,
+    with_logprobs,
+    without_logprobs,
+)
 from .units import RowView, Unit, UnitQueue
 
 if sys.version_info >= (3, 11):
@@ -429,12 +437,18 @@ class Sampler:
         """Read what the store holds; return the units of missing samples."""
         ctx = self.run_state
         units: list[Unit] = []
-        redrawn = 0
+        redrawn: list[Sample] = []
         for ri, req in enumerate(requests):
             key = self.key_of(req)
             have: dict[int, Sample] = {}
             if self.store is not None and not self.refresh:
                 have = self.store.get(key, range(req.k), parser=ctx.parse)
+                if len(have) < req.k and not req.params.logprobs:
+                    # samples drawn with logprobs (for a soft rule) serve a request without
+                    for other in with_logprobs(req):
+                        more = self.store.get(self.key_of(other), range(req.k),
+                                              parser=ctx.parse)
+                        have.update({i: s for i, s in more.items() if i not in have})
             for s in have.values():
                 if s.cost_usd is None:
                     self.stats.stored_cost_usd = None
@@ -444,15 +458,13 @@ class Sampler:
             ctx.fill(rows[ri], have, cached=True)
             missing = [i for i in range(req.k) if i not in have]
             if missing and req.params.logprobs and self.store is not None and not self.refresh:
-                redrawn += len(self.store.get(self.key_of(without_logprobs(req)), missing))
+                redrawn += self.store.get(self.key_of(without_logprobs(req)), missing).values()
             per_unit = 1 if ctx.n_ok is False else self.max_n
             for run in contiguous(missing):
                 for start in range(0, len(run), per_unit):
                     units.append(Unit(ri, key, run[start:start + per_unit]))
         if redrawn:
-            ctx.note(f"{redrawn} of the samples asked for are stored without logprobs; this "
-                     "draw reads logprobs, which are part of the store key, so those samples "
-                     "are requested (and paid for) again, with them")
+            ctx.note(redraw_note(redrawn))
             ctx.say(ctx.stats.notes[-1])
         return units
 
@@ -672,3 +684,16 @@ def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: b
         raise InputError("--max-cost cannot be enforced in batch mode (a batch is priced when "
                          "it is done); try a small --limit first, or sample online")
     return mode, batch or BatchOptions()
+
+
+def redraw_note(stored: Sequence[Sample]) -> str:
+    """What redrawing samples stored without logprobs costs, from what their first draw did."""
+    tokens = sum(s.completion_tokens or 0 for s in stored)
+    usd = [s.cost_usd for s in stored]
+    cost = (f"cost ${sum(u or 0.0 for u in usd):.4g} for {tokens:,} completion tokens"
+            if usd and all(u is not None for u in usd)
+            else f"took {tokens:,} completion tokens (its price was not stored)")
+    return (f"{len(stored)} of the samples asked for are stored without logprobs; this draw "
+            "reads logprobs (a rule weighs each sample by them), which are part of the store "
+            f"key, so those samples are requested again, with them: their first draw {cost}, "
+            "and a redraw about as much")

@@ -24,6 +24,7 @@ __all__ = [
     "as_messages",
     "check_text",
     "request_key",
+    "with_logprobs",
     "without_logprobs",
 ]
 
@@ -158,6 +159,18 @@ def without_logprobs(req: SampleRequest) -> SampleRequest:
     from dataclasses import replace
 
     return replace(req, params=replace(req.params, logprobs=False, top_logprobs=None))
+
+
+def with_logprobs(req: SampleRequest) -> tuple[SampleRequest, ...]:
+    """The same request as the rules that read logprobs ask it (`ensemble.rules.Requests`:
+    logprobs with the top 5 at each token, or without them): other store keys, whose samples
+    serve a request that reads less."""
+    from dataclasses import replace
+
+    from .logprobs import TOP_K
+
+    return tuple(replace(req, params=replace(req.params, logprobs=True, top_logprobs=k))
+                 for k in (TOP_K, None))
 
 
 @dataclass(frozen=True, slots=True)
