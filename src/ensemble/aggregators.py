@@ -54,6 +54,7 @@ from .rules import (
     Evidence,
     Requests,
     RuleInfo,
+    RunBallots,
     aggregator_info,
     aggregator_names,
     register_rule,
@@ -243,6 +244,34 @@ class RuleBase:
         sample, holding at least what `requests` asks for)."""
         raise NotImplementedError(f"{self.name} declares requests but no weigh()")
 
+    def weigh_many(self, answers: Sequence[Sequence[str | None]],
+                   evidence: Sequence[Sequence[Evidence | None]]) -> RunBallots:
+        """The ballots of many decisions weighed together, each over all of its samples
+        (`answers[d]`, `evidence[d]`: one per sample of decision d): the evals score every
+        question of a run at once. Evidence that cannot meet the rule's requests is refused
+        in one line counting the run's replies without it. A rule whose weighing learns from
+        the run (a signal check, a fitted temperature: `ensemble.soft`) overrides it to decide
+        once for the run."""
+        self.check_evidence(evidence)
+        out = []
+        for a, e in zip(answers, evidence, strict=True):
+            ballots = self.weigh(e, groups=None)  # type: ignore[arg-type]
+            if len(ballots.weights) != len(a):
+                raise InputError(f"{self.name}.weigh gave {len(ballots.weights)} weights for "
+                                 f"{len(a)} votes")
+            out.append(ballots)
+        return RunBallots(tuple(out))
+
+    def check_evidence(self, evidence: Sequence[Sequence[Evidence | None]]) -> None:
+        """One line when some sample of these decisions lacks what the rule reads."""
+        lacking = sum(self.requests.lacking(e) for e in evidence)
+        if lacking:
+            total = sum(len(e) for e in evidence)
+            raise InputError(f"{self.name} weighs each vote by {self.requests.describe()} and "
+                             f"{lacking} of {total} replies came without it: draw with a "
+                             "provider that returns logprobs, or choose a rule that counts "
+                             "hard answers")
+
     def _ballots(self, k: int, weights: Sequence[float] | None,
                  evidence: Sequence[Evidence | None] | None, labels: list[int] | None
                  ) -> Ballots:
@@ -407,7 +436,7 @@ class RandomFollow(RuleBase):
 
 @register_rule(summary="plurality with each vote weighed by its reply's confidence, exp(mean "
                "token logprob) (draws the replies' logprobs)",
-               requests=Requests(trace_logprobs=True), scorable=False)
+               requests=Requests(trace_logprobs=True))
 class Weighted(RuleBase):
     """Plurality with each vote weighed by its reply's confidence: exp(mean token logprob over
     the reply), in (0, 1]. Drawing through `Ensemble` asks the provider for the logprobs; a

@@ -53,6 +53,7 @@ __all__ = [
     "Evidence",
     "Requests",
     "RuleInfo",
+    "RunBallots",
     "TraceSummary",
     "aggregator_info",
     "aggregator_names",
@@ -150,18 +151,22 @@ class Requests:
     def missing(self, evidence: Sequence[Evidence | None]) -> str | None:
         """Why `evidence` (one per sample) cannot meet these requests, in a few words, or None:
         how many samples lack what is read."""
-        if not self.logprobs:
-            return None
-        # a reply that came with logprobs but whose answer they do not spell (an invalid
-        # reply, or an answer read from words the tokens split oddly) is the rule's to weigh
-        # (a soft rule counts it as a hard vote); a reply without any is missing them
-        lacking = sum(1 for e in evidence if e is None or (
-            e.logprob is None and e.options is None and e.trace is None) or (
-            self.trace_logprobs and not (self.answer_logprobs or self.top_logprobs)
-            and e.trace is None))
+        lacking = self.lacking(evidence)
         if not lacking:
             return None
         return f"{lacking} of {len(evidence)} replies came without {self.describe()}"
+
+    def lacking(self, evidence: Sequence[Evidence | None]) -> int:
+        """How many samples of `evidence` lack what is read (0 for the hard answer alone)."""
+        if not self.logprobs:
+            return 0
+        # a reply that came with logprobs but whose answer they do not spell (an invalid
+        # reply, or an answer read from words the tokens split oddly) is the rule's to weigh
+        # (a soft rule counts it as a hard vote); a reply without any is missing them
+        return sum(1 for e in evidence if e is None or (
+            e.logprob is None and e.options is None and e.trace is None) or (
+            self.trace_logprobs and not (self.answer_logprobs or self.top_logprobs)
+            and e.trace is None))
 
 
 HARD = Requests()  # the hard answer alone: every counting rule
@@ -203,11 +208,16 @@ class Ballots:
     """How each sample of one decision counts: sample i adds `weights[i] * shares[i][a]` to
     answer a's score, all of `weights[i]` to its own answer where `shares` (or `shares[i]`) is
     None. The highest score decides. `notes`: what a reader should know (e.g. a fall back
-    towards the hard vote)."""
+    towards the hard vote). `rank` and `keep`: of the m samples voting, only the
+    ceil(keep × m) of highest rank count (`kept`; DeepConf's filter). Each sample's weight and
+    shares are its own, so the vote of any subset of the samples is the subset's ballots (the
+    evals score a rule at n from one weighing of each question's samples)."""
 
     weights: tuple[float, ...]
     shares: tuple[Mapping[str, float] | None, ...] | None = None
     notes: tuple[str, ...] = ()
+    rank: tuple[float, ...] | None = None
+    keep: float = 1.0
 
     def __post_init__(self) -> None:
         bad = [w for w in self.weights if not (w >= 0 and math.isfinite(w))]
@@ -216,6 +226,21 @@ class Ballots:
         if self.shares is not None and len(self.shares) != len(self.weights):
             raise InputError(f"a rule gave {len(self.shares)} shares for "
                              f"{len(self.weights)} weights (one per sample)")
+        if self.rank is not None and len(self.rank) != len(self.weights):
+            raise InputError(f"a rule gave {len(self.rank)} ranks for "
+                             f"{len(self.weights)} weights (one per sample)")
+        if not 0 < self.keep <= 1:
+            raise InputError(f"a rule keeps a share of its samples in (0, 1], got {self.keep!r}")
+
+    def kept(self) -> list[int]:
+        """The samples that count: all of them, or with `rank` the ceil(keep × m) of the m
+        samples with the highest rank (ties: the earlier sample): DeepConf's filter, which
+        the evals apply to every subset of samples they score."""
+        m = len(self.weights)
+        if self.rank is None or self.keep >= 1:
+            return list(range(m))
+        rank = self.rank
+        return sorted(sorted(range(m), key=lambda i: -rank[i])[:max(1, math.ceil(self.keep * m))])
 
     def scores(self, answers: Sequence[str | None]) -> dict[str, float]:
         """answer -> its score, over the valid votes `answers` (one per sample)."""
@@ -223,7 +248,8 @@ class Ballots:
             raise InputError(f"a rule weighed {len(self.weights)} samples for "
                              f"{len(answers)} votes")
         out: dict[str, float] = {}
-        for i, (a, w) in enumerate(zip(answers, self.weights, strict=True)):
+        for i in self.kept():
+            a, w = answers[i], self.weights[i]
             share = self.shares[i] if self.shares is not None else None
             if share is None:
                 if a is not None:
@@ -232,6 +258,16 @@ class Ballots:
             for option, mass in share.items():
                 out[option] = out.get(option, 0.0) + w * mass
         return out
+
+
+@dataclass(frozen=True)
+class RunBallots:
+    """The ballots of every decision of a run, weighed together (`RuleBase.weigh_many`: the
+    evals score a run's questions at once), and what a reader of the run should know of them
+    (`notes`: e.g. a signal check that kept the samples hard, a temperature fitted)."""
+
+    ballots: tuple[Ballots, ...]
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,7 +283,8 @@ class RuleInfo:
     requests: what it reads from each sample beyond the hard answer (`Requests`): whoever
         draws asks the provider for it, and the rule weighs the samples by it
         (`RuleBase.weigh`).
-    scorable: `ensemble eval` may score it (with the form the task needs, below).
+    scorable: `ensemble eval` may score it (with the form the task needs, below; a rule that
+        weighs its samples by their logprobs is scored from its ballots, `evals.weighed`).
     vote: it is the main vote of a task (plurality over any options, majority over two): the
         evals score it as the task's main vote.
     baseline: it is the evals' baseline, scored at n = 1 beside every run (its value does
@@ -299,10 +336,19 @@ class RuleInfo:
         raise InputError(f"{self.name} has no vector form f(n, λ); rules with one: "
                          f"{', '.join(aggregator_names(vector=True))}")
 
+    @property
+    def weighs_samples(self) -> bool:
+        """Whether it weighs each sample by what the sample says about itself (it reads
+        logprobs: `RuleBase.weigh`), rather than counting hard answers."""
+        return self.requests.logprobs
+
     def scorable_on(self, utility: bool) -> bool:
-        """Whether the evals can score it on a task: the box-ball utility needs the group form,
-        a vote's accuracy needs the credit."""
-        return self.scorable and (self.group_f if utility else self.credit) is not None
+        """Whether the evals can score it on a task: the box-ball utility needs the group form
+        (or, for a rule that weighs its samples, their ballots), a vote's accuracy the credit
+        (or the ballots)."""
+        if not self.scorable:
+            return False
+        return self.weighs_samples or (self.group_f if utility else self.credit) is not None
 
 
 # the built-in rules register when their modules are imported (on the first look-up)

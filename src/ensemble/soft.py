@@ -44,7 +44,7 @@ from typing import Any
 
 from .aggregators import RuleBase, Vote
 from .errors import InputError
-from .rules import Ballots, Evidence, Requests, register_rule
+from .rules import Ballots, Evidence, Requests, RunBallots, register_rule
 
 __all__ = ["CONFIDENCE", "DEEPCONF", "MIN_PAIRS", "MIN_TRACE", "SOFT", "SignalCheck",
            "agreement_pairs", "contributions", "fit_temperature", "heldout_gain", "signal_z"]
@@ -198,7 +198,8 @@ def own_probability(e: Evidence, answer: str | None) -> float | None:
 
 
 class _Checked(RuleBase):
-    """A rule that weighs by logprobs only once they have shown a signal."""
+    """A rule that weighs by logprobs only once they have shown a signal. Subclasses give
+    their ballots before the check (`ballots`)."""
 
     def __init__(self, *, check: bool = True, **kw: Any) -> None:
         super().__init__(**kw)
@@ -212,6 +213,16 @@ class _Checked(RuleBase):
         return super().__call__(answers, choices=choices, weights=weights, groups=groups,
                                 evidence=evidence)
 
+    def ballots(self, evidence: Sequence[Evidence], answers: Sequence[str | None]
+                ) -> Ballots:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+        answers = self.answers[:len(evidence)]
+        if len(answers) != len(evidence):
+            answers = [None] * len(evidence)
+        return self.gate(evidence, self.ballots(evidence, answers))
+
     def gate(self, evidence: Sequence[Evidence], ballots: Ballots) -> Ballots:
         if self.check is None:
             return ballots
@@ -223,17 +234,47 @@ class _Checked(RuleBase):
             return ballots
         return Ballots(tuple(1.0 for _ in evidence), None, (self.check.note(self.name),))
 
+    def fit_run(self, answers: Sequence[Sequence[str | None]],
+                evidence: Sequence[Sequence[Evidence]]) -> tuple[str, ...]:
+        """What the rule learns from a whole run before weighing it (none here); notes."""
+        return ()
+
+    def weigh_many(self, answers: Sequence[Sequence[str | None]],
+                   evidence: Sequence[Sequence[Evidence | None]]) -> RunBallots:
+        """A run's decisions weighed together: the signal check (module docstring) reads every
+        decision of the run first, each over all of its samples, and the run is weighed by the
+        logprobs, or counted as hard votes, as a whole (an `Ensemble` turns it on after its
+        first few decisions instead)."""
+        self.check_evidence(evidence)
+        ev = [[e for e in row if e is not None] for row in evidence]
+        notes = self.fit_run(answers, ev)
+        raw = [self.ballots(e, a) for a, e in zip(answers, ev, strict=True)]
+        if self.check is None:
+            return RunBallots(tuple(raw), notes)
+        check = SignalCheck(min_pairs=self.check.min_pairs)
+        for a, e, b in zip(answers, ev, raw, strict=True):
+            own = [own_probability(x, y) for x, y in zip(e, a, strict=True)]
+            check.add(agreement_pairs(a, own), heldout_gain(a, contributions(a, b)))
+        if check.on:
+            gain = check.gain
+            return RunBallots(tuple(raw), (*notes, (
+                f"{self.name}: weighed by the logprobs: a sample's confidence goes with the "
+                f"other samples' agreement (z = {check.z:.1f} over {check.pairs} samples"
+                + ("" if gain is None else f"; held-out gain {gain:+.3f}") + ")"),))
+        hard = [Ballots(tuple(1.0 for _ in e)) for e in ev]
+        return RunBallots(tuple(hard), (*notes, check.note(self.name)))
+
 
 @register_rule(summary="soft vote: each sample adds its own distribution over the options "
                "(answer-token logprobs; hard votes until they show a signal)",
-               requests=Requests(answer_logprobs=True, top_logprobs=TOP_K), scorable=False)
+               requests=Requests(answer_logprobs=True, top_logprobs=TOP_K))
 class Soft(_Checked):
     """Each sample adds P(option) at its answer position (open answers: its answer's own
     probability); module docstring."""
 
     name = SOFT
 
-    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+    def ballots(self, evidence: Sequence[Evidence], answers: Sequence[str | None]) -> Ballots:
         shares: list[dict[str, float] | None] = []
         weights: list[float] = []
         for e in evidence:
@@ -244,7 +285,7 @@ class Soft(_Checked):
                 # answer its tokens do not spell: a hard vote
                 shares.append(None)
                 weights.append(math.exp(e.logprob) if e.logprob is not None else 1.0)
-        return self.gate(evidence, Ballots(tuple(weights), tuple(shares)))
+        return Ballots(tuple(weights), tuple(shares))
 
 
 def softmax_weights(conf: Sequence[float], temperature: float) -> tuple[float, ...]:
@@ -257,36 +298,55 @@ def softmax_weights(conf: Sequence[float], temperature: float) -> tuple[float, .
 
 @register_rule(summary="CISC: each vote weighed by softmax(confidence / T), its answer's "
                "logprob or mean token logprob (hard votes until they show a signal)",
-               requests=Requests(answer_logprobs=True, trace_logprobs=True), scorable=False)
+               requests=Requests(answer_logprobs=True, trace_logprobs=True))
 class Confidence(_Checked):
     """Confidence-Informed Self-Consistency (module docstring). Options: `by` ("answer" or
-    "mean"), `temperature` T > 0, `check` (the signal check, default on)."""
+    "mean"), `temperature` T > 0 (default: 1 for one decision; fitted without labels on a
+    run's own samples when the evals score a run, `fit_temperature`), `check` (the signal
+    check, default on)."""
 
     name = CONFIDENCE
 
-    def __init__(self, *, by: str = "answer", temperature: float = 1.0, **kw: Any) -> None:
+    def __init__(self, *, by: str = "answer", temperature: float | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         if by not in ("answer", "mean"):
             raise InputError(f"confidence: by is 'answer' (the answer's logprob) or 'mean' "
                              f"(the reply's mean token logprob), got {by!r}")
-        if not (isinstance(temperature, (int, float)) and temperature > 0
-                and math.isfinite(temperature)):
+        if temperature is not None and not (isinstance(temperature, (int, float))
+                                            and temperature > 0 and math.isfinite(temperature)):
             raise InputError(f"confidence: temperature must be a number > 0, got "
                              f"{temperature!r}")
-        self.by, self.temperature = by, float(temperature)
+        self.by = by
+        self.temperature = None if temperature is None else float(temperature)
+        self.fitted: float | None = None
 
     def conf_of(self, e: Evidence) -> float | None:
         if self.by == "mean":
             return e.trace.mean_logprob if e.trace is not None else None
         return e.logprob
 
-    def weigh(self, evidence: Sequence[Evidence], *, groups: list[int] | None) -> Ballots:
+    def confidences(self, evidence: Sequence[Evidence]) -> list[float]:
+        """Each sample's confidence; a sample whose answer its tokens do not spell weighs as
+        the others do on average."""
         got = [self.conf_of(e) for e in evidence]
         known = [c for c in got if c is not None]
-        # a sample whose answer its tokens do not spell weighs as the others do on average
         middle = sum(known) / len(known) if known else 0.0
-        weights = softmax_weights([middle if c is None else c for c in got], self.temperature)
-        return self.gate(evidence, Ballots(weights))
+        return [middle if c is None else c for c in got]
+
+    def ballots(self, evidence: Sequence[Evidence], answers: Sequence[str | None]) -> Ballots:
+        t = self.temperature or self.fitted or 1.0
+        return Ballots(softmax_weights(self.confidences(evidence), t))
+
+    def fit_run(self, answers: Sequence[Sequence[str | None]],
+                evidence: Sequence[Sequence[Evidence]]) -> tuple[str, ...]:
+        if self.temperature is not None:
+            return ()
+        k = min((len(a) for a in answers), default=0)
+        self.fitted = fit_temperature([self.confidences(e) for e in evidence], answers,
+                                      n=max(1, min(5, k // 2)))
+        return (f"{self.name}: T = {self.fitted:g}, fitted without labels on the run's own "
+                "samples (each question's first votes against the plurality of its others)",)
 
 
 @register_rule(summary="DeepConf: the top share of samples by trace confidence (lowest group "
@@ -318,10 +378,9 @@ class DeepConf(RuleBase):
                              f"{self.min_trace}): use soft or confidence, which read the "
                              "answer's own logprobs")
         conf = [_trace_conf(e, self.by) for e in evidence]
-        kept = sorted(range(len(conf)), key=lambda i: -conf[i])[:max(1, math.ceil(
-            self.keep * len(conf)))]
-        keep = set(kept)
-        return Ballots(tuple(max(conf[i], 0.0) if i in keep else 0.0 for i in range(len(conf))))
+        # the top share by confidence counts (`Ballots.kept`): of any n of these samples
+        # voting together, their own top share, as the evals score it at n
+        return Ballots(tuple(max(c, 0.0) for c in conf), rank=tuple(conf), keep=self.keep)
 
 
 def _trace_conf(e: Evidence, by: str) -> float:

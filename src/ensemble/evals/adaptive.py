@@ -38,7 +38,7 @@ percentiles of B resampled means.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,7 @@ class Replay:
     fixed: dict[int, NDArray[np.int16]]
     rules: tuple[StopPolicy, ...]
     spent: NDArray[np.float64] | None = None  # [q, r]: dollars of the samples used (costs=)
+    order: NDArray[np.intp] | None = None  # [q, r, i]: the i-th sample index along order r
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
         g = _gen(rng)
         idx = _order_indices(Q, K, M, orders, g)
         plan = _Built(rule) if isinstance(rule, StoppingRule) else rule
-        return _replay_plan(c, plan, idx, n_options, M, fixed_ns, costs)
+        return replace(_replay_plan(c, plan, idx, n_options, M, fixed_ns, costs), order=idx)
     assert isinstance(rule, (StoppingRule, StopSpec))
     g = _gen(rng)
     idx = _order_indices(Q, K, M, orders, g)
@@ -272,7 +273,8 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
         if cost is not None and spent is not None:
             paid = cost[np.arange(lo, hi)[:, None, None], idx[lo:hi]].cumsum(axis=2)
             spent[lo:hi] = np.take_along_axis(paid, tau[..., None], axis=2)[..., 0]
-    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent)
+    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent,
+                  order=idx)
 
 
 def max_n_of(rule: StoppingRule | StopPlan, stored: int) -> int:
@@ -396,6 +398,49 @@ def _credit(counts: NDArray[np.int16], values: NDArray[np.float64]) -> NDArray[n
     return np.where(k > 0, v / np.maximum(k, 1), 0.0)
 
 
+def _score_credit(totals: NDArray[np.float64], values: NDArray[np.float64]
+                  ) -> NDArray[np.float64]:
+    """`_credit` of summed scores (..., O): ties within 1e-12 of the highest share it."""
+    best = totals.max(axis=-1, keepdims=True)
+    top = (totals >= best - 1e-12 * np.maximum(1.0, best)) & (best > 0)
+    k = top.sum(axis=-1)
+    v = (top * values[:, None, :]).sum(axis=-1)
+    return np.where(k > 0, v / np.maximum(k, 1), 0.0)
+
+
+def _scored(scores: NDArray[np.float64], rank: NDArray[np.float64] | None, keep: float,
+            rp: Replay, values: NDArray[np.float64], ns: Sequence[int]
+            ) -> tuple[NDArray[np.float64], dict[int, NDArray[np.float64]]]:
+    """Per question, the mean credit over the orders of a weighing rule's vote of the samples
+    the stopping rule used, and of the first n of each order (`adaptive_eval`'s `scores`)."""
+    assert rp.order is not None
+    Q, R, M = rp.order.shape
+    acc = np.zeros(Q)
+    fixed = {n: np.zeros(Q) for n in ns}
+    step = max(1, int(2_000_000 // max(1, R * M * scores.shape[-1])))
+    for lo in range(0, Q, step):
+        hi = min(Q, lo + step)
+        at = np.arange(lo, hi)[:, None, None]
+        picked = scores[at, rp.order[lo:hi]]  # (q, R, M, O)
+        if rank is None or keep >= 1:
+            cum = picked.cumsum(axis=2)
+        else:  # DeepConf's filter: of the first m, the top share by rank counts
+            ranks = rank[at, rp.order[lo:hi]]
+            cum = np.empty_like(picked)
+            for m in range(1, M + 1):
+                order = np.argsort(-ranks[:, :, :m], axis=-1, kind="stable")
+                mask = np.zeros(ranks[:, :, :m].shape, dtype=bool)
+                np.put_along_axis(mask, order[..., :max(1, int(np.ceil(keep * m)))], True,
+                                  axis=-1)
+                cum[:, :, m - 1] = (picked[:, :, :m] * mask[..., None]).sum(axis=2)
+        stop = (rp.used[lo:hi].astype(np.intp) - 1)[..., None, None]
+        at_stop = np.take_along_axis(cum, stop, axis=2)[:, :, 0]
+        acc[lo:hi] = _score_credit(at_stop, values[lo:hi]).mean(axis=1)
+        for n in ns:
+            fixed[n][lo:hi] = _score_credit(cum[:, :, n - 1], values[lo:hi]).mean(axis=1)
+    return acc, fixed
+
+
 def _weighted(x: NDArray[np.float64], w: NDArray[np.float64], grp: NDArray[np.int64],
               boot: NDArray[np.int64]) -> Estimate:
     """Weighted mean over questions, bootstrapped over groups (boot: (reps, G) group draws)."""
@@ -410,7 +455,8 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                   weights: ArrayLike | None = None, groups: ArrayLike | None = None,
                   n_options: int | None = None, orders: int | ArrayLike | None = 200,
                   fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0,
-                  costs: ArrayLike | None = None) -> list[AdaptiveResult]:
+                  costs: ArrayLike | None = None, scores: ArrayLike | None = None,
+                  rank: ArrayLike | None = None, keep: float = 1.0) -> list[AdaptiveResult]:
     """Accuracy and mean samples of a stopping rule beside fixed-n votes, on stored samples.
 
     codes: (T, Q, K) or (Q, K) answer codes (−1 invalid), as `evals.analysis` uses. Give
@@ -419,7 +465,12 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     together in the bootstrap. The fixed max_n row is always computed. `costs`, shaped like
     codes: each stored sample's dollars (NaN: unknown); each result's `mean_cost_usd` is then
     the mean over questions (and orders) of the dollars of the samples the rule used (None if
-    one of them has no price). Returns one result per T.
+    one of them has no price). `scores` (T, Q, K, O): what each stored sample adds to each
+    option under a rule that weighs its samples (`evals.weighed`); the decisions, adaptive
+    and fixed, are then that rule's vote of the samples used (the highest summed score, ties
+    within 1e-12 sharing the credit; with `rank` (T, Q, K) and `keep`, only the top `keep`
+    share by rank of the samples used count), the stopping still the rule's own. Returns one
+    result per T.
     """
     c = np.asarray(codes)
     if c.ndim == 2:
@@ -455,9 +506,14 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     for ti, ct in enumerate(c):
         rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g,
                     costs=None if cs is None else cs[ti])
-        acc_q = _credit(rp.counts, vals).mean(axis=1)
+        if scores is None:
+            acc_q = _credit(rp.counts, vals).mean(axis=1)
+            fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
+        else:
+            sc = np.asarray(scores, dtype=float)[ti]
+            rk = None if rank is None else np.asarray(rank, dtype=float)[ti]
+            acc_q, fixed_q = _scored(sc, rk, keep, rp, vals, ns)
         used_q = rp.used.mean(axis=1, dtype=float)
-        fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
         ones = np.ones(Q)
         acc = _weighted(acc_q, w, grp, boot)
         samples = _weighted(used_q, ones, grp, boot)

@@ -74,6 +74,9 @@ class RunData:
     lam1: float | None = None
     answer: str | None = None  # the open answer kind the run read (number, math, text)
     title: str = ""  # the task as people name it (`RunFolder.title`: a task file's name)
+    # the samples behind the answers, keyed as `answers` (text, answer, compact logprobs):
+    # what a rule that weighs its samples reads (`evals.weighed`)
+    drawn: dict[tuple[Any, str], list[Any]] | None = None
 
     @property
     def mixed(self) -> bool:
@@ -102,16 +105,22 @@ def run_data(run: RunFolder) -> RunData:
     if not ns or not doc.results:
         raise InputError(f"{p / 'summary.json'} has no result rows to compare (was the run "
                          "stopped before any question finished?); rerun `ensemble eval` on it")
+    from ensemble.sampling.types import Sample
+
     k = int(doc.samples_per_question)
     answers: dict[tuple[Any, str], list[str | None]] = {}
+    samples: dict[tuple[Any, str], list[Any]] = {}
     for s in run.samples:
         key = (s.member if members else float(s.t), s.id)
         row = answers.setdefault(key, [None] * k)
+        kept = samples.setdefault(key, [None] * k)
         if 0 <= s.sample < k:
             row[s.sample] = s.answer if s.valid else None
+            kept[s.sample] = Sample(key="", index=s.sample, text=s.text, answer=row[s.sample],
+                                    answer_lp=s.lp)
     return RunData(p, run.task, run.model, temps, ns, k, doc.population.total, run.questions,
                    answers, members, tuple(doc.aggregators), f"{doc.created} {doc.run_dir}",
-                   run.layout, doc.lam1, doc.data.answer, run.title)
+                   run.layout, doc.lam1, doc.data.answer, run.title, samples)
 
 
 def _shared(a: RunData, b: RunData, keys_a: list[Any], keys_b: list[Any],
@@ -196,14 +205,22 @@ def _model_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, int
     extra = [r for r in a.rules if r in b.rules and r != rule and not is_baseline(r)]
     if extra:
         from .grid import rule_cells
+        from .weighed import model_cells, weighed_rules
+
+        weighed = weighed_rules(extra)
 
         def more(r: RunData) -> dict[tuple[int, int, str], ItemValues]:
             ans = np.empty((len(temps), len(shared), r.samples), dtype=object)
             for ti, t in enumerate(temps):
                 for qi, q in enumerate(shared):
                     ans[ti, qi] = r.answers[t, q.id]
-            return rule_cells(layout, shared, ans, temps=temps, ns=ns, rules=extra,
-                              lam1=r.lam1)
+            got = rule_cells(layout, shared, ans, temps=temps, ns=ns,
+                             rules=[x for x in extra if x not in weighed], lam1=r.lam1)
+            if weighed:  # from each sample's compact logprobs in samples.jsonl
+                rows = [(r.drawn or {}).get((t, q.id)) or [] for t in temps for q in shared]
+                got.update(model_cells(layout, shared, ans, rows, temps=temps, ns=ns,
+                                       rules=weighed, seed=0)[0])
+            return got
 
         xa, xb = more(a), more(b)
     out: Cells = {}
@@ -242,8 +259,18 @@ def _ensemble_cells(a: RunData, b: RunData, layout: TaskLayout) -> tuple[Cells, 
             for qi, q in enumerate(shared):
                 arr[qi] = r.answers[m.label, q.id]
             answers.append(arr)
-        got, each = ensemble_cells(layout, shared, answers, ns=[m.n for m in r.members],
-                                   lams=[m.lam for m in r.members], rules=list(r.rules))
+        from .weighed import ensemble_cells as weighed_cells, weighed_rules
+
+        weighed = weighed_rules(r.rules)
+        ns = [m.n for m in r.members]
+        got, each = ensemble_cells(layout, shared, answers, ns=ns,
+                                   lams=[m.lam for m in r.members],
+                                   rules=[x for x in r.rules if x not in weighed])
+        if weighed:  # from each sample's compact logprobs in samples.jsonl
+            rows = [(r.drawn or {}).get((m.label, q.id)) or [] for m in r.members
+                    for q in shared]
+            got.update(weighed_cells(shared, answers, rows, ns=ns, rules=weighed,
+                                     base=got[r.rules[0]], alone=each, seed=0)[0])
         return got, {m.label: v for m, v in zip(r.members, each, strict=True)}
 
     (ea, ma), (eb, mb) = score(a), score(b)

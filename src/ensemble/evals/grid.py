@@ -29,7 +29,7 @@ from .scoring import (
     run_rows,
 )
 
-__all__ = ["adaptive_rows", "analyse", "extra_rules", "rule_cells"]
+__all__ = ["adaptive_rows", "analyse", "extra_rules", "rule_cells", "weighed_scores"]
 
 
 def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> Tables:
@@ -113,11 +113,15 @@ def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> Ta
 
 
 def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
-                tables: Tables) -> None:
+                tables: Tables, rows: list[list[Any]] | None = None) -> None:
     """Add the plan's rules beyond the main vote (`--aggregator`) to a single-model summary:
     rows at each (t, n) and their paired difference from the main vote (kind "aggregator",
     the same samples). λ = λ₁ / t (ψ_λ units; ∞ at t = 0); one model is one group, so
-    lam-weighted is the main vote."""
+    lam-weighted is the main vote. A rule that weighs its samples by their logprobs is scored
+    from `rows` (the samples behind `answers`, `Drawn.rows`: `evals.weighed`), its weighing's
+    notes added to the tables'."""
+    from .weighed import model_cells, weighed_rules
+
     layout = plan.layout
     main, extra = plan.rules[0], list(plan.rules[1:])
     if not extra:
@@ -130,14 +134,23 @@ def extra_rules(plan: RunPlan, questions: list[Any], answers: np.ndarray,
     # vote's (any rule at n = 1) gets the main row's interval, not one of its own
     row = run_rows(layout, items=items, total=tables.population.total, seed=plan.seed,
                    bootstrap=plan.bootstrap)
-    got = rule_cells(layout, questions, answers, temps=temps, ns=ns, rules=extra,
-                     lam1=plan.lam1)
+    weighed = weighed_rules(extra)
+    got = rule_cells(layout, questions, answers, temps=temps, ns=ns,
+                     rules=[r for r in extra if r not in weighed], lam1=plan.lam1)
+    pair = {(ti, n): cells[ti][main, n] for ti in range(len(temps)) for n in ns}
+    pair_soft: dict[tuple[int, int], Any] = {}
+    if weighed:
+        soft, pair_soft, notes = model_cells(layout, questions, answers, rows or [],
+                                             temps=temps, ns=ns, rules=weighed, seed=plan.seed)
+        got.update(soft)
+        tables.notes.extend(notes)
     for ti, t in enumerate(temps):
         for n in ns:
             for r in extra:
+                vs = pair_soft[ti, n] if r in weighed else pair[ti, n]
                 tables.results.append(row.result(got[ti, n, r], t=t, n=n, aggregator=r))
                 tables.contrasts.append(row.contrast(
-                    got[ti, n, r].minus(cells[ti][main, n], same_answers=True),
+                    got[ti, n, r].minus(vs, same_answers=True),
                     kind="aggregator", t=t, vs_t=t, n=n, vs_n=n, aggregator=r,
                     vs_aggregator=main))
     tables.results.sort(key=lambda r: (r.t or 0.0, is_baseline(r.aggregator)))
@@ -173,12 +186,15 @@ def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps:
 
 
 def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
-                  costs: np.ndarray | None = None) -> list[AdaptiveRow]:
+                  costs: np.ndarray | None = None, rows: list[list[Any]] | None = None
+                  ) -> list[AdaptiveRow]:
     """Rows for each stopping rule of `plan.stopping` beside fixed n, per temperature, replayed
     on the drawn samples (`evals.adaptive`): the same random orders of each question's samples
     for the adaptive and the fixed rows, so the two are comparable and their difference paired.
 
-    Multiple choice: accuracy of the plurality of the samples the rule used. Box-ball: per
+    Multiple choice: accuracy of the plurality of the samples the rule used; and for each
+    rule of the plan that weighs its samples (soft votes, from `rows`: `evals.weighed`), a
+    row of that rule's vote of the same samples (`aggregator` its name). Box-ball: per
     question P(ω = decision | colour), weighted by P(scenario, colour) (each expert here sees the
     question's own ball: this is not the eval's exact-utility table, which lets each expert draw
     its own ball); the fixed rows beside it are scored the same way. With `costs` (T, Q, K:
@@ -188,6 +204,7 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     from ensemble.stopping import plan_for, stop_rules
 
     from .adaptive import adaptive_eval, boxball_inputs, question_codes
+    from .weighed import weighed_rules
 
     stopping = plan.stopping
     if stopping is None:
@@ -205,19 +222,46 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     fixed_ns = sorted({n for n in plan.ns if n <= max_n} | {max_n})
     if costs is not None:
         kw["costs"] = np.asarray(costs, dtype=float)[:, :, :max_n]
-    rows: list[AdaptiveRow] = []
+    votes: list[tuple[str, dict[str, Any]]] = [(layout.vote_rule, {})]
+    votes += [(r, weighed_scores(plan, questions, answers, rows or [], r, max_n))
+              for r in weighed_rules(plan.rules)]
+    out: list[AdaptiveRow] = []
     for stop in stopping.rules:
         # the plan the rule's name stands for, as Ensemble(stop=...) draws by
         takes_cost = "cost" in getattr(stop_rules.get(stop), "params", ())
         rule = plan_for(stop, max_n=max_n,
                         **({"cost": stopping.cost} if takes_cost and stopping.cost else {}))
-        results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
-                                reps=plan.bootstrap, rng=plan.seed, **kw)
-        for t, res in zip(plan.temperatures, results, strict=True):
-            row = res.row(t=float(t), aggregator=layout.vote_rule)
-            row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
-                            for n, e in sorted(res.fixed.items())]
-            row["scored"] = ("P(ω = decision | colour), weighted by P(scenario, colour)" if box
-                             else "accuracy of the plurality of the samples used")
-            rows.append(AdaptiveRow.model_validate(row))
-    return rows
+        for vote, scored in votes:
+            results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
+                                    reps=plan.bootstrap, rng=plan.seed, **kw, **scored)
+            for t, res in zip(plan.temperatures, results, strict=True):
+                row = res.row(t=float(t), aggregator=vote)
+                row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
+                                for n, e in sorted(res.fixed.items())]
+                row["scored"] = (("P(ω = decision | colour), weighted by P(scenario, colour)"
+                                  if box else "accuracy of the plurality of the samples used")
+                                 if not scored else
+                                 f"{'P(ω = decision | colour)' if box else 'accuracy'} of the "
+                                 f"{vote} vote of the samples used")
+                out.append(AdaptiveRow.model_validate(row))
+    return out
+
+
+def weighed_scores(plan: RunPlan, questions: list[Any], answers: np.ndarray,
+                   rows: list[list[Any]], rule: str, max_n: int) -> dict[str, Any]:
+    """`adaptive_eval`'s keywords for a rule that weighs its samples: each temperature's
+    samples' scores (the first max_n of each question) and DeepConf's filter."""
+    from .weighed import run_scores
+
+    nq = len(questions)
+    options = ([["L", "R"]] * nq if plan.layout.utility else
+               [list(dict.fromkeys([*q.choices, str(q.correct)])) for q in questions])
+    got = [run_scores(rule, questions, rows[ti * nq:(ti + 1) * nq], answers[ti],
+                      options=options) for ti in range(answers.shape[0])]
+    width = max(g.values.shape[2] for g in got)
+    scores = np.stack([np.pad(g.values, ((0, 0), (0, 0), (0, width - g.values.shape[2])))
+                       for g in got])[:, :, :max_n]
+    ranked = [g for g in got if g.rank is not None]
+    rank = (np.stack([g.rank if g.rank is not None else np.zeros(g.values.shape[:2])
+                      for g in got])[:, :, :max_n] if ranked else None)
+    return {"scores": scores, "rank": rank, "keep": ranked[0].keep if ranked else 1.0}

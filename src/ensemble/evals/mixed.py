@@ -46,7 +46,10 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
 
     from .groups import group_rule
 
-    infos = {r: aggregator_info(r) for r in rules}
+    # a rule that weighs its samples reads their logprobs, which a vote's record does not
+    # carry: its decisions are in the tables only
+    infos = {r: i for r in rules if not (i := aggregator_info(r)).weighs_samples}
+    rules = list(infos)
     binary_rules = {r: group_rule(r, lams) for r in rules if infos[r].group_f is not None}
     every_lam = [None if x is None else float(x) for x in lams]
 
@@ -87,18 +90,31 @@ def ensemble_vote(rules: list[str], lams: list[float | None]) -> Any:
     return decide
 
 
-def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]) -> Tables:
+def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray],
+                  rows: list[list[Any]] | None = None) -> Tables:
     """The mixed ensemble's tables from answers[g] (Q, K_g) per member (None = invalid):
-    the ensemble under each rule and each member alone (`scoring.ensemble_cells`), each rule
-    minus the main vote, and the ensemble under each rule minus its best member alone."""
+    the ensemble under each rule and each member alone (`scoring.ensemble_cells`; a rule that
+    weighs its samples from `rows`, the samples behind the answers: `evals.weighed`), each
+    rule minus the main vote, and the ensemble under each rule minus its best member alone."""
     from .scoring import ensemble_cells, run_rows, widen
+    from .weighed import ensemble_cells as weighed_cells, weighed_rules
 
     layout, members, aggregators = plan.layout, plan.members, list(plan.rules)
     labels = [m.label or "" for m in members]
     ns = [m.n or 1 for m in members]
     base = aggregators[0]
+    weighed = weighed_rules(aggregators)
     cells, alone = ensemble_cells(layout, questions, answers, ns=ns,
-                                  lams=[m.lam for m in members], rules=aggregators)
+                                  lams=[m.lam for m in members],
+                                  rules=[r for r in aggregators if r not in weighed])
+    notes: list[str] = []
+    pairs: dict[str, Any] = {r: cells[base] for r in cells}
+    if weighed:
+        got, base_each, alone_each, notes = weighed_cells(
+            questions, answers, rows or [], ns=ns, rules=weighed, base=cells[base],
+            alone=alone, seed=plan.seed)
+        cells.update(got)
+        pairs.update({r: base_each for r in weighed})
     items = cells[base].items
     total = max(plan.population, items)
     row = run_rows(layout, items=items, total=total, seed=plan.seed, bootstrap=plan.bootstrap)
@@ -108,14 +124,15 @@ def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]
                for r in aggregators]
     results += [row.result(alone[i], member=labels[i], t=members[i].temperature, n=ns[i],
                            aggregator=base) for i in range(len(members))]
-    contrasts = [row.contrast(cells[r].minus(cells[base], same_answers=True),
+    contrasts = [row.contrast(cells[r].minus(pairs[r], same_answers=True),
                               kind="aggregator", member="ensemble", t=None, vs_t=None, n=big,
                               vs_n=big, aggregator=r, vs_aggregator=base)
                  for r in aggregators[1:]]
     # the ensemble under each rule minus its best member alone (the highest estimate here),
     # paired: the ensemble's estimate uses that member's samples too
     best = max(range(len(members)), key=lambda i: float(alone[i].values.mean()))
-    contrasts += [row.contrast(cells[r].minus(widen(alone[best], best, cells[r]),
+    contrasts += [row.contrast(cells[r].minus(alone_each[best] if r in weighed else
+                                              widen(alone[best], best, cells[r]),
                                               same_answers=True),
                                kind="vs-best-member", member="ensemble", t=None,
                                vs_t=members[best].temperature, n=big, vs_n=ns[best],
@@ -123,7 +140,7 @@ def analyse_mixed(plan: RunPlan, questions: list[Any], answers: list[np.ndarray]
                   for r in aggregators]
     inv = [float(np.mean([x is None for x in a.ravel()])) for a in answers]
     return Tables(**_mixed_head(plan, items=items, total=total), results=results,
-                  contrasts=contrasts, **_invalid(members, labels, inv))
+                  contrasts=contrasts, **_invalid(members, labels, inv), notes=notes)
 
 
 def _invalid(members: Any, labels: list[str], inv: list[float]) -> dict[str, Any]:

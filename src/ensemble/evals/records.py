@@ -66,7 +66,9 @@ __all__ = [
 QUESTIONS_FILE = "questions.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 VOTES_FILE = "votes.jsonl"
-RECORDS_VERSION = 1  # the format of every line of the three files
+RECORDS_VERSION = 2  # the format of every line of the three files
+# 1 -> 2: a sample may carry `lp`, its compact logprobs (nothing else changed)
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: lambda doc: doc}
 
 Source = Literal["cache", "online", "batch"]
 
@@ -112,6 +114,10 @@ class SampleRecord(BaseModel):
     # mixed ensembles (`--ensemble`): the member that drew it (its label) and its model
     member: str | None = None
     model: str | None = None
+    # its compact logprobs when drawn with them (`ensemble.sampling.logprobs`: the answer
+    # span's token logprobs, the top-k at its first token, the trace's summary), which the
+    # rules that weigh samples read (compare and view rescore them from here)
+    lp: dict[str, Any] | None = None
 
 
 class VoteRecord(BaseModel):
@@ -243,7 +249,8 @@ def _upgraded(line: str, model: type[BaseModel], path: Path, row: int, error: st
 
     try:
         doc = json.loads(line)
-        doc = upgrade(doc, current=RECORDS_VERSION, where=f"{path}, row {row}",
+        doc = upgrade(doc, current=RECORDS_VERSION, migrations=MIGRATIONS,
+                      where=f"{path}, row {row}",
                       fix="rerun the command that wrote the run to rewrite it")
     except InputError:
         raise
@@ -348,6 +355,8 @@ def write_samples(out: str | os.PathLike[str], questions: Any, temperatures: Any
                        "source": "cache" if s.cached else s.source}
                 if members is not None:
                     rec["member"], rec["model"] = members[ti]
+                if s.answer_lp is not None:
+                    rec["lp"] = s.answer_lp
                 w.write(rec)
         return w.lines
 

@@ -130,7 +130,7 @@ def _score(plan: RunPlan, drawn: Drawn) -> Tables:
     if plan.ensemble:
         from .mixed import analyse_mixed
 
-        tables = analyse_mixed(plan, drawn.questions, drawn.answers)
+        tables = analyse_mixed(plan, drawn.questions, drawn.answers, drawn.rows)
         if plan.stopping is not None:  # the cost rule over the members (`spec.check`)
             from .costeval import mixed_cost_rows
 
@@ -140,12 +140,12 @@ def _score(plan: RunPlan, drawn: Drawn) -> Tables:
 
     answers = np.stack(drawn.answers)
     tables = analyse(plan, drawn.questions, answers)
-    extra_rules(plan, drawn.questions, answers, tables)
+    extra_rules(plan, drawn.questions, answers, tables, drawn.rows)
     if plan.stopping is not None:
         tables.adaptive = adaptive_rows(
             plan, drawn.questions, answers,
             costs=np.stack([drawn.costs(g, plan.stopping.max_n)
-                            for g in range(len(plan.members))]))
+                            for g in range(len(plan.members))]), rows=drawn.rows)
     return tables
 
 
@@ -186,7 +186,7 @@ def summary_of(plan: RunPlan, tables: Tables, drawn: Drawn, *, t1: float) -> Eva
         lam1=plan.lam1, layout=plan.layout,
         **run_facts(drawn, drawn.stats, out=plan.out, t1=t1),
         data=DataNotes(**data_notes(plan.task)),
-        notes=[n for s in drawn.stats for n in s.notes],
+        notes=[*(n for s in drawn.stats for n in s.notes), *tables.notes],
         provider=ProviderInfo(**(members[0].options if same else plan.provider).public()),
         endpoint=next(iter(endpoints)) if len(endpoints) == 1 else None,
         served_by=", ".join(dict.fromkeys(drawn.served_by)) or None,

@@ -276,6 +276,7 @@ class Tables(_Model):
     invalid_policy: str
     warnings: list[str]
     adaptive: list[AdaptiveRow] = []
+    notes: list[str] = []  # what the scoring says of itself (a rule's weighing of the run)
 
 
 class EvalSummary(_Model):

@@ -202,7 +202,7 @@ def default_aggregators(lams: list[float | None], binary: bool) -> list[str]:
 
 def check_aggregators(names: list[str], *, binary: bool, n_options: int,
                       lams: list[float | None], where: str, utility: bool | None = None,
-                      open_kind: str | None = None) -> list[str]:
+                      open_kind: str | None = None, ensemble: bool = False) -> list[str]:
     """The rules to score, the main vote first, each asked of the registry and refused (one
     line) before any request when it cannot apply: unknown, not scorable in evals, binary on
     more options or on open answers (`open_kind`: the answer kind's name), without the form the
@@ -226,6 +226,11 @@ def check_aggregators(names: list[str], *, binary: bool, n_options: int,
             get_aggregator(name, n_options=n_options)  # raises: says why
         if info.vote:
             name = base  # one main vote: plurality over options, majority over two
+        elif info.weighs_samples and utility and ensemble:
+            raise InputError(f"{where}: {name} weighs each sample by its logprobs, and the "
+                             "box-ball utility of members voting together is estimated from "
+                             "their answer counts: score it on one model (--aggregator), or "
+                             "drop it here")
         elif not info.scorable_on(utility):
             ok = [n for n in aggregator_names(scorable=True)
                   if aggregator_info(n).scorable_on(utility)]
@@ -267,7 +272,8 @@ def ensemble_rules(names: list[str] | None, layout: TaskLayout, questions: Seque
     box = layout.utility
     return check_aggregators(names or default_aggregators(lams, binary and box),
                              binary=binary, n_options=n_options, lams=lams,
-                             where="--ensemble", utility=box, open_kind=open_kind)
+                             where="--ensemble", utility=box, open_kind=open_kind,
+                             ensemble=True)
 
 
 def widen(alone: Any, g: int, like: Any) -> Any:

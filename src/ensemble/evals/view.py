@@ -364,7 +364,11 @@ def _eval_header(r: RunRecords) -> str:
              ("requests", d.requests),
              ("from store", f"{d.samples.from_store} of {d.samples.total}"),
              ("cost", "unknown" if cost is None else f"${cost:.4f}")]
-    return (_facts(facts) + f"<p class=\"metric\">{html.escape(d.metric)}</p>"
+    # what the run's scoring says of itself (e.g. a soft rule counted as hard votes: its
+    # logprobs showed no signal), and its warnings
+    said = "".join(f"<p class=\"metric\">{html.escape(x)}</p>"
+                   for x in [*d.notes, *(f"warning: {w}" for w in d.warnings)])
+    return (_facts(facts) + f"<p class=\"metric\">{html.escape(d.metric)}</p>" + said
             + "<div class=\"tp\">" + _table(head, rows)
             + (_table(["paired difference", "aggregator", "estimate", "95% interval"],
                                      diffs) if diffs

@@ -342,15 +342,19 @@ def _adaptive_table(summary: EvalSummary, width: int, dropped: list[str]) -> Any
             Column("95% interval", drop=1), Column(f"fixed n = {adaptive[0].n}", drop=2),
             Column("difference (95%)", drop=3), Column("saving"), Column("$ / question", drop=4)]
     rows = []
+    votes = len({r.aggregator for r in adaptive}) > 1  # a soft rule's rows beside the vote's
     for r in adaptive:
         vs = r.vs_fixed
         cost = r.mean_cost_usd
-        rows.append(["—" if r.t is None else f"{r.t:g}", f"{r.stop} (max {r.n})",
+        rule = f"{r.stop} (max {r.n})" + (f", {r.aggregator} vote" if votes else "")
+        rows.append(["—" if r.t is None else f"{r.t:g}", rule,
                      f"{r.mean_samples:.2f} {_iv(r.mean_samples_ci, 2)}",
                      f"{r.accuracy:.4f}", _iv(r.ci), f"{vs.accuracy:.4f}",
                      f"{vs.difference:+.4f} {_iv(vs.difference_ci)}",
                      f"{r.saving:.0%}", "unknown" if cost is None else f"{cost:.3g}"])
-    table, gone = fit_table(cols, rows, width=width, caption=adaptive[0].scored,
+    caption = ("accuracy of each row's vote of the samples used" if votes
+               else adaptive[0].scored)
+    table, gone = fit_table(cols, rows, width=width, caption=caption,
                             title="Adaptive sampling, replayed on the drawn samples (the same "
                                   "random orders of each question's samples for every row)")
     dropped.extend(gone)
