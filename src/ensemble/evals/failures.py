@@ -26,6 +26,7 @@ from typing import Any
 
 from ensemble.errors import RunStopped, SamplingFailed
 from ensemble.sampling.results import SampleResult
+from ensemble.wording import counted
 
 from .records import RECORDS_VERSION, JsonlWriter
 
@@ -84,7 +85,7 @@ def apply_failure_policy(result: SampleResult, *, question_ids: Sequence[str],
     listed = f"listed in {path}" if failed.count else "none failed"
     if result.stopped is not None:
         drawn = sum(1 for row in result.rows for s in row if s is not None)
-        lost = f" ({failed.count} questions failed, {listed})" if failed.count else ""
+        lost = f" ({counted(failed.count, 'question')} failed, {listed})" if failed.count else ""
         nxt = ("" if "cost cap" in str(result.stopped) else
                "; fix the cause and rerun the same command to continue")
         kept = (f"{drawn} of {samples_total} samples drawn and stored" if not unstored else

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ensemble.wording import counted
+
 from ..errors import InputError, ProviderError
 from .base import Capabilities, Choice, Completion
 from .options import ProviderOptions
@@ -254,9 +256,10 @@ class ReplayProvider:
                 model=self.model, provider="replay", reason="not recorded")
         if first_index + n > len(rec):
             raise RecordingExhausted(
-                f"{where} holds {len(rec)} samples of the prompt {prompt[:60]!r} at t = {t:g}, "
-                f"and sample {len(rec) if first_index <= len(rec) else first_index} was asked: "
-                f"a replay never invents one; ask for at most {len(rec)} samples",
+                f"{where} holds {counted(len(rec), 'sample')} of the prompt {prompt[:60]!r} at "
+                f"t = {t:g}, and sample {len(rec) if first_index <= len(rec) else first_index} "
+                f"was asked: a replay never invents one; ask for at most "
+                f"{counted(len(rec), 'sample')}",
                 model=self.model, provider="replay", reason="past the recording")
         got = rec[first_index:first_index + n]
         if params.logprobs and any(s.lp is None for s in got):

@@ -50,6 +50,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from ensemble.wording import counted
+
 from ..errors import (
     BatchesSubmitted,
     EnsembleError,
@@ -190,8 +192,8 @@ class _BatchRun:
         failures = self._failures()
         st.failed += sum(len(f.indices) for f in failures)
         if self.submitted_ids:
-            s.note(f"batch mode: {len(self.submitted_ids)} batches submitted "
-                    f"({', '.join(self.submitted_ids)}), {self.lines_submitted} requests")
+            s.note(f"batch mode: {counted(len(self.submitted_ids), 'batch', 'batches')} "
+                   f"submitted ({', '.join(self.submitted_ids)}), {self.lines_submitted} requests")
         if self.stop is not None:
             self.stop.failures = list(failures)
         else:

@@ -279,7 +279,9 @@ class OnlineRequests:
         again = ("rerun with a higher cap to continue from the store" if self.stored()
                  else "rerun with a higher cap (without --store the samples drawn are not kept)")
         return (f"each request costs "
-                f"about ${per:.4f} (the average of the {self.paid} replies so far), "
+                f"about ${per:.4f} ("
+                + (f"the average of the {self.paid} replies so far" if self.paid != 1
+                   else "the cost of the 1 reply so far") + "), "
                 f"{flying} request{'s' if flying != 1 else ''} in flight hold ${reserve:.4f} "
                 "of the cap, and one more request would pass it, so no new request was sent "
                 f"(lower --max-concurrency to reserve less); {again}")

@@ -23,6 +23,7 @@ from ensemble.cliargs import (
     temperature,
 )
 from ensemble.rules import baseline, is_baseline
+from ensemble.wording import counted
 
 if TYPE_CHECKING:
     from ensemble.evals.schemas import (
@@ -458,5 +459,6 @@ def _count_line(summary: EvalSummary) -> str:
     text = (f"{pop.items} of {pop.total} {pop.unit} (--limit {pop.limit})"
             if pop.items < pop.total else f"all {pop.items} {pop.unit}")
     if summary.data.skipped:
-        text += f", {len(summary.data.skipped)} malformed data rows skipped (--skip-invalid)"
+        rows = counted(len(summary.data.skipped), "malformed data row")
+        text += f", {rows} skipped (--skip-invalid)"
     return text + f" · {k} sample{'s' if k != 1 else ''} each"
