@@ -15,7 +15,10 @@ of a mixed run (`replay/runs/mixed#cheap`). The path is
   temperature. `"lp"` is the sample's compact logprobs (`ensemble.sampling.logprobs`: the
   answer span's token logprobs, the top-k at its first token, the trace's confidences), served
   back to a request that asks for logprobs; a request for logprobs to a recording without
-  them is refused in one line (a replay cannot invent them).
+  them is refused in one line (a replay cannot invent them). Token counts and sample indices are
+whole numbers >= 0, costs and temperatures numbers >= 0; a prompt (at one t) recorded twice must
+repeat the same samples (questions sharing a prompt): anything else is one line naming the file
+and line.
 
 Sample i of a prompt is recorded sample i, always: a request for samples `first_index` ..
 `first_index + n - 1` gets exactly those recorded replies, with their recorded completion
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,17 +123,43 @@ def _prompts(folder: Path, where: Path) -> dict[str, str]:
     return {str(d["id"]): str(d["prompt"]) for d in _lines(qfile) if "id" in d and "prompt" in d}
 
 
+def _count(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    """`d[key]` as a count (None when absent or null): a whole number >= 0 (3.0 is 3)."""
+    x = d.get(key)
+    if x is None:
+        return None
+    if (isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x)
+            or x < 0 or x != int(x)):
+        raise InputError(f"replay: {where}: \"{key}\" must be a whole number >= 0, got "
+                         f"{json.dumps(x)[:40]}")
+    return int(x)
+
+
+def _amount(d: Mapping[str, Any], key: str, where: str, what: str) -> float | None:
+    """`d[key]` as a finite number >= 0 (None when absent or null)."""
+    x = d.get(key)
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+        raise InputError(f"replay: {where}: \"{key}\" must be {what}, a number >= 0, got "
+                         f"{json.dumps(x)[:40]}")
+    return float(x)
+
+
 def _sample(x: Any, where: str) -> RecordedSample:
     if x is None or isinstance(x, str):
         return RecordedSample(x)
     if isinstance(x, dict):
-        tok, cost, lp = x.get("tokens"), x.get("cost_usd"), x.get("lp", x.get("answer_lp"))
+        lp = x.get("lp", x.get("answer_lp"))
         if lp is not None and not isinstance(lp, dict):
             raise InputError(f"replay: {where}: a sample's \"lp\" is its compact logprobs, an "
                              f"object (ensemble.sampling.logprobs), got {type(lp).__name__}")
-        return RecordedSample(None if x.get("text") is None else str(x["text"]),
-                              None if tok is None else int(tok),
-                              None if cost is None else float(cost), lp)
+        text = x.get("text")
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"replay: {where}: \"text\" is the reply's text, a string (or "
+                             f"null: no text), got {json.dumps(text)[:40]}")
+        return RecordedSample(text, _count(x, "tokens", where),
+                              _amount(x, "cost_usd", where, "its cost in dollars"), lp)
     raise InputError(f"replay: {where}: a sample is its reply text or an object with "
                      f"\"text\", got {type(x).__name__}")
 
@@ -151,18 +181,31 @@ def load_recording(model: str) -> Recording:
         if member is not None and member not in labels:
             raise InputError(f"replay: {path} has no member {member!r} (members: "
                              f"{', '.join(labels) or 'none: drop #' + member})")
+        seen: dict[tuple[str, float | None, int], tuple[int, RecordedSample]] = {}
         for no, d in enumerate(docs, 1):
             if member is not None and d.get("member") != member:
                 continue
-            try:
-                key: tuple[str, float | None] = (prompts[str(d["id"])], float(d["t"]))
-                out.setdefault(key, {})[int(d["sample"])] = _sample(d, f"{path} line {no}")
-            except KeyError as exc:
-                raise InputError(f"replay: {path} line {no}: no {exc.args[0]!r} (a sample "
-                                 "line has id, t, sample, text; its id in questions.jsonl)"
-                                 ) from None
+            where = f"{path} line {no}"
+            gone = next((k for k in ("id", "t", "sample") if d.get(k) is None), None)
+            if gone is not None:
+                raise InputError(f"replay: {where}: no {gone!r} (a sample line has id, t, "
+                                 "sample, text; its id in questions.jsonl)")
+            if str(d["id"]) not in prompts:
+                raise InputError(f"replay: {where}: id {d['id']!r} is not in "
+                                 f"{folder / 'questions.jsonl'}")
+            prompt = prompts[str(d["id"])]
+            t = _amount(d, "t", where, "a temperature") or 0.0
+            i = _count(d, "sample", where) or 0
+            got = _sample(d, where)
+            first = seen.setdefault((prompt, t, i), (no, got))
+            if first[1] != got:  # questions sharing one prompt share its samples, alike
+                raise InputError(f"replay: {where}: sample {i} of the prompt of id "
+                                 f"{d['id']!r} at t = {t:g} differs from the one on line "
+                                 f"{first[0]}: one sample per (prompt, t, sample)")
+            out.setdefault((prompt, t), {})[i] = got
     else:
         prompts = {}
+        lines: dict[tuple[str, float | None], int] = {}
         for no, d in enumerate(docs, 1):
             if not isinstance(d.get("samples"), list):
                 raise InputError(f"replay: {path} line {no}: give \"samples\": a list of "
@@ -177,9 +220,18 @@ def load_recording(model: str) -> Recording:
                 prompt = prompts[str(d["id"])]
             else:
                 raise InputError(f"replay: {path} line {no}: give \"prompt\" or \"id\"")
-            t = None if d.get("t") is None else float(d["t"])
-            out[(prompt, t)] = {i: _sample(x, f"{path} line {no}")
-                                for i, x in enumerate(d["samples"])}
+            at = _amount(d, "t", f"{path} line {no}", "a temperature")
+            recorded = {i: _sample(x, f"{path} line {no}") for i, x in enumerate(d["samples"])}
+            if (prompt, at) in lines and out[prompt, at] != recorded:
+                # questions sharing one prompt recorded alike (the store keys samples by
+                # prompt) repeat its line: fine; other samples would be one of two silently
+                raise InputError(f"replay: {path} line {no} records the prompt of line "
+                                 f"{lines[prompt, at]} again" + ("" if at is None else
+                                                               f" at t = {at:g}")
+                                 + " with other samples: give each prompt (and t) one line, "
+                                 "its samples in order")
+            lines.setdefault((prompt, at), no)
+            out[prompt, at] = recorded
     samples: dict[tuple[str, float | None], tuple[RecordedSample, ...]] = {}
     for key, by_index in out.items():
         n = 0
