@@ -236,3 +236,47 @@ def test_after_an_outage_the_fleet_is_never_over_its_rate(redis_server):
     worst = max(sum(1 for u in after if t <= u < t + 1.0) for t in after)
     assert worst <= 10 + 2, (worst, len(after))
     assert len(after) >= 0.85 * 10 * (sent[-1] - up - 1.0), len(after)  # and it resumes
+
+
+def test_a_busy_replica_under_a_high_limit_asks_redis_once_per_request(redis_server):
+    # 32 requests at a time under 100,000 requests/min: far below the limit, none should
+    # wait (with a millisecond clock in the GCRA, ~2 grants fitted in a millisecond and
+    # 99% of these requests were refused, queued and asked again: twice the replica's CPU
+    # per request in bench_fleet throughput); and a release rides on the next acquire's call
+    # (one round trip per request, not two), the last ones told alone a moment later
+    async def go() -> tuple[int, int, int, int]:
+        import redis.asyncio as aioredis
+
+        conns, lims = await _replicas(redis_server.url, 1, conc=64, rpm=6_000_000)
+        admin = aioredis.Redis.from_url(redis_server.url)
+        await admin.config_resetstat()
+        done = 0
+
+        async def worker() -> None:
+            nonlocal done
+            for _ in range(20):
+                t = await lims[0].acquire()
+                await asyncio.sleep(0.002)  # the upstream's reply
+                lims[0].release(t, outcome="ok")
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(32)))
+        stats = await admin.info("commandstats")
+        calls = sum(int(v["calls"]) for k, v in stats.items() if k in
+                    ("cmdstat_evalsha", "cmdstat_eval"))
+        for _ in range(100):  # the last releases, told alone
+            if await lims[0].fleet_in_flight() == 0:
+                break
+            await asyncio.sleep(0.02)
+        left = await lims[0].fleet_in_flight()
+        await admin.aclose()
+        await _close(conns)
+        return calls, left, done, lims[0].fleet_waits
+
+    calls, left, requests, waits = asyncio.run(go())
+    assert requests == 640
+    assert waits <= 0.1 * requests, waits  # was 99%
+    # an acquire per request carrying the releases, + heartbeats (5/s) and the releases
+    # told alone (was two calls per request, and more for the refused ones)
+    assert calls <= requests * 1.35, calls
+    assert left == 0

@@ -118,6 +118,7 @@ class FleetConnection:
         self._scripts: dict[str, Any] = {}
         self._subscribers: list[Callable[[bool], None]] = []
         self._beats: list[Callable[[], Awaitable[None]]] = []
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -182,6 +183,10 @@ class FleetConnection:
         if task is not None:
             task.cancel()
             await asyncio.wait({task}, timeout=self.timeout)
+        if self.healthy:
+            for closer in list(self._closers):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(closer(), self.timeout)
         if self._pending:
             await asyncio.wait(set(self._pending), timeout=self.timeout)
         if self.healthy:
@@ -207,6 +212,10 @@ class FleetConnection:
     def on_beat(self, beat: Callable[[], Awaitable[None]]) -> None:
         """Run `beat()` at every heartbeat while Redis is up (lease renewals, ledger flushes)."""
         self._beats.append(beat)
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer()` when the replica leaves while Redis is up (what it has not told)."""
+        self._closers.append(closer)
 
     def lost(self, exc: BaseException) -> None:
         """A command failed: the link is down until a probe gets an answer."""

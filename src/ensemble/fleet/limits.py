@@ -18,6 +18,13 @@ Fleet-wide (in Redis, one set of keys per upstream deployment, hash-tagged for R
 - the cool-down: a 429 or overload anywhere (with its Retry-After, else 1 s) holds every
   replica's next request to that deployment.
 
+One round trip per request: a release is not sent on its own at once; the replica's next
+acquire carries it (and every other release since its last call) in its own script call, and a
+release no acquire picks up within `_TELL_DELAY` (10 ms) goes alone, with the others of those
+10 ms. So another replica may see a freed in-flight slot up to 10 ms late; a 429's cool-down is
+told at once. (Two calls per request cost a replica about a third more CPU than the in-process
+limiter: bench_fleet throughput.)
+
 Per replica (the in-process limiter, as without a fleet): the AIMD concurrency bound and the
 learned rate. They are control loops on what one process observes (its own successes before a
 429); merging them across replicas would need a consensus on whose measurement counts, while the
@@ -48,11 +55,39 @@ LEASE_TTL = 15.0  # seconds a lease outlives its last renewal (a killed replica'
 _IN_FLIGHT_POLL = 0.01  # seconds between polls while the fleet's in-flight cap is full
 _MAX_POLL = 1.0  # longest single wait before asking Redis again
 
-_ACQUIRE = """
+# What the replica did not tell yet: the leases of requests done since its last call and the
+# net token charge (+) or refund (-) of their replies; both scripts apply it first. KEYS: the
+# in-flight set, the rate, the tokens, the cool-down; ARGV[first..]: lease, tokens pairs.
+# Waits come back in microseconds (a script's numbers reach Python as integers).
+_TELL = """
+local function tell(now, tiv, first)
+  local d = 0
+  for i = first, #ARGV, 2 do
+    if ARGV[i] ~= '' then redis.call('ZREM', KEYS[1], ARGV[i]) end
+    d = d + tonumber(ARGV[i + 1])
+  end
+  if tiv > 0 and d ~= 0 then
+    local base = tonumber(redis.call('GET', KEYS[3]) or '0')
+    if d > 0 and base < now then base = now end
+    local nt = math.max(base + d * tiv, now)
+    if nt > now then
+      redis.call('SET', KEYS[3], nt, 'PX', math.ceil(nt - now) + 1000)
+    else
+      redis.call('DEL', KEYS[3])
+    end
+  end
+end
+-- Redis's clock in milliseconds to the microsecond: under a high limit (6,000,000/min is one
+-- request per 10 us) a whole-millisecond clock fitted ~2 grants in a millisecond and refused
+-- the rest, so nearly every request of a busy replica waited and asked again
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+"""
+
+_ACQUIRE = _TELL + """
+tell(now, tonumber(ARGV[6]), 8)
 local cd = tonumber(redis.call('GET', KEYS[4]) or '0')
-if cd > now then return {0, math.ceil(cd - now), 'cooldown'} end
+if cd > now then return {0, math.ceil((cd - now) * 1000), 'cooldown'} end
 local cap = tonumber(ARGV[3])
 if cap > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -63,14 +98,14 @@ local tat = now
 if riv > 0 then
   tat = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), now)
   local over = tat - now - tonumber(ARGV[5])
-  if over > 0 then return {0, math.ceil(over), 'rate'} end
+  if over > 0 then return {0, math.ceil(over * 1000), 'rate'} end
 end
 local tiv = tonumber(ARGV[6])
 local est = tonumber(ARGV[7])
 local ttat = now
 if tiv > 0 and est > 0 then
   ttat = math.max(tonumber(redis.call('GET', KEYS[3]) or '0'), now)
-  if ttat > now then return {0, math.ceil(ttat - now), 'tokens'} end
+  if ttat > now then return {0, math.ceil((ttat - now) * 1000), 'tokens'} end
 end
 if riv > 0 then
   redis.call('SET', KEYS[2], tat + riv, 'PX', math.ceil(tat + riv - now) + 1000)
@@ -86,27 +121,13 @@ end
 return {1, 0, ''}
 """
 
-_RELEASE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
-local tiv = tonumber(ARGV[2])
-local d = tonumber(ARGV[3])
-if tiv > 0 and d ~= 0 then
-  local base = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if d > 0 and base < now then base = now end
-  local nt = math.max(base + d * tiv, now)
-  if nt > now then
-    redis.call('SET', KEYS[2], nt, 'PX', math.ceil(nt - now) + 1000)
-  else
-    redis.call('DEL', KEYS[2])
-  end
-end
-local cd = tonumber(ARGV[4])
+_RELEASE = _TELL + """
+tell(now, tonumber(ARGV[1]), 3)
+local cd = tonumber(ARGV[2])
 if cd > 0 then
   local hold = now + cd
-  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if hold > cur then redis.call('SET', KEYS[3], hold, 'PX', math.ceil(cd) + 1000) end
+  local cur = tonumber(redis.call('GET', KEYS[4]) or '0')
+  if hold > cur then redis.call('SET', KEYS[4], hold, 'PX', math.ceil(cd) + 1000) end
 end
 return 1
 """
@@ -119,6 +140,7 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
 return 1
 """
 
+_TELL_DELAY = 0.01  # seconds a release waits for the next acquire to carry it to Redis
 _DEFAULT_COOLDOWN = 1.0  # seconds the fleet holds after a 429 without Retry-After
 _MAX_COOLDOWN = 60.0
 _ids = itertools.count(1)
@@ -156,9 +178,12 @@ class FleetLimiter:
         self._queued = 0
         self._freed: asyncio.Event | None = None
         self._fleet_cooldown_until = 0.0
+        self._untold: list[tuple[str, float]] = []  # (lease, token delta) not told to Redis
+        self._tell_at: asyncio.TimerHandle | None = None
         self.fleet_waits = 0  # acquisitions the fleet made wait (any reason)
         conn.subscribe(self._health)
         conn.on_beat(self._renew)
+        conn.on_close(self._tell)
         if not conn.healthy:
             self._health(False)
 
@@ -202,6 +227,7 @@ class FleetLimiter:
         if up and self._share is not None:
             token, self._share = self._share, None
             self._leases.clear()  # a restarted Redis forgot them; a surviving one expires them
+            self._untold.clear()
             self.local.detach(token)
         elif not up and self._share is None:
             self._attach_share()
@@ -248,14 +274,25 @@ class FleetLimiter:
         conc, rpm, tpm = self.limits
         riv = 0.0 if rpm is None else 60000.0 / rpm
         tiv = 0.0 if tpm is None else 60000.0 / tpm
-        ok, wait_ms, why = await self.conn.run(
-            _ACQUIRE, [self.keys["in-flight"], self.keys["rate"], self.keys["tokens"],
-                       self.keys["cooldown"]],
-            [lease, int(self.lease_ttl * 1000), conc, riv, riv, tiv, est])
+        told = self._told()
+        try:
+            ok, wait_us, why = await self.conn.run(
+                _ACQUIRE, self._script_keys,
+                [lease, int(self.lease_ttl * 1000), conc, riv, riv, tiv, est, *told])
+        except FleetDown:
+            raise  # Redis is gone: the leases expire there; nothing to tell a restarted one
+        except BaseException:
+            # cancelled mid-call: the releases it carried may not have reached Redis. Tell
+            # their leases again (removing one twice is harmless); not their token deltas
+            # (charged twice, they would be wrong), at worst one reply's tokens unaccounted
+            self._untold.extend((str(told[i]), 0.0) for i in range(0, len(told), 2)
+                                if told[i])
+            self._tell_later()
+            raise
         if int(ok):
             self._leases.add(lease)
             return True, 0.0, ""
-        wait = float(wait_ms) / 1000.0
+        wait = float(wait_us) / 1e6
         if why == "cooldown":
             self._fleet_cooldown_until = max(self._fleet_cooldown_until,
                                              time.monotonic() + wait)
@@ -309,11 +346,47 @@ class FleetLimiter:
             self._freed.set()
         if not self.conn.usable():
             return  # the lease expires by itself; the cool-down held this replica
+        self._untold.append((ticket.lease or "", delta))
+        if cooldown:  # every replica must hold now
+            self.conn.spawn(self._tell(cooldown))
+        else:
+            # the next acquire (soon, on a busy replica) carries it in its own call: one round
+            # trip per request instead of two; else it goes alone (with any others) after
+            # _TELL_DELAY, which is how much later another replica may see the slot free
+            self._tell_later()
+
+    def _tell_later(self) -> None:
+        if self._tell_at is None and self._untold:
+            self._tell_at = asyncio.get_running_loop().call_later(_TELL_DELAY, self._tell_soon)
+
+    @property
+    def _script_keys(self) -> list[str]:
+        return [self.keys["in-flight"], self.keys["rate"], self.keys["tokens"],
+                self.keys["cooldown"]]
+
+    def _told(self) -> list[object]:
+        """The untold releases as script arguments (lease, tokens pairs), now told."""
+        if self._tell_at is not None:
+            self._tell_at.cancel()
+            self._tell_at = None
+        if not self._untold:
+            return []
+        untold, self._untold = self._untold, []
+        return [x for lease, delta in untold for x in (lease, delta)]
+
+    def _tell_soon(self) -> None:
+        self._tell_at = None
+        if self._untold and self.conn.usable():
+            self.conn.spawn(self._tell())
+
+    async def _tell(self, cooldown: float = 0.0) -> None:
+        """Tell Redis the untold releases (and a cool-down) in one call."""
+        args = self._told()
+        if not args and not cooldown:
+            return
         _, _, tpm = self.limits
         tiv = 0.0 if tpm is None else 60000.0 / tpm
-        self.conn.spawn(self.conn.run(
-            _RELEASE, [self.keys["in-flight"], self.keys["tokens"], self.keys["cooldown"]],
-            [ticket.lease or "", tiv, delta if tiv else 0.0, cooldown * 1000.0]))
+        await self.conn.run(_RELEASE, self._script_keys, [tiv, cooldown * 1000.0, *args])
 
     async def _renew(self) -> None:
         if self._leases:
