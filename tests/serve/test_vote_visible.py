@@ -79,3 +79,35 @@ def test_bad_metadata_is_a_400(srv):
         _client(srv).responses.create(model="box", input="x",
                                       metadata={f"k{i}": "v" for i in range(17)})
     assert ei.value.body["param"] == "metadata"
+
+
+def test_litellm_reads_the_vote_from_the_body_and_the_headers(srv, monkeypatch):
+    import litellm
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    r = litellm.completion(model="openai/box", api_base=srv.base_url, api_key="unused",
+                           messages=[{"role": "user", "content": QS[12].prompt}])
+    assert sum(r.ensemble["votes"].values()) == 5
+    headers = r._hidden_params["additional_headers"]  # litellm's documented place for them
+    assert headers["llm_provider-x-ensemble-decision"] == r.ensemble["decision"]
+    assert json.loads(headers["llm_provider-x-ensemble-votes"]) == r.ensemble["votes"]
+
+
+def test_a_split_answer_reports_its_agreement():
+    """An answer read without choices (`<answer>X</answer>`, no --choices) voted 3 to 2: the
+    answer part's decision is the answer and the agreement 0.6, not the format's 1."""
+    with SimulatedServer(seed=9, lam1=0.3) as up:
+        cfg = parse_config({"port": 0, "models": {"open": {
+            "model": "openai/sim-expert", "api_base": up.base_url, "n": 5}}})
+        with VotingServer(cfg) as s:
+            client = _client(s)
+            for q in QS[20:60]:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="open", messages=[{"role": "user", "content": q.prompt}])
+                ens = raw.parse().model_extra["ensemble"]
+                if sorted(ens["votes"].values()) == [2, 3]:
+                    break
+            else:
+                pytest.fail("no 3-2 split in 40 prompts")
+    assert ens["fields"]["answer"]["decision"] == ens["decision"]
+    assert raw.headers["x-ensemble-agreement"] == "0.6"

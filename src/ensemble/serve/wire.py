@@ -322,7 +322,9 @@ def ensemble_doc(d: Decision[Any], members: Sequence[Member], *,
         aggregator=d.aggregator, stop=d.stop,
         temperatures=sorted({m.temperature for m in members}),
         # structured outputs: each field's own vote, its decision typed (8, not "8")
-        fields={name: FieldVote(decision=plain(f.value) if f.decision is not None else None,
+        # (a part whose kind keeps no typed value, one plain answer, is its key)
+        fields={name: FieldVote(decision=None if f.decision is None
+                                else plain(f.decision if f.value is None else f.value),
                                 votes=dict(f.counts), margin=f.margin, invalid=f.n_invalid)
                 for name, f in d.fields.items()} if d.fields else None,
         why=d.why,  # nothing decided: why (the content is then the first sample's)

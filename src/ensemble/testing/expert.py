@@ -83,7 +83,7 @@ import numpy as np
 from ..boxball import posterior_from_prompt
 from ..errors import InputError
 from .openexpert import OpenAnswers, StructuredPlan
-from .toolexpert import FormatPlan, ToolPlan, tool_call_of
+from .toolexpert import FormatPlan, ToolPlan, forced_tool, tool_call_of
 
 __all__ = ["BELIEF_MODES", "BIAS_FORMS", "CHAIN_KAPPA", "LINKS", "ChainBeliefs", "MCModel",
            "Reply", "SimulatedExpert",
@@ -318,13 +318,15 @@ class SimulatedExpert:
 
     def reply(self, messages: Sequence[Mapping[str, Any]], temperature: float, index: int, *,
               short: bool = False, key: str | None = None,
-              response_format: Any = None, tools: Any = None) -> Reply:
+              response_format: Any = None, tools: Any = None, tool_choice: Any = None
+              ) -> Reply:
         """The reply to sample `index` of (messages, temperature). `short`: the bare letter (for
         max_tokens <= 5). `key`: prompt_key(messages, temperature), if already computed.
         `response_format`: the request's (a JSON schema gets a structured reply when the
         expert has a `structured` plan; a json_object one a JSON object of its planted keys).
         `tools`: the request's (a tool call when the expert has a `tools` plan; see
-        `ensemble.testing.toolexpert`, which also answers a client's own format)."""
+        `ensemble.testing.toolexpert`, which also answers a client's own format);
+        `tool_choice`: the request's (a function it names is called, even after a result)."""
         pkey = key or prompt_key(list(messages), temperature)
         prompt = str(messages[-1].get("content", "")) if messages else ""
         rng = self._rng(pkey, index)
@@ -332,8 +334,10 @@ class SimulatedExpert:
             return Reply("I cannot decide which box it is.")
         if self.tools is not None and tools:
             result = tool_call_of(messages)
-            if result is None:
-                text, calls = self.tools.reply(prompt, tools, rng, self.seed, index)
+            forced = forced_tool(tool_choice)
+            if result is None or forced is not None:
+                text, calls = self.tools.reply(prompt, tools, rng, self.seed, index,
+                                               forced=forced)
                 return Reply(text, tool_calls=tuple(calls))
             if self.structured is None or response_format is None:
                 return Reply(f"The tool answered.\nANSWER: {result}")

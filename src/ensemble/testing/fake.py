@@ -114,7 +114,8 @@ class FakeExpertProvider:
             extra = dict(params.extra)
             reply = self.expert.reply(msgs, t, start + j, short=short, key=key,
                                       response_format=extra.get("response_format"),
-                                      tools=extra.get("tools"))
+                                      tools=extra.get("tools"),
+                                      tool_choice=extra.get("tool_choice"))
             lp: Any = None
             if params.logprobs:
                 lp = self.expert.logprobs_for(reply, params.top_logprobs or 0, key, start + j)

@@ -517,7 +517,8 @@ class SimulatedServer:
             idx = start + j
             reply = self.expert.reply(messages, temperature, idx, short=short, key=pkey,
                                       response_format=body.get("response_format"),
-                                      tools=body.get("tools"))
+                                      tools=body.get("tools"),
+                                      tool_choice=body.get("tool_choice"))
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if reply.tool_calls:
                 message["tool_calls"] = list(reply.tool_calls)

@@ -9,9 +9,15 @@ decimal, a boolean, a word). Each sample then calls the planted tool with probab
 planted argument with probability `accuracy` (else a wrong one of the same type, as
 `StructuredPlan` does); planted strings are respelled in case and punctuation and numbers
 written as integers or floats, so a client comparing raw JSON splits one answer several ways.
-A history that ends with a tool result (`role: "tool"`) is answered in text: "ANSWER: " and
-the result's text. A request whose `role: "tool"` message does not answer an earlier
-assistant tool call (by `tool_call_id`) is a 400, as OpenAI answers it.
+With `splits=True` the arguments are close splits instead (`StructuredPlan.split_rows` over
+the tool's parameters: each argument right in 3 of 5 samples, the most common whole set of
+arguments wrong on the last one), the tool always the planted one. A request whose
+`tool_choice` names a function (`{"type": "function", "function": {"name": ...}}`, what
+instructor and `with_structured_output` send) gets a call to that function from every sample,
+as OpenAI's forced calls do, its history ending in a tool result or not. Any other history
+that ends with a tool result (`role: "tool"`) is answered in text: "ANSWER: " and the
+result's text. A request whose `role: "tool"` message does not answer an earlier assistant
+tool call (by `tool_call_id`) is a 400, as OpenAI answers it.
 
 JSON objects (`StructuredPlan.values` with `response_format: {"type": "json_object"}`): each
 planted key is right with probability `accuracy`, missing with probability `missing_rate`.
@@ -34,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from .openexpert import WORDS, wrong_value
+from .openexpert import WORDS, StructuredPlan, wrong_value
 
-__all__ = ["FormatPlan", "ToolPlan", "bad_tool_history", "dspy_fields", "tool_call_of"]
+__all__ = ["FormatPlan", "ToolPlan", "bad_tool_history", "dspy_fields", "forced_tool",
+           "tool_call_of"]
 
 _DSPY_RESPOND = re.compile(r"Respond with the corresponding output fields(.*)", re.DOTALL)
 _DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]")
@@ -100,12 +107,14 @@ def _noisy(prop: Mapping[str, Any], value: Any, right: bool, rng: np.random.Gene
 @dataclass(frozen=True)
 class ToolPlan:
     """Tool-call mode: planted calls per prompt, how often a sample gets each part right, how
-    often it replies in text instead, and how many calls a reply makes (`parallel`)."""
+    often it replies in text instead, how many calls a reply makes (`parallel`), and whether
+    the arguments are planted close splits (`splits`, module docstring)."""
 
     calls: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
     accuracy: float = 0.8
     text_rate: float = 0.0
     parallel: int = 1
+    splits: bool = False
 
     def planted(self, prompt: str, tools: Sequence[Mapping[str, Any]], seed: int
                 ) -> tuple[str, dict[str, Any]]:
@@ -119,14 +128,19 @@ class ToolPlan:
         return str(fn.get("name")), {k: _draw(p, rng) for k, p in props.items()}
 
     def reply(self, prompt: str, tools: Sequence[Mapping[str, Any]], rng: np.random.Generator,
-              seed: int, index: int) -> tuple[str | None, list[dict[str, Any]]]:
-        """(text content, tool calls) of one sample."""
+              seed: int, index: int, *, forced: str | None = None
+              ) -> tuple[str | None, list[dict[str, Any]]]:
+        """(text content, tool calls) of one sample; `forced`: the function the request's
+        tool_choice names, which every sample calls."""
+        by_name = {str(_function(t).get("name")): _function(t) for t in tools}
+        if (forced is not None and forced in by_name) or self.splits:
+            name = forced if forced in by_name else self.planted(prompt, tools, seed)[0]
+            return None, [self._split_call(prompt, by_name[str(name)], rng, seed, index)]
         if self.text_rate > 0 and rng.random() < self.text_rate:
             return "I can answer without a tool.\nANSWER: direct", []
         calls = []
         for j in range(self.parallel):
             name, args = self.planted(prompt if j == 0 else f"{prompt}#{j}", tools, seed)
-            by_name = {str(_function(t).get("name")): _function(t) for t in tools}
             if len(by_name) > 1 and rng.random() >= self.accuracy:
                 name = sorted(n for n in by_name if n != name)[int(rng.integers(len(by_name)
                                                                                  - 1))]
@@ -138,6 +152,30 @@ class ToolPlan:
             calls.append({"id": f"call_sim_{index}_{j}", "type": "function",
                           "function": {"name": name, "arguments": json.dumps(written)}})
         return None, calls
+
+    def _split_call(self, prompt: str, fn: Mapping[str, Any], rng: np.random.Generator,
+                    seed: int, index: int) -> dict[str, Any]:
+        """A call to `fn` whose arguments are the planted close splits (`splits`) or, when the
+        call is only forced, the planted arguments each right with probability `accuracy`."""
+        params = fn.get("parameters") or {}
+        if self.splits:
+            args = StructuredPlan(splits=True).split_rows(params, prompt, seed)[index % 5]
+        else:
+            _, planted = self.planted(prompt, [{"function": fn}], seed)
+            props = params.get("properties") or {}
+            args = {k: _noisy(props.get(k, {}), v, rng.random() < self.accuracy, rng)
+                    for k, v in planted.items()}
+        return {"id": f"call_sim_{index}_0", "type": "function",
+                "function": {"name": str(fn.get("name")), "arguments": json.dumps(args)}}
+
+
+def forced_tool(tool_choice: Any) -> str | None:
+    """The function a chat request's tool_choice forces (None: it forces none by name)."""
+    if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "function":
+        fn = tool_choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else tool_choice.get("name")
+        return str(name) if name else None
+    return None
 
 
 def bad_tool_history(messages: Sequence[Any]) -> str | None:
