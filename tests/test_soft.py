@@ -4,6 +4,7 @@ no-signal fallback on the simulator's noise beliefs, and deepconf's refusal on s
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -114,12 +115,20 @@ def test_serve_with_the_soft_rule_votes_on_the_planted_beliefs(box_questions):
             "temperature": 1.0, "choices": ["L", "R"], "aggregator": "soft"}}})
         with VotingServer(cfg) as srv:
             c = openai.OpenAI(base_url=srv.base_url, api_key="unused", max_retries=0)
-            doc = c.chat.completions.create(model="soft", messages=[
-                {"role": "user", "content": q.prompt}]).model_extra["ensemble"]
+            raw = c.chat.completions.with_raw_response.create(model="soft", messages=[
+                {"role": "user", "content": q.prompt}])
+            doc = raw.parse().model_extra["ensemble"]
         asked = [r for r in up.stats.replies]
     assert doc["aggregator"] == "soft" and asked
     assert sum(doc["votes"].values()) == 5 and doc["decision"] in ("L", "R")
     assert all(r.logprobs for r in asked)  # drawn with the logprobs the rule reads
+    # the reply says how the rule weighed the vote: a fresh rule's first decision is counted
+    # as hard votes (its signal check has too few samples), and it says so
+    assert doc["weights"] == [1.0] * 5
+    assert doc["scores"] == {a: float(k) for a, k in doc["votes"].items()}
+    assert len(doc["notes"]) == 1 and "counted as hard votes" in doc["notes"][0]
+    assert raw.headers["x-ensemble-notes"] == doc["notes"][0]
+    assert json.loads(raw.headers["x-ensemble-scores"]) == doc["scores"]
 
 
 def test_the_held_out_gain_turns_a_misleading_soft_vote_off():

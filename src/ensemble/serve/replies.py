@@ -108,7 +108,8 @@ class EnsembleInfo(Omitting):
     """The `ensemble` object of a reply: the vote behind it."""
 
     OMIT: ClassVar[frozenset[str]] = frozenset({"fields", "why", "ignored", "cost_rule",
-                                                "member_votes", "voted_as"})
+                                                "member_votes", "voted_as", "weights", "scores",
+                                                "notes"})
     decision: Any
     votes: dict[str, int]
     margin: int
@@ -125,6 +126,12 @@ class EnsembleInfo(Omitting):
     cost_rule: dict[str, Any] | None = None
     member_votes: list[MemberVotes] | None = None
     voted_as: str | None = None  # how replies in no known format were voted (free text)
+    # a rule that weighs its samples by their logprobs (soft, confidence, ...): each sample's
+    # weight, each answer's summed score (the decision's is the highest) and what the rule
+    # says of this vote (e.g. counted as hard votes until the logprobs show a signal)
+    weights: list[float] | None = None
+    scores: dict[str, float] | None = None
+    notes: list[str] | None = None
 
 
 class ChatCompletion(Reply):
@@ -226,13 +233,19 @@ def summary(info: EnsembleInfo) -> dict[str, str]:
             "votes": _compact(top, HEADER_CHARS),
             "agreement": "" if agreed is None else f"{agreed:g}",
             "samples": str(info.samples), "invalid": str(info.invalid),
-            "margin": str(info.margin), "aggregator": info.aggregator}
+            "margin": str(info.margin), "aggregator": info.aggregator,
+            # a weighing rule's scores (top 8, 4 decimals) and its notes
+            "scores": "" if not info.scores else _compact(
+                {k: round(v, 4) for k, v in sorted(info.scores.items(),
+                                                   key=lambda kv: -kv[1])[:8]}, HEADER_CHARS),
+            "notes": _compact("; ".join(info.notes or ()), HEADER_CHARS)}
 
 
 def vote_headers(info: EnsembleInfo) -> dict[str, str]:
     """The vote as response headers (`x-ensemble-decision`, `-votes`, `-agreement`,
-    `-samples`, `-invalid`, `-margin`, `-aggregator`): every HTTP client keeps headers, where
-    several drop a body's unknown fields (LangChain, pydantic-ai, the Agents SDK)."""
+    `-samples`, `-invalid`, `-margin`, `-aggregator`; a weighing rule's `-scores`, `-notes`):
+    every HTTP client keeps headers, where several drop a body's unknown fields (LangChain,
+    pydantic-ai, the Agents SDK)."""
     return {f"x-ensemble-{k}": v for k, v in summary(info).items() if v != ""}
 
 

@@ -335,7 +335,9 @@ def ensemble_doc(d: Decision[Any], members: Sequence[Member], *,
                       for m, v in zip(members, d.member_votes, strict=False)]
         if len(members) > 1 else None,
         voted_as=FREE_TEXT if "format" in d.fields and d.fields["format"].value == "text"
-        else None)
+        else None,
+        weights=list(d.weights) or None, scores=dict(d.scores) or None,
+        notes=list(d.notes) or None)
 
 
 def completion_doc(name: str, d: Decision[Any], members: Sequence[Member], *, n: int = 1,
