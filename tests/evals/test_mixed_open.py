@@ -223,3 +223,102 @@ def test_weighted_vote_recursion_equals_brute_force():
                     credit += (right in top) / len(top)
             assert weighted_vote_value(counts, ns, w, right) == pytest.approx(credit / count,
                                                                               abs=1e-12)
+
+
+def _text_recordings(tmp_path, questions=8):
+    """Two members' recordings of text answers (cheap: 6 samples of 40 tokens, right half the
+    time; dear: 3 samples of 90 tokens, right 85%), the jsonl data and the prompts."""
+    import random
+
+    from ensemble.tasks import get_task
+
+    data = _data(tmp_path, [{"id": f"q{i}", "question": f"Question {i}?", "answer": "Paris"}
+                            for i in range(questions)])
+    prompts = [q.prompt for q in get_task("jsonl", data=data, answer="text").questions()]
+    rng = random.Random(5)
+    forms = ("Paris", "paris.", " PARIS ")
+
+    def replies(p_right, k):
+        return [[f"<answer>{rng.choice(forms)}</answer>" if rng.random() < p_right else
+                 "<answer></answer>" if rng.random() < 0.1 else "<answer>Lyon</answer>"
+                 for _ in range(k)] for _ in prompts]
+
+    rows = {"cheap": replies(0.5, 6), "dear": replies(0.85, 3)}
+    _recording(tmp_path / "cheap.jsonl", prompts, rows["cheap"], tokens=40)
+    _recording(tmp_path / "dear.jsonl", prompts, rows["dear"], tokens=90)
+    return data, prompts, rows
+
+
+def test_pooled_stopping_rules_replay_as_the_ensemble_draws(tmp_path):
+    """`evals.pooled.pooled_replay` (a per-question rule over a mixed run's members) asks the
+    rule as `Ensemble(members=..., stop=...)` does: along the stored order it draws, question
+    by question, the same votes from each member as the Ensemble drew from the same
+    recordings (beta; bayes with a given prior)."""
+    import numpy as np
+
+    from ensemble import Ensemble, Member
+    from ensemble.evals.pooled import pooled_replay
+    from ensemble.stopping import UNIFORM, StopSpec
+
+    _, prompts, rows = _text_recordings(tmp_path)
+
+    def code(text):  # Paris in any spelling 0, Lyon 1, an empty answer invalid
+        word = text.split("<answer>")[1].split("</answer>")[0].strip(" .").lower()
+        return {"paris": 0, "lyon": 1}.get(word, -1)
+
+    codes = [np.array([[code(t) for t in row] for row in rows[m]]) for m in ("cheap", "dear")]
+    orders = [np.broadcast_to(np.arange(c.shape[1]), (len(prompts), 1, c.shape[1]))
+              for c in codes]
+    for plan in (StopSpec("beta", max_n=5), StopSpec("bayes", max_n=5, prior=UNIFORM)):
+        members = [Member(f"replay/{tmp_path / 'cheap.jsonl'}", n=3, temperature=1.0),
+                   Member(f"replay/{tmp_path / 'dear.jsonl'}", n=2, temperature=1.0)]
+        with Ensemble(members=members, answer="text", stop=plan,
+                      store=str(tmp_path / f"{plan.stop}.sqlite")) as ens:
+            decisions = ens.decide_many(prompts)
+        drew = [(sum(s.completion_tokens == 40 for s in d.samples),
+                 sum(s.completion_tokens == 90 for s in d.samples)) for d in decisions]
+        rp = pooled_replay(plan, codes, orders, (3, 2), options=2)
+        assert [tuple(int(x) for x in r) for r in rp.drawn[:, 0]] == drew, plan.stop
+        assert len(set(drew)) > 1  # the rule stopped at different points
+
+
+def test_mixed_run_adaptive_rows_of_pooled_rules_and_mean_tokens(tmp_path, capsys):
+    """A mixed spec's "adaptive": bayes and beta over the pooled members beside the cost rule,
+    each with mean_tokens (the recordings' own counts); a summary of format 2 (no mean_tokens)
+    still reads."""
+    from ensemble.evals.rundir import read_run
+
+    data, _, _ = _text_recordings(tmp_path)
+    members = [{"model": f"replay/{tmp_path / 'cheap.jsonl'}", "n": 3, "samples": 6,
+                "temperature": 1.0, "lam": 0.5, "label": "cheap", "price_per_1k": [0, 0.001]},
+               {"model": f"replay/{tmp_path / 'dear.jsonl'}", "n": 2, "samples": 3,
+                "temperature": 1.0, "lam": 2.0, "label": "dear", "price_per_1k": [0, 0.001]}]
+    run = tmp_path / "run"
+    s = _run(capsys, _spec(tmp_path, data, members, "text",
+                           adaptive=["bayes", "beta", "cost"]), run)
+    assert s["schema_version"] == 3
+    assert [(r["stop"], r["aggregator"]) for r in s["adaptive"]] == [
+        ("bayes", "plurality"), ("beta", "plurality"), ("cost", "cost rule")]
+    for row in s["adaptive"]:
+        by = row["mean_samples_by_member"]
+        assert row["mean_tokens"] == pytest.approx(by[0] * 40 + by[1] * 90)
+        assert row["mean_cost_usd"] == pytest.approx(row["mean_tokens"] * 1e-6)
+        assert 0 < row["mean_samples"] <= 5 and row["n"] == 5
+    bayes, beta, _ = s["adaptive"]
+    # every member's n pooled, on the same orders, is the fixed row of both
+    assert bayes["vs_fixed"]["accuracy"] == beta["vs_fixed"]["accuracy"]
+    # format 2: the same document without mean_tokens reads, mean_tokens unknown
+    doc = json.loads((run / "summary.json").read_text())
+    doc["schema_version"] = 2
+    for row in doc["adaptive"]:
+        del row["mean_tokens"]
+    (run / "summary.json").write_text(json.dumps(doc))
+    assert [r.mean_tokens for r in read_run(run).summary.adaptive] == [None] * 3
+    # one model's adaptive rows carry them too
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"task": "jsonl", "data": data, "answer": "text", "n": [1, 3],
+                               "samples": 6, "bootstrap": 200, "adaptive": ["bayes", "beta"],
+                               "members": [{"model": members[0]["model"],
+                                            "temperature": 1.0}]}))
+    for row in _run(capsys, str(one), tmp_path / "one")["adaptive"]:
+        assert row["mean_tokens"] == pytest.approx(row["mean_samples"] * 40)

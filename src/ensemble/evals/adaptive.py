@@ -48,6 +48,7 @@ from ensemble.errors import InputError
 from ensemble.stopping import (
     Drawn,
     FitContext,
+    Observation,
     StopMemory,
     StoppingRule,
     StopPlan,
@@ -83,6 +84,7 @@ class Replay:
     rules: tuple[StopPolicy, ...]
     spent: NDArray[np.float64] | None = None  # [q, r]: dollars of the samples used (costs=)
     order: NDArray[np.intp] | None = None  # [q, r, i]: the i-th sample index along order r
+    tokens: NDArray[np.float64] | None = None  # [q, r]: their completion tokens (tokens=)
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,14 @@ class AdaptiveResult:
     question_accuracy: NDArray[np.float64]
     question_samples: NDArray[np.float64]
     mean_cost_usd: float | None = None  # dollars per question of the samples used (costs=)
+    mean_tokens: float | None = None  # their completion tokens per question (tokens=)
 
     def row(self, **extra: Any) -> dict[str, Any]:
         """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
         return {**extra, "n": self.max_n, "stop": self.stop,
                 "mean_samples": self.mean_samples.value,
                 "mean_samples_ci": list(self.mean_samples.ci),
-                "mean_cost_usd": self.mean_cost_usd,
+                "mean_cost_usd": self.mean_cost_usd, "mean_tokens": self.mean_tokens,
                 "accuracy": self.accuracy.value, "sem": self.accuracy.sem,
                 "ci": list(self.accuracy.ci), "saving": self.saving,
                 "vs_fixed": {"n": self.max_n, "accuracy": self.fixed[self.max_n].value,
@@ -202,14 +205,17 @@ def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.i
 
 def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
            orders: int | ArrayLike | None = 200, fixed_ns: Sequence[int] = (),
-           rng: Any = 0, costs: ArrayLike | None = None) -> Replay:
+           rng: Any = 0, costs: ArrayLike | None = None,
+           tokens: ArrayLike | None = None) -> Replay:
     """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
 
     `rule` is a built rule, or a plan (a `StopSpec`: a bayes prior without one is fitted per
     order from that order's pilot; any `StopPlan`). `orders`: a number of random orders per
     question, explicit permutations of 0..K−1 ((R, K) for every question, or (Q, R, K)), or
     None for the stored order. `costs` (Q, K): each stored sample's dollars (NaN: unknown);
-    `spent` is then what the samples the rule used cost, along each order.
+    `spent` is then what the samples the rule used cost, along each order; `tokens` (Q, K):
+    each stored sample's completion tokens (NaN: unknown), which a rule that counts tokens
+    reads (`Observation.tokens`) and the replay's `tokens` sums likewise.
     """
     c = np.asarray(codes)
     if c.ndim != 2:
@@ -228,7 +234,8 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
         g = _gen(rng)
         idx = _order_indices(Q, K, M, orders, g)
         plan = _Built(rule) if isinstance(rule, StoppingRule) else rule
-        return replace(_replay_plan(c, plan, idx, n_options, M, fixed_ns, costs), order=idx)
+        return replace(_replay_plan(c, plan, idx, n_options, M, fixed_ns, costs, tokens),
+                       order=idx)
     assert isinstance(rule, (StoppingRule, StopSpec))
     g = _gen(rng)
     idx = _order_indices(Q, K, M, orders, g)
@@ -252,6 +259,8 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
     if cost is not None and cost.shape != c.shape:
         raise InputError(f"costs must be one per stored sample, shaped {c.shape}")
     spent = None if cost is None else np.empty((Q, R))
+    tok = _per_sample(tokens, c.shape, "tokens")
+    used_tok = None if tok is None else np.empty((Q, R))
     n_axis = np.arange(1, M + 1)
     chunk = max(1, int(4_000_000 // max(1, R * M * n_cat)))
     for lo in range(0, Q, chunk):
@@ -273,8 +282,22 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
         if cost is not None and spent is not None:
             paid = cost[np.arange(lo, hi)[:, None, None], idx[lo:hi]].cumsum(axis=2)
             spent[lo:hi] = np.take_along_axis(paid, tau[..., None], axis=2)[..., 0]
+        if tok is not None and used_tok is not None:
+            long = tok[np.arange(lo, hi)[:, None, None], idx[lo:hi]].cumsum(axis=2)
+            used_tok[lo:hi] = np.take_along_axis(long, tau[..., None], axis=2)[..., 0]
     return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent,
-                  order=idx)
+                  order=idx, tokens=used_tok)
+
+
+def _per_sample(x: ArrayLike | None, shape: tuple[int, ...], what: str
+                ) -> NDArray[np.float64] | None:
+    """A per-stored-sample array (NaN: unknown) checked against the codes' shape."""
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=float)
+    if a.shape != shape:
+        raise InputError(f"{what} must be one per stored sample, shaped {shape}")
+    return a
 
 
 def max_n_of(rule: StoppingRule | StopPlan, stored: int) -> int:
@@ -314,13 +337,23 @@ class _Built:
 
 
 def _replay_plan(c: NDArray[Any], plan: StopPlan, idx: NDArray[np.intp], n_options: int,
-                 M: int, fixed_ns: Sequence[int], costs: ArrayLike | None) -> Replay:
+                 M: int, fixed_ns: Sequence[int], costs: ArrayLike | None,
+                 tokens: ArrayLike | None = None) -> Replay:
     """The replay through the stop-rule interface (any plan): per order, pilots, fit, then
-    `next` one answer at a time (see the module docstring)."""
+    `next` one answer at a time (see the module docstring); each sample observed with its
+    tokens and dollars where they are known."""
     Q, R = idx.shape[:2]
     labels = [str(o) for o in range(n_options)]
-    seqs = [[[None if x < 0 else labels[x] for x in c[q, idx[q, r]]] for r in range(R)]
-            for q in range(Q)]
+    tok = _per_sample(tokens, c.shape, "tokens")
+    usd = _per_sample(costs, c.shape, "costs")
+
+    def obs(q: int, i: int) -> Observation:
+        x = c[q, i]
+        t = None if tok is None or np.isnan(tok[q, i]) else int(tok[q, i])
+        d = None if usd is None or np.isnan(usd[q, i]) else float(usd[q, i])
+        return Observation(None if x < 0 else labels[x], tokens=t, cost_usd=d)
+
+    seqs = [[[obs(q, int(i)) for i in idx[q, r]] for r in range(R)] for q in range(Q)]
     used = np.empty((Q, R), dtype=np.int16)
     at_stop = np.zeros((Q, R, n_options), dtype=np.int16)
     fixed = {n: np.zeros((Q, R, n_options), dtype=np.int16) for n in fixed_ns}
@@ -328,19 +361,20 @@ def _replay_plan(c: NDArray[Any], plan: StopPlan, idx: NDArray[np.intp], n_optio
     if cost is not None and cost.shape != c.shape:
         raise InputError(f"costs must be one per stored sample, shaped {c.shape}")
     spent = None if cost is None else np.empty((Q, R))
+    used_tok = None if tok is None else np.empty((Q, R))
     budgets = (M,)
     ctx = FitContext(budgets=budgets, lams=(None,))
     rules: list[StopPolicy] = []
     for r in range(R):
         memory = StopMemory()
         heads = [min(plan.pilot_draw(q, budgets, memory)[0], M) for q in range(Q)]
-        policy = plan.fit([Drawn.of([seqs[q][r][:heads[q]]], budgets) for q in range(Q)],
+        policy = plan.fit([Drawn((tuple(seqs[q][r][:heads[q]]),), budgets) for q in range(Q)],
                           memory, ctx)
         rules.append(policy)
         for q in range(Q):
             seq, n = seqs[q][r], heads[q]
             while n < M:
-                k = policy.next(Drawn.of([seq[:n]], budgets))[0]
+                k = policy.next(Drawn((tuple(seq[:n]),), budgets))[0]
                 if k <= 0:
                     break
                 n += min(k, M - n)
@@ -354,7 +388,10 @@ def _replay_plan(c: NDArray[Any], plan: StopPlan, idx: NDArray[np.intp], n_optio
                         fixed[m][q, r, x] += 1
             if cost is not None and spent is not None:
                 spent[q, r] = float(cost[q, idx[q, r, :n]].sum())
-    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent)
+            if tok is not None and used_tok is not None:
+                used_tok[q, r] = float(tok[q, idx[q, r, :n]].sum())
+    return Replay(used=used, counts=at_stop, fixed=fixed, rules=tuple(rules), spent=spent,
+                  tokens=used_tok)
 
 
 def _rules_per_order(picked: NDArray[np.int16], rule: StoppingRule | StopSpec,
@@ -456,7 +493,8 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                   n_options: int | None = None, orders: int | ArrayLike | None = 200,
                   fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0,
                   costs: ArrayLike | None = None, scores: ArrayLike | None = None,
-                  rank: ArrayLike | None = None, keep: float = 1.0) -> list[AdaptiveResult]:
+                  rank: ArrayLike | None = None, keep: float = 1.0,
+                  tokens: ArrayLike | None = None) -> list[AdaptiveResult]:
     """Accuracy and mean samples of a stopping rule beside fixed-n votes, on stored samples.
 
     codes: (T, Q, K) or (Q, K) answer codes (−1 invalid), as `evals.analysis` uses. Give
@@ -465,12 +503,13 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     together in the bootstrap. The fixed max_n row is always computed. `costs`, shaped like
     codes: each stored sample's dollars (NaN: unknown); each result's `mean_cost_usd` is then
     the mean over questions (and orders) of the dollars of the samples the rule used (None if
-    one of them has no price). `scores` (T, Q, K, O): what each stored sample adds to each
-    option under a rule that weighs its samples (`evals.weighed`); the decisions, adaptive
-    and fixed, are then that rule's vote of the samples used (the highest summed score, ties
-    within 1e-12 sharing the credit; with `rank` (T, Q, K) and `keep`, only the top `keep`
-    share by rank of the samples used count), the stopping still the rule's own. Returns one
-    result per T.
+    one of them has no price); `tokens` likewise: each stored sample's completion tokens, read
+    by a rule that counts tokens and summed into `mean_tokens`. `scores` (T, Q, K, O): what each
+    stored sample adds to each option under a rule that weighs its samples (`evals.weighed`);
+    the decisions, adaptive and fixed, are then that rule's vote of the samples used (the
+    highest summed score, ties within 1e-12 sharing the credit; with `rank` (T, Q, K) and
+    `keep`, only the top `keep` share by rank of the samples used count), the stopping still
+    the rule's own. Returns one result per T.
     """
     c = np.asarray(codes)
     if c.ndim == 2:
@@ -502,10 +541,11 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     boot = g.integers(0, G, size=(reps, G))
     name = rule.name if isinstance(rule, StoppingRule) else rule.stop
     cs = None if costs is None else np.asarray(costs, dtype=float).reshape(c.shape)
+    ts = None if tokens is None else np.asarray(tokens, dtype=float).reshape(c.shape)
     out = []
     for ti, ct in enumerate(c):
         rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g,
-                    costs=None if cs is None else cs[ti])
+                    costs=None if cs is None else cs[ti], tokens=None if ts is None else ts[ti])
         if scores is None:
             acc_q = _credit(rp.counts, vals).mean(axis=1)
             fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
@@ -523,5 +563,6 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                                   fixed=fixed, difference=diff, saving=1 - samples.value / M,
                                   orders=int(rp.used.shape[1]), question_accuracy=acc_q,
                                   question_samples=used_q,
-                                  mean_cost_usd=_mean_cost(rp.spent)))
+                                  mean_cost_usd=_mean_cost(rp.spent),
+                                  mean_tokens=_mean_cost(rp.tokens)))
     return out

@@ -41,8 +41,8 @@ from .intervals import estimate
 from .plan import RunPlan
 from .schemas import AdaptiveRow
 
-__all__ = ["CostReplay", "cost_rows", "mixed_cost_rows", "replay_cost", "replay_credit",
-           "replay_scored"]
+__all__ = ["CostReplay", "MixedInputs", "cost_rows", "member_orders", "mixed_cost_rows",
+           "mixed_inputs", "replay_cost", "replay_credit", "replay_scored", "used_tokens"]
 
 
 @dataclass(frozen=True)
@@ -132,17 +132,27 @@ def replay_scored(rule: CostRule, codes: Sequence[NDArray[np.int64]],
     return rp, replay_credit(rp, codes, orders, rule, values)
 
 
+def member_orders(codes: Sequence[NDArray[np.int64]], orders: int, rng: np.random.Generator
+                  ) -> list[NDArray[np.int64]]:
+    """R random orders of each member's stored samples, (Q, R, K_g) per member g: the orders
+    the cost rule's row replays along (and, drawn from the same seed, the other stopping
+    rules' rows of a mixed run: `evals.pooled`)."""
+    return [np.argsort(rng.random((c.shape[0], orders, c.shape[1])), axis=-1) for c in codes]
+
+
 def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.float64]],
               values: NDArray[np.float64], weights: NDArray[np.float64], *,
               budgets: Sequence[int], lams: Sequence[float | None], spec: CostSpec,
               orders: int = 20, reps: int = 1000, seed: int = 0,
-              two_choices: bool | None = None) -> list[dict[str, Any]]:
+              two_choices: bool | None = None,
+              tokens: Sequence[NDArray[np.float64]] | None = None) -> list[dict[str, Any]]:
     """The adaptive row of the cost rule on a mixed run's samples (see the module docstring).
 
     codes[g], costs[g]: (Q, K_g) answer codes and dollars of member g's stored samples; values
     (Q, O) the credit of deciding each option; budgets: each member's most votes (its n);
     two_choices: the answers are two fixed choices (the rule's `two_choices`; None: O = 2; open
-    answers are not, whatever O: an answer nobody gave cannot be decided)."""
+    answers are not, whatever O: an answer nobody gave cannot be decided); tokens[g]: (Q, K_g)
+    completion tokens of each stored sample (NaN: unknown), for the row's `mean_tokens`."""
     options = [str(i) for i in range(values.shape[1])]
     G = len(codes)
     g_rng = np.random.default_rng(seed)
@@ -160,8 +170,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     rule = spec.fit(stored, StopMemory(), FitContext(
         budgets=tuple(budgets), lams=tuple(lams), two_choices=two))
     lw = list(rule.lams)
-    ords = [np.argsort(g_rng.random((Q, orders, codes[g].shape[1])), axis=-1)
-            for g in range(G)]
+    ords = member_orders(codes, orders, g_rng)
     rp, credit = replay_scored(rule, codes, ords, values, costs)
     acc_q = credit.mean(axis=1)
     # the fixed ensemble on the same orders: every member's n, votes weighed by 2λ (or price)
@@ -189,6 +198,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
     return [{"t": None, "n": total, "aggregator": "cost rule", "stop": "cost",
              "mean_samples": samples.value, "mean_samples_ci": list(samples.ci),
              "mean_cost_usd": float(rp.spent.mean()),
+             "mean_tokens": None if tokens is None else used_tokens(rp.drawn, ords, tokens),
              "mean_samples_by_member": [float(x) for x in rp.drawn.mean(axis=(0, 1))],
              "accuracy": acc.value, "sem": acc.sem, "ci": list(acc.ci),
              "saving": 1 - samples.value / total, "value_usd": rule.value_usd,
@@ -201,22 +211,54 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
                        "beside every member's n under the λ-weighted vote"}]
 
 
-def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
-    """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
-    dollars of each stored sample, scored as the run's tables score them (box-ball: P(ω =
-    decision | colour) weighted by P(scenario, colour); otherwise the right choice)."""
+def used_tokens(drawn: NDArray[np.int64], orders: Sequence[NDArray[np.int64]],
+                tokens: Sequence[NDArray[np.float64]]) -> float | None:
+    """Mean completion tokens per question of the samples a replay used: member g's first
+    drawn[q, r, g] along orders[g][q, r] (None: some sample's tokens are unknown)."""
+    Q, R, G = drawn.shape
+    total = np.zeros((Q, R))
+    for g in range(G):
+        along = np.take_along_axis(np.asarray(tokens[g], dtype=float)[:, None, :], orders[g],
+                                   axis=2)
+        first = np.arange(along.shape[2])[None, None, :] < drawn[:, :, g, None]
+        total += np.where(first, along, 0.0).sum(axis=2)
+        if np.isnan(np.where(first, along, 0.0)).any():
+            return None
+    return float(total.mean())
+
+
+@dataclass(frozen=True)
+class MixedInputs:
+    """A mixed run's stored samples as the adaptive rows replay them: per member (Q, K_g)
+    answer codes (each question's among its own options; box-ball L = 0, R = 1), dollars and
+    completion tokens (NaN: unknown); values (Q, O) the credit of deciding each option; the
+    questions' weights and the groups resampled together (a box-ball scenario's colours);
+    whether the answers are two fixed choices (open answers never are)."""
+
+    codes: list[NDArray[np.int64]]
+    costs: list[NDArray[np.float64]]
+    tokens: list[NDArray[np.float64]]
+    values: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    groups: NDArray[np.int64]
+    two_choices: bool | None
+
+
+def mixed_inputs(plan: RunPlan, drawn: Drawn) -> MixedInputs:
+    """The inputs of a mixed run's adaptive rows (`MixedInputs`), scored as the run's tables
+    score them (box-ball: P(ω = decision | colour) weighted by P(scenario, colour); otherwise
+    the right answer)."""
     from .adaptive import boxball_inputs, question_codes
+    from .prices import price_of
 
     questions = drawn.questions
     Q = len(questions)
     box = plan.layout.utility
     if box:
-        values, weights, _ = boxball_inputs(questions)
+        values, weights, groups = boxball_inputs(questions)
     else:  # each question's answers coded among its own options (open answers: those given)
-        weights = np.ones(Q)
-    from .prices import price_of
-
-    codes, costs = [], []
+        weights, groups = np.ones(Q), np.arange(Q)
+    codes, costs, tokens = [], [], []
     for g, m in enumerate(plan.members):
         k = m.samples
         coded, correct, width = question_codes(
@@ -224,15 +266,24 @@ def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
             options=("L", "R") if box else None)
         codes.append(coded[0])
         costs.append(drawn.costs(g, k, price=price_of(m.model, m.options)))
+        tokens.append(drawn.tokens(g, k))
     if not box:
         values = np.zeros((Q, width))
         values[np.arange(Q), correct] = 1.0
+    kind = plan.task.answer_kind
+    return MixedInputs(codes, costs, tokens, values, np.asarray(weights, dtype=float),
+                       np.asarray(groups), False if kind is not None and kind.is_open else None)
+
+
+def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
+    """`cost_rows` for a mixed run (`runner.run_eval`): the members' drawn answers and the
+    dollars of each stored sample (`mixed_inputs`)."""
+    got = mixed_inputs(plan, drawn)
     stopping = plan.stopping
     cost = CostSpec(value_usd=stopping.value_usd if stopping else None,
                     credit=stopping.credit if stopping else "reference")
-    kind = plan.task.answer_kind
-    rows = cost_rows(codes, costs, values, weights, budgets=[m.n or 1 for m in plan.members],
+    rows = cost_rows(got.codes, got.costs, got.values, got.weights,
+                     budgets=[m.n or 1 for m in plan.members],
                      lams=[m.lam for m in plan.members], spec=cost, reps=plan.bootstrap,
-                     seed=plan.seed,
-                     two_choices=False if kind is not None and kind.is_open else None)
+                     seed=plan.seed, two_choices=got.two_choices, tokens=got.tokens)
     return [AdaptiveRow.model_validate(r) for r in rows]

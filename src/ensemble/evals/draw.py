@@ -99,6 +99,18 @@ class Drawn:
         return out
 
 
+    def tokens(self, g: int, k: int) -> NDArray[np.float64]:
+        """(Q, k) the completion tokens of member g's first k samples of each question, by
+        sample index (NaN: not reported, or no such sample)."""
+        nq = len(self.questions)
+        out = np.full((nq, k), np.nan)
+        for qi in range(nq):
+            for s in self.rows[g * nq + qi] or ():
+                if s is not None and s.index < k and s.completion_tokens is not None:
+                    out[qi, s.index] = s.completion_tokens
+        return out
+
+
 Build = Callable[[Question, float, int], SampleRequest]
 
 

@@ -186,7 +186,8 @@ def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps:
 
 
 def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
-                  costs: np.ndarray | None = None, rows: list[list[Any]] | None = None
+                  costs: np.ndarray | None = None, rows: list[list[Any]] | None = None,
+                  tokens: np.ndarray | None = None
                   ) -> list[AdaptiveRow]:
     """Rows for each stopping rule of `plan.stopping` beside fixed n, per temperature, replayed
     on the drawn samples (`evals.adaptive`): the same random orders of each question's samples
@@ -199,7 +200,8 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     question's own ball: this is not the eval's exact-utility table, which lets each expert draw
     its own ball); the fixed rows beside it are scored the same way. With `costs` (T, Q, K:
     each drawn sample's dollars, `Drawn.costs`), each row's `mean_cost_usd` is the dollars of
-    the samples it used.
+    the samples it used; with `tokens` (T, Q, K: each drawn sample's completion tokens,
+    `Drawn.tokens`), its `mean_tokens` theirs, and a rule that counts tokens reads them.
     """
     from ensemble.stopping import plan_for, stop_rules
 
@@ -222,6 +224,8 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     fixed_ns = sorted({n for n in plan.ns if n <= max_n} | {max_n})
     if costs is not None:
         kw["costs"] = np.asarray(costs, dtype=float)[:, :, :max_n]
+    if tokens is not None:
+        kw["tokens"] = np.asarray(tokens, dtype=float)[:, :, :max_n]
     votes: list[tuple[str, dict[str, Any]]] = [(layout.vote_rule, {})]
     votes += [(r, weighed_scores(plan, questions, answers, rows or [], r, max_n))
               for r in weighed_rules(plan.rules)]

@@ -131,10 +131,10 @@ def _score(plan: RunPlan, drawn: Drawn) -> Tables:
         from .mixed import analyse_mixed
 
         tables = analyse_mixed(plan, drawn.questions, drawn.answers, drawn.rows)
-        if plan.stopping is not None:  # the cost rule over the members (`spec.check`)
-            from .costeval import mixed_cost_rows
+        if plan.stopping is not None:  # the cost rule, and the rules over pooled votes
+            from .pooled import mixed_adaptive_rows
 
-            tables.adaptive = mixed_cost_rows(plan, drawn)
+            tables.adaptive = mixed_adaptive_rows(plan, drawn)
         return tables
     from .grid import adaptive_rows, analyse, extra_rules
 
@@ -142,10 +142,12 @@ def _score(plan: RunPlan, drawn: Drawn) -> Tables:
     tables = analyse(plan, drawn.questions, answers)
     extra_rules(plan, drawn.questions, answers, tables, drawn.rows)
     if plan.stopping is not None:
+        members = range(len(plan.members))
         tables.adaptive = adaptive_rows(
             plan, drawn.questions, answers,
-            costs=np.stack([drawn.costs(g, plan.stopping.max_n)
-                            for g in range(len(plan.members))]), rows=drawn.rows)
+            costs=np.stack([drawn.costs(g, plan.stopping.max_n) for g in members]),
+            tokens=np.stack([drawn.tokens(g, plan.stopping.max_n) for g in members]),
+            rows=drawn.rows)
     return tables
 
 

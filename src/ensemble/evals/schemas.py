@@ -8,7 +8,8 @@ Numbers that may be infinite (λ) are plain floats here; on disk they follow ens
 encoding (null plus a `k_inf` sign marker), which the reader reverses.
 
 Each document says its format in `schema_version` (`ensemble.jsonio.upgrade`): summary.json
-and calibration.json are format 2; a document without one (written before formats were
+is format 3 (its adaptive rows' `mean_tokens` since 3), calibration.json format 2; a document
+without one (written before formats were
 numbered, format 1) is migrated on reading (`read_document`), filling in what the versions of
 that time did not write yet, and one too early to bring forward, or newer than this ensemble,
 is refused in one line.
@@ -54,7 +55,7 @@ __all__ = [
     "read_document",
 ]
 
-SUMMARY_VERSION = 2  # summary.json (1: before formats were numbered)
+SUMMARY_VERSION = 3  # summary.json (1: before formats were numbered; 3: mean_tokens in rows)
 CALIBRATION_VERSION = 2  # calibration.json (1: before formats were numbered)
 
 
@@ -140,6 +141,8 @@ class AdaptiveRow(_Model):
     mean_samples_ci: list[float]
     mean_cost_usd: float | None = None  # dollars of the samples it used per question (None: a
     # price unknown)
+    mean_tokens: float | None = None  # completion tokens of the samples it used per question
+    # (None: some sample's are unknown, or a summary of format 2 or older)
     accuracy: float
     sem: float
     ci: list[float]
@@ -481,11 +484,17 @@ def read_document(model: type[EvalSummary] | type[CalibrationSummary], text: str
     from ensemble.jsonio import from_jsonable, upgrade
 
     if model is EvalSummary:
-        current, steps = SUMMARY_VERSION, {1: _summary_from_1}
+        current, steps = SUMMARY_VERSION, {1: _summary_from_1, 2: _summary_from_2}
     else:
         current, steps = CALIBRATION_VERSION, {1: _calibration_from_1}
     doc = upgrade(json.loads(text), current=current, migrations=steps, where=where, fix=fix)
     return model.model_validate(from_jsonable(doc))
+
+
+def _summary_from_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """summary.json of format 2 (2026-11-26 to 27): its adaptive rows lack `mean_tokens`, which
+    reads as unknown (None): nothing to change."""
+    return doc
 
 
 # -- migrations: format 1 (unnumbered, as written up to 2026-11-25) to 2 -----------------------

@@ -409,8 +409,7 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
                          + ", ".join(f for f, v in (("--model", model), ("--t", temperatures))
                                      if v))
     if file.ensemble:
-        wrong = [FLAGS[k] for k in ("n", "lam1", "adaptive", "max_n", "stop_cost")
-                 if k in given]
+        wrong = [FLAGS[k] for k in ("n", "lam1", "max_n") if k in given]
         if wrong:
             raise InputError(f"{where} is an ensemble (each member has its own n and λ): drop "
                              f"{', '.join(wrong)} (a member's n, lam or calibration go in the "
@@ -462,13 +461,11 @@ def check(spec: RunSpec, where: str | None) -> None:
         if spec.lam1 is not None:
             raise InputError(f"{at}: lam1 is one model's λ₁: give each member its lam or "
                              "calibration")
-        from ensemble.stopping import is_over_members, stop_rule_names
-
-        bad = [r for r in spec.adaptive or () if not is_over_members(r)]
-        if bad:
-            raise InputError(f"--adaptive {bad[0]} scores one model; an ensemble's spec takes "
-                             "the rules that choose among its members: "
-                             f"{', '.join(stop_rule_names(over_members=True))}")
+        # every stopping rule applies: the cost rule chooses among the members, the others
+        # read their pooled votes (as Ensemble(members=..., stop=NAME) draws)
+        if spec.max_n is not None:
+            raise InputError(f"{at}: max_n is one model's budget; an ensemble's members each "
+                             "give at most their own n")
         for g, m in enumerate(spec.members):
             k = m.samples or max(m.n or 1, spec.samples or m.n or 1)
             if k < (m.n or 1):
