@@ -107,6 +107,7 @@ class AdaptiveResult:
     question_samples: NDArray[np.float64]
     mean_cost_usd: float | None = None  # dollars per question of the samples used (costs=)
     mean_tokens: float | None = None  # their completion tokens per question (tokens=)
+    question_tokens: NDArray[np.float64] | None = None  # per question, over the orders
 
     def row(self, **extra: Any) -> dict[str, Any]:
         """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
@@ -564,5 +565,7 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                                   orders=int(rp.used.shape[1]), question_accuracy=acc_q,
                                   question_samples=used_q,
                                   mean_cost_usd=_mean_cost(rp.spent),
-                                  mean_tokens=_mean_cost(rp.tokens)))
+                                  mean_tokens=_mean_cost(rp.tokens),
+                                  question_tokens=None if rp.tokens is None
+                                  else rp.tokens.mean(axis=1)))
     return out

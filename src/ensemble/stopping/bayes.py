@@ -15,7 +15,8 @@ from .priors import BetaPrior, GridPrior, Prior
 from .registry import register_stop_rule
 from .table import StoppingRule, lookahead, validate_max_n
 
-__all__ = ["DEFAULT_COST", "DEFAULT_PILOT", "BayesRule", "PolicySummary", "expected_performance"]
+__all__ = ["DEFAULT_COST", "DEFAULT_PILOT", "BayesRule", "PolicySummary", "bayes_table",
+           "expected_performance"]
 
 #: Cost of one sample in accuracy units (0-1 scale). Chosen on the box-and-ball benchmark
 #: (docs/adaptive.md): at λ₁ = 3, t = 1, max 20 it loses < 0.005 accuracy against a fixed 20
@@ -84,6 +85,13 @@ def _bayes_tables(prior: Prior, max_n: int, cost: float, pilot: int) -> _BayesTa
     table = lookahead(S)
     table.setflags(write=False)
     return _BayesTables(table, _summarise(S, pred, val, M, cost))
+
+
+def bayes_table(prior: Prior, max_n: int, cost: float, pilot: int) -> NDArray[np.int16]:
+    """The bayes rule's table k[drawn, top, second] for a prior, budget, cost per sample and
+    pilot (computed once per argument tuple and cached: a rule that prices each question's
+    samples differently, `stopping.tokens`, looks its questions up at their own cost)."""
+    return _bayes_tables(prior, max_n, float(cost), pilot).table
 
 
 def _summarise(S: NDArray[np.bool_], pred: NDArray[np.float64], val: NDArray[np.float64],

@@ -40,7 +40,8 @@ R = TypeVar("R", bound=type)
 # the built-in rules register when their modules are imported (on the first look-up)
 stop_rules: Registry[type[Any]] = Registry(
     "stopping rule", "ensemble.stop_rules",
-    builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.cost.spec"),
+    builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.stopping.tokens",
+              "ensemble.cost.spec"),
     adopt=lambda name, obj: register_stop_rule(name, obj))
 
 

@@ -211,12 +211,14 @@ class StopSpec:
             context: FitContext) -> StopPolicy:
         """The rule; a prior it needs is chosen by `prior_for` from the pooled top-two counts
         of this call's pilots (None: a question whose pilot failed) and of the pilots the
-        memory kept."""
+        memory kept; completed by what the rule reads of the pilots beyond their counts
+        (`StoppingRule.fit_pilots`: the token-aware rule's mean tokens per sample)."""
         if not self.needs_pilot:
-            return self.build()
+            return self.build().fit_pilots(pilots)
         kept = self._history(memory)
         counts = [d.top_two()[1:] for d in pilots if d is not None] + list(kept)
-        return self.rule_from_counts([c[0] for c in counts], [c[1] for c in counts])
+        rule = self.rule_from_counts([c[0] for c in counts], [c[1] for c in counts])
+        return rule.fit_pilots(pilots)
 
     def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
         """Keep a decided question's pilot counts (a complete pilot only): the next calls'

@@ -92,6 +92,12 @@ class StoppingRule:
             return (min(k, left[0]),)
         return tuple(1 if k > 0 and m > 0 else 0 for m in left)
 
+    def fit_pilots(self, pilots: Sequence[Drawn | None]) -> StoppingRule:
+        """The rule, given the pilots its prior was fitted on (None: a question whose pilot
+        failed): a rule that reads more of them than their counts (the token-aware bayes
+        rule: their mean tokens per sample) returns itself completed; the others, itself."""
+        return self
+
     @classmethod
     def table_only(cls) -> bool:
         """Whether the rule decides from its table alone (the counts of one question's two
