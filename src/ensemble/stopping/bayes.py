@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -171,7 +172,7 @@ class BayesRule(StoppingRule):
     name = "bayes"
     about = ("Bayes-optimal: stop when more samples are worth less than their cost (prior "
                "fitted from a pilot)")
-    params = ("cost", "target_loss", "pilot")
+    params: ClassVar[tuple[str, ...]] = ("cost", "target_loss", "pilot")
     needs_prior = True
 
     def __init__(self, *, max_n: int, prior: Prior, cost: float | None = None,

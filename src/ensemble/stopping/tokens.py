@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class TokenBayesRule(BayesRule):
     name = "bayes-tokens"
     about = ("the bayes rule counting tokens: a question's next sample costs in proportion to "
              "its samples' length so far")
-    params = ("cost", "target_loss", "pilot", "ref_tokens")
+    params: ClassVar[tuple[str, ...]] = ("cost", "target_loss", "pilot", "ref_tokens")
     needs_prior = True
 
     def __init__(self, *, max_n: int, prior: Prior, cost: float | None = None,
