@@ -321,10 +321,12 @@ class RunContext:
             TimeRemainingColumn,
         )
 
+        # the bar itself takes what the numbers leave (bar_width None, expand): at 80 columns
+        # a fixed 40-cell bar cut the counts and the time left ("1200…", "0:00:…")
         self._bar = Progress(
-            TextColumn("[bold]sampling[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("[bold]sampling[/]"), BarColumn(bar_width=None), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"),
-            TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+            TimeRemainingColumn(), console=Console(stderr=True), transient=False, expand=True)
         self._bar.start()
         self._task_id = self._bar.add_task("sampling", total=self.stats.samples_total,
                                            completed=self.stats.samples_done, rate="",
@@ -343,13 +345,26 @@ class RunContext:
         self._bar_at = now
         s = self.stats
         el = max(1e-9, now - self._t_start)
-        cost = "cost ?" if s.cost_usd is None else f"${s.cost_usd:.4f}"
         cool = self.cooldown()
-        self._bar.update(self._task_id,
-                         rate=f"{(s.samples_done - self._done_start) / el:.1f}/s",
-                         info=(f"retries {s.retries} rate-limited {s.rate_limited} invalid "
-                               f"{s.invalid} {cost}" + (f" cooling {cool:.0f}s" if cool > 0
-                                                        else "")))
+        # only what happened, most telling first, and only what fits beside the counts and the
+        # time left: a row of zeros ("retries 0 rate-limited 0 ... cost ?") cut the numbers
+        # at 80 columns ("1200…", "0:00:…")
+        info = [f"{n} {what}" for n, what in ((s.invalid, "invalid"),
+                                              (s.rate_limited, "rate-limited"),
+                                              (s.retries, "retries")) if n]
+        if cool > 0:
+            info.insert(0, f"cooling {cool:.0f}s")
+        if s.cost_usd is not None:
+            info.insert(0, f"${s.cost_usd:.4f}")
+        rate = f"{(s.samples_done - self._done_start) / el:.1f}/s"
+        # "sampling", a bar of at least 10, "M/N", the time left and the spaces between
+        room = self._bar.console.width - (9 + 11 + 2 * len(str(s.samples_total)) + 2 + 8)
+        kept: list[str] = []
+        for part in [*info, rate]:
+            if sum(len(x) + 1 for x in kept) + len(part) + 1 <= room:
+                kept.append(part)
+        self._bar.update(self._task_id, rate=rate if rate in kept else "",
+                         info=" ".join(x for x in kept if x is not rate))
 
     def stop_progress(self) -> None:
         if self._bar is not None:

@@ -85,6 +85,7 @@ class JsonlTask:
         self._total = 0
         self._qs: list[Question] | None = None
         self._all_choices: tuple[str, ...] | None = None
+        self._open_rows = False
 
     @property
     def answer_kind(self) -> Any:
@@ -234,13 +235,18 @@ class JsonlTask:
         """The answer in a completion, normalised against the union of all questions' choices.
 
         Questions may offer different choices; `parse_for` checks one question's own choices.
+        A reply naming none of them is read by the open kind when some question is open (rows
+        without choices): this is what the sampler stores and its bar counts as invalid,
+        which said "invalid 1196" of 1200 on an open run whose result said 0.0%.
         """
         if self._all_choices is None:
             seen: dict[str, None] = {}
             for q in self.questions():
                 seen.update(dict.fromkeys(q.choices))
             self._all_choices = tuple(seen)
-        return extract_answer(text, self._all_choices)
+            self._open_rows = any(not q.choices for q in self.questions())
+        got = extract_answer(text, self._all_choices) if self._all_choices else None
+        return self.open_kind.parse(text) if got is None and self._open_rows and text else got
 
     def parse_for(self, question: Question, text: str | None) -> str | None:
         """The answer in a completion, one of `question.choices` (an open question: its
