@@ -73,6 +73,14 @@ def _check_choices(choices: Any) -> None:
     check_choices(choices)
 
 
+def _check_store_path(store: Any) -> None:
+    """InputError when `store=` names a folder (SQLite would say "unable to open database
+    file" at the first decision)."""
+    if isinstance(store, (str, os.PathLike)) and os.path.isdir(store):
+        raise InputError(f"store={os.fspath(store)!r} is a folder: give the path of the store's "
+                         f"file, such as {os.path.join(os.fspath(store), 'samples.sqlite')!r}")
+
+
 class EnsembleKwargs(ProviderKwargs, total=False):
     """`Ensemble`'s keyword arguments but `answer=` and `tools=` (which type its decisions),
     for the overloads of `Ensemble` and `vote`."""
@@ -236,6 +244,7 @@ class Ensemble(Generic[AnswerT]):
         check_keywords(kwargs, (*ProviderOptions.names(), *_PARAM_FIELDS, *_ENSEMBLE_NAMES),
                        where="Ensemble")
         provider_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ProviderOptions.names()}
+        n_given = n
         if members is not None:
             given = [name for name, v in (("model", model), ("temperature", temperature),
                                           ("n", n), ("lam", lam), ("options", options),
@@ -276,7 +285,7 @@ class Ensemble(Generic[AnswerT]):
         self.aggregator_info = aggregator_info(aggregator)  # unknown: one line, the known ones
         self.aggregator_name = self.aggregator_info.name  # a plug-in's by its full name
         self.aggregator = self._make_aggregator(aggregator, tie=tie, invalid=invalid, seed=seed)
-        self.stop_spec = self._stop_spec(stop, max_n)
+        self.stop_spec = self._stop_spec(stop, max_n, n_given)
         from .stopping.plan import StopMemory
 
         # what the stopping rule keeps between calls (the bayes rule's pilots, the cost rule's
@@ -298,6 +307,7 @@ class Ensemble(Generic[AnswerT]):
         self.params = self._params[0]
         if store is not None:
             self._check_stored_apart()
+        _check_store_path(store)
         shared_store = store is not None and not isinstance(store, (str, os.PathLike))
         self._store_path: str | os.PathLike[str] | None = \
             store if isinstance(store, (str, os.PathLike)) else None
@@ -357,7 +367,8 @@ class Ensemble(Generic[AnswerT]):
             return get_aggregator(name, open=True, **opts)
         return get_aggregator(name, choices=self.choices, **opts)
 
-    def _stop_spec(self, stop: str | StopPlan | None, max_n: int | None) -> StopPlan | None:
+    def _stop_spec(self, stop: str | StopPlan | None, max_n: int | None,
+                   n: int | None) -> StopPlan | None:
         from .stopping.plan import StopPlan
         from .stopping.spec import plan_for
 
@@ -369,12 +380,19 @@ class Ensemble(Generic[AnswerT]):
         if max_n is not None and len(self.members) > 1:
             raise InputError("max_n= is for one model; with members each Member's n is the "
                              "most votes it gives a decision")
-        if isinstance(stop, StopPlan):
-            return stop
-        if not isinstance(stop, str):
+        if max_n is not None and n is not None and max_n < n:
+            raise InputError(f"n={n} and max_n={max_n} disagree: with stop= a decision draws "
+                             "at most max_n samples; give max_n= alone (or an n no larger "
+                             "than it)")
+        if not isinstance(stop, (str, StopPlan)):
             raise InputError(f"stop must be a stopping rule's name or a StopSpec, got {stop!r}")
         # unknown: one line listing the known rules
-        return plan_for(stop, max_n=self.n if max_n is None else max_n)
+        plan = stop if isinstance(stop, StopPlan) else \
+            plan_for(stop, max_n=self.n if max_n is None else max_n)
+        check_members = getattr(plan, "check_members", None)
+        if check_members is not None:  # a plan over members (the cost rule's prices, pilot)
+            check_members(len(self.members))
+        return plan
 
     @property
     def cost_memory(self) -> CostMemory:
@@ -412,7 +430,8 @@ class Ensemble(Generic[AnswerT]):
             return self._store
 
     async def aclose(self) -> None:
-        """Stop what the Ensemble started (local models' servers) and close its store."""
+        """Stop what the Ensemble started (local models' servers) and close its store; a
+        later call opens them again (see `close`)."""
         with self._lock:
             providers, self._providers = list(self._providers.values()), {}
             store, self._store = (self._store, None) if self._own_store else (None,
@@ -423,7 +442,11 @@ class Ensemble(Generic[AnswerT]):
             store.close()
 
     def close(self) -> None:
-        """`aclose()` from sync code; then the event loop of the sync calls ends."""
+        """`aclose()` from sync code; then the event loop of the sync calls ends.
+
+        Closing releases what the Ensemble holds (its event loop, providers and local model
+        servers, its own store); it does not end the Ensemble: a later call opens them again
+        (the store from its path, so nothing stored is asked for twice)."""
         with self._lock:
             running = self._loop.running
         if running:

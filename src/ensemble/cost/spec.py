@@ -180,10 +180,36 @@ class CostSpec:
                              f"{self.credit!r}")
         if self.pilot is not None and (not self.pilot or min(self.pilot) < 0):
             raise InputError(f"pilot gives each member its votes (>= 0), got {self.pilot!r}")
+        if self.pilot is not None and not any(self.pilot) and self.prior is None and \
+                self.prices is None:
+            raise InputError(f"pilot={self.pilot!r} gives no member a vote, and the pilot is "
+                             "what prices the members' votes and fits the prior: give each "
+                             "member one or more (default 2 each), or prices=(USD per vote of "
+                             "each member)")
         if self.pilot_questions < 1:
             raise InputError(f"pilot_questions must be >= 1, got {self.pilot_questions!r}")
         if self.default_prior is not None and not isinstance(self.default_prior, JointPrior):
             raise InputError(f"default_prior must be a JointPrior, got {self.default_prior!r}")
+
+    def check_members(self, members: int) -> None:
+        """InputError unless the spec fits an ensemble of `members` (checked when the
+        Ensemble is made, not at its first decision): one price and one pilot per member, and
+        a price for each member no pilot vote prices."""
+        for what, given in (("prices", self.prices), ("pilot", self.pilot)):
+            if given is not None and len(given) != members:
+                raise InputError(f"CostSpec({what}={tuple(given)!r}) gives {len(given)} "
+                                 f"members, the ensemble has {members} members: give one "
+                                 "per member, in the members' order")
+        if self.prices is not None:
+            return
+        unpriced = list(range(members)) if self.prior is not None else \
+            [g for g, p in enumerate(self.pilot or ()) if p == 0]
+        if unpriced:
+            why = "a given prior draws no pilot" if self.prior is not None else \
+                f"pilot={tuple(self.pilot or ())!r} gives it no vote"
+            raise InputError(f"the cost rule cannot price member {unpriced[0]}'s votes at "
+                             f"the first decision of the {members} members ({why}): give "
+                             "CostSpec(prices=(USD per vote of each member)) or a pilot vote")
 
     def pilot_for(self, max_n: Sequence[int]) -> tuple[int, ...]:
         """Votes per member on a pilot question (at most each member's budget)."""

@@ -87,20 +87,20 @@ def extract_answer(text: str | None, choices: Sequence[str] | None = None) -> st
 
 def check_choices(choices: Sequence[str], *, what: str = "choices") -> None:
     """InputError when a choice is not valid text (a lone surrogate: bytes that were not
-    UTF-8 on a command line), or two differ only in case: replies are matched without case,
-    so one of them could never be chosen."""
+    UTF-8 on a command line), or two differ only in case or surrounding spaces: replies are
+    matched without either, so one of them could never be chosen."""
     from .types import check_text
 
     seen: dict[str, str] = {}
     for c in choices:
         check_text(c, what=f"{what} {c!r}")
-        other = seen.setdefault(c.casefold(), c)
+        other = seen.setdefault(c.strip().casefold(), c)
         if other != c:
             from ..errors import InputError
 
-            raise InputError(f"{what} lists {other!r} and {c!r}, which differ only in case: "
-                             f"replies are matched without case, so {c!r} could never win; "
-                             "give each answer once")
+            raise InputError(f"{what} lists {other!r} and {c!r}, which differ only in case or "
+                             "surrounding spaces: replies are matched without either, so "
+                             f"{c!r} could never win; give each answer once")
 
 
 def choice_parser(choices: Sequence[str]) -> Callable[[str], str | None]:

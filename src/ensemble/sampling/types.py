@@ -19,6 +19,7 @@ __all__ = [
     "JobStats",
     "Message",
     "Parser",
+    "ROLES",
     "Sample",
     "SampleRequest",
     "as_messages",
@@ -37,6 +38,8 @@ Parser = Callable[[str], "str | None"]
 """Turns a completion's text into a normalised answer, or None when it is invalid."""
 
 MAX_SAMPLES_PER_PROMPT = 100_000
+#: the roles of a chat message that a chat-completions API takes
+ROLES = ("system", "developer", "user", "assistant", "tool")
 # the fields of a message besides role and content that are kept, sent and part of the key
 TOOL_FIELDS = ("tool_calls", "tool_call_id", "name")
 
@@ -66,6 +69,9 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[dict[str, Any], ...]:
         except (TypeError, KeyError, AttributeError):
             raise InputError("each chat message must be a mapping with 'role' and 'content', "
                              f"got {m!r}"[:200]) from None
+        if msg["role"] not in ROLES:
+            raise InputError(f"a chat message's role is {msg['role']!r}; use one of "
+                             f"{', '.join(ROLES)}"[:200])
         for k in TOOL_FIELDS:
             if m.get(k) is not None:
                 msg[k] = m[k]

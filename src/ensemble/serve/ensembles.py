@@ -139,6 +139,7 @@ def build_ensemble(served: ServedModel, *, store: str | SampleStore | None = Non
     max_n = overrides.max_n or (overrides.n if stop is not None else None) or served.max_n
     if stop is not None:
         kw["max_n"] = max_n or n
+        n = min(n, kw["max_n"])  # with a stopping rule n is a fixed run's: at most max_n
     return Ensemble(model=served.model, n=n, temperature=served.temperature, lam=served.lam,
                     **kw, **served.provider_options())
 

@@ -28,6 +28,7 @@ from ..answers.formats import FREE_TEXT
 from ..decision import plain
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
+from ..sampling.types import ROLES
 from .replies import (
     ChatChoice,
     ChatCompletion,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["CHAT", "ChatRequest", "RequestRejected", "Wire", "completion_chunks",
            "completion_doc", "ensemble_doc", "error_doc", "parse_chat_request", "unread"]
 
-ROLES = ("system", "developer", "user", "assistant", "tool")
 UNSUPPORTED = ("functions", "function_call", "audio", "prediction")
 # sampling parameters the served ensemble sets itself: a request's are ignored, and said so
 # (parallel_tool_calls too: parallel calls are voted position by position when they come)
