@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..cliargs import emit_json, fmt_lam, lam_value, positive_int, rule_choices
@@ -100,7 +103,11 @@ def run_threshold(args: argparse.Namespace) -> int:
                          f"sizes (~13 ms each, ~{args.n_max * 0.0065 / 60:.0f} min); the limit "
                          f"is {MAX_N_THRESHOLD} (~1 min)")
 
-    rows = [{"n": n, "g": threshold(n)} for n in range(1, args.n_max + 1)]
+    rows = []
+    with _points_bar(args.n_max, "g(n) for each n") as step:
+        for n in range(1, args.n_max + 1):
+            rows.append({"n": n, "g": threshold(n)})
+            step()
     if args.plot:
         _plot_threshold(rows, args.plot)
     if args.json:
@@ -264,8 +271,10 @@ def run_utility(args: argparse.Namespace) -> int:
     return 0
 
 
-def regret_curves(ns: list[int], lams: list[float]) -> list[dict[str, Any]]:
-    """Worst-case regret of majority and of the robust rule for each n and λ."""
+def regret_curves(ns: list[int], lams: list[float], *,
+                  step: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Worst-case regret of majority and of the robust rule for each n and λ (`step` is
+    called after each point)."""
     from ..theory import robust_aggregator, threshold
 
     out = []
@@ -275,14 +284,40 @@ def regret_curves(ns: list[int], lams: list[float]) -> list[dict[str, Any]]:
             out.append({"n": n, "lam": lam, "g": threshold(n),
                         MAJORITY: res.majority_worst_regret, ROBUST: res.worst_regret,
                         "lower_bound": res.lower_bound})
+            step()
     return out
+
+
+@contextmanager
+def _points_bar(total: int, what: str) -> Iterator[Callable[[], None]]:
+    """A bar on stderr while `total` points are computed (each solves a linear programme:
+    `regret-curve --n 1 3 5` was silent for 26 s), when stderr is a terminal; it goes away
+    when done. Yields the step to call after each point."""
+    if not sys.stderr.isatty():
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn(what), BarColumn(bar_width=None), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                  expand=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda: bar.advance(task)
 
 
 def run_curve(args: argparse.Namespace) -> int:
     import numpy as np
 
     lams = [float(v) for v in np.linspace(0.0, args.lam_max, args.points)]
-    rows = regret_curves(args.n, lams)
+    with _points_bar(len(args.n) * len(lams), "robust rule at each (n, λ)") as step:
+        rows = regret_curves(args.n, lams, step=step)
     if args.plot:
         _plot_curves(rows, args.n, args.plot)
     if args.json:
