@@ -66,6 +66,32 @@ async def _open_loop(urls: list[str], rate: float, seconds: float) -> list[tuple
     return out
 
 
+class _Grants(threading.Thread):
+    """The fleet's grants at Redis's clock, read with MONITOR: each admission adds its lease to
+    the in-flight set (a ZADD without XX from a script; renewals carry XX). What the limiter
+    let through, apart from when each request reached the upstream."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.times: list[float] = []
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        import redis
+
+        try:
+            with redis.Redis.from_url(self.url).monitor() as m:
+                self.ready.set()
+                for cmd in m.listen():
+                    c = str(cmd.get("command", ""))
+                    if cmd.get("client_type") == "lua" and c.startswith("ZADD ") \
+                            and ":in-flight " in c and " XX " not in c:
+                        self.times.append(float(cmd["time"]))
+        except Exception:  # noqa: BLE001 - Redis stopped: the grants so far are kept
+            self.ready.set()
+
+
 def _rates(times: list[float], t0: float, t1: float, width: float = 5.0) -> dict[str, float]:
     inside = [t for t in times if t0 <= t < t1]
     return {"requests": len(inside), "mean_per_s": round(len(inside) / max(t1 - t0, 1e-9), 2),
@@ -96,7 +122,11 @@ def scenario_rate(seconds: float, *, tokens: bool = False, outage: bool = False)
                 marks["up"] = time.monotonic()
 
             killer = threading.Thread(target=kill_and_revive) if outage else None
-            start = time.monotonic()
+            grants = None if outage else _Grants(redis.url)
+            if grants is not None:
+                grants.start()
+                grants.ready.wait(10)
+            start, start_wall = time.monotonic(), time.time()
             if killer is not None:
                 killer.start()
             sent = asyncio.run(_open_loop(urls, 3 * LIMIT, seconds))
@@ -114,6 +144,9 @@ def scenario_rate(seconds: float, *, tokens: bool = False, outage: bool = False)
                  "seconds": seconds, "driven_per_s": 3 * LIMIT, "limit_per_s": LIMIT,
                  "client_statuses": codes, "upstream_429": statuses.get(429, 0),
                  "whole_run": _rates(times, start, end)}
+    if grants is not None:  # Redis's clock is this machine's wall clock
+        g = [t - start_wall + start for t in grants.times]
+        doc["limiter_grants"] = _rates(g, start, end)
     if tokens:
         w = doc["whole_run"]
         doc["tokens_per_min_limit"] = limit["tpm"]

@@ -71,3 +71,40 @@ def test_a_retry_on_the_same_replica_without_redis_gets_the_vote_headers_too():
             retry = _post(srv, "order-3")
         assert up.stats.requests == paid
     _check_replayed(first, retry)
+
+
+def test_a_claim_whose_replica_died_is_decided_by_the_retry(redis_server):
+    # replica A claims a key and dies before deciding it (no keep, no drop, no more heartbeats
+    # renewing the claim): a retry on B waits while the claim lives, then decides it itself,
+    # and once B kept its reply, A's late answer cannot overwrite it
+    import asyncio
+    import time
+
+    from ensemble.fleet import FleetConnection
+    from ensemble.fleet.votes import Reply, VoteCache
+
+    async def go() -> tuple[bool, float, bytes]:
+        a_conn = FleetConnection(redis_server.url, heartbeat=0.1)
+        b_conn = FleetConnection(redis_server.url, heartbeat=0.1)
+        await a_conn.start()
+        await b_conn.start()
+        a = VoteCache(a_conn, lease_ttl=0.6)
+        b = VoteCache(b_conn, lease_ttl=0.6)
+        mine = await a.claim("/v1/chat/completions", "job-9", b"{}", timeout=1)
+        await a_conn.aclose()  # killed: its heartbeat stops renewing the claim
+        t0 = time.monotonic()
+        theirs = await b.claim("/v1/chat/completions", "job-9", b"{}", timeout=10)
+        waited = time.monotonic() - t0
+        await b.keep(theirs, Reply("application/json", b'{"b": 1}'))
+        await a_conn.start()  # the old owner comes back and answers late: not kept
+        await a.keep(mine, Reply("application/json", b'{"a": 1}'))
+        again = await b.claim("/v1/chat/completions", "job-9", b"{}", timeout=1)
+        await a_conn.aclose()
+        await b_conn.aclose()
+        assert again.reply is not None
+        return theirs.reply is None, waited, again.reply.body
+
+    decides, waited, body = asyncio.run(go())
+    assert decides  # the retry's turn to decide, not a reply
+    assert 0.2 <= waited <= 8.0, waited  # it waited for the claim to expire (0.6 s)
+    assert body == b'{"b": 1}'

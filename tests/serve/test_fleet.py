@@ -1,6 +1,9 @@
 """A fleet of real `ensemble serve` processes sharing one real redis-server: one upstream
 budget, one idempotent vote cache, one spend ledger; /metrics, /ready and the drain.
-The minute-long runs of issue 39's "Done when" are tests/bench/bench_fleet.py."""
+The tests marked `fleet` (several replicas, 8-20 s each on a loaded machine) are not in the
+default run: `python -m pytest -m fleet tests/serve/test_fleet.py`. Their short guards in the
+default run are in-process (tests/fleet). The minute-long runs of issue 39's "Done when" are
+tests/bench/bench_fleet.py."""
 
 from __future__ import annotations
 
@@ -56,6 +59,7 @@ def _drive(urls: list[str], rate: float, seconds: float, *, workers: int = 24
     return out
 
 
+@pytest.mark.fleet
 def test_three_replicas_share_one_request_rate(redis_server, tmp_path):
     # each replica is configured for 10 requests/s; driven at 30/s in total, the upstream
     # sees 10/s (without the fleet: about 30/s, one budget per replica)
@@ -75,6 +79,7 @@ def test_three_replicas_share_one_request_rate(redis_server, tmp_path):
     assert len(times) >= 0.85 * 10 * min(span, 2.5), (len(times), span)
 
 
+@pytest.mark.fleet
 def test_an_idempotent_request_retried_on_another_replica_is_paid_once(redis_server, tmp_path):
     with SimulatedServer(lam1=3.0, seed=2, latency=0.4) as up:
         cfg = write_config(tmp_path / "fleet.yaml", up.base_url, redis_url=redis_server.url)
@@ -98,6 +103,7 @@ def test_an_idempotent_request_retried_on_another_replica_is_paid_once(redis_ser
     assert reused.status_code == 422 and "Idempotency-Key" in reused.json()["error"]["message"]
 
 
+@pytest.mark.fleet
 def test_a_replica_killed_mid_vote_its_retry_is_answered_once(redis_server, tmp_path):
     with SimulatedServer(lam1=3.0, seed=3, latency=1.5) as up:
         cfg = write_config(tmp_path / "fleet.yaml", up.base_url, redis_url=redis_server.url,
@@ -168,6 +174,7 @@ def test_sigterm_drains_accepted_votes_and_refuses_new_ones(tmp_path):
     assert "drained in" in proc.stderr_text  # type: ignore[attr-defined]
 
 
+@pytest.mark.fleet
 def test_the_spend_cap_holds_across_the_fleet(redis_server, tmp_path):
     with SimulatedServer(lam1=3.0, seed=6) as up:
         # price $1 per 1k tokens both ways: a 3-sample vote of this prompt costs ~$0.21
