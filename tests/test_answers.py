@@ -1,10 +1,11 @@
 """Answer kinds: parsing to canonical keys, equivalence, typed decisions, field kinds."""
 
 import enum
+import json
 from typing import Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ensemble.aggregators import get_aggregator
 from ensemble.answers import (
@@ -140,8 +141,45 @@ def test_structured_field_kinds_and_vote():
     assert fields["label"].votes == {"yes": 2, "no": 1} and fields["label"].invalid == 2
     assert fields["count"].votes == {"3": 2, "4": 1}
     assert fields["note"].votes == {"fine": 3}
-    assert set(fields) == {"label", "colour", "count", "note", "inner.x", "inner.ok", "tags"}
+    assert set(fields) == {"label", "colour", "count", "note", "inner.x", "inner.ok",
+                           "tags[len]", "tags[0]"}  # a list by its parts (below)
     assert fields["inner.ok"].value is True
+
+
+class Triage(BaseModel):
+    tags: list[str]
+    counts: dict[str, int]
+    answer: int | str
+    labels: list[Literal["ui", "db", "net"]] = Field(json_schema_extra={"uniqueItems": True})
+    note: str | None = None
+
+
+def test_structured_lists_dicts_and_unions_are_voted_by_their_parts():
+    """38 (the Python API's half of item 4): `Ensemble(answer=Model)` votes a model's lists,
+    dicts and unions by their JSON schema's parts, as serve votes a client's schema, not as
+    exact JSON: case variants and key order no longer split one answer (the exact-JSON
+    plurality of each field here is the 2-of-5 wrong value)."""
+    s = Structured(Triage)
+    rows = [{"tags": ["Bug", "ui"], "counts": {"a": 1, "b": 2}, "answer": 7,
+             "labels": ["ui", "db"]},
+            {"tags": ["bug", "UI"], "counts": {"a": 1, "b": 3}, "answer": 8,
+             "labels": ["db", "ui"]},
+            {"tags": ["bug.", "ui"], "counts": {"b": 2, "a": 2}, "answer": 7,
+             "labels": ["ui", "db", "net"]},
+            {"tags": ["crash"], "counts": {"x": 9}, "answer": "seven", "labels": ["net"]},
+            {"tags": ["crash"], "counts": {"x": 9}, "answer": "seven", "labels": ["ui"]}]
+    keys = [s.parse(json.dumps(r)) for r in rows]
+    assert all(keys)
+    agg = get_aggregator("plurality", open=True, rng=0)
+    decision, fields = s.vote_fields(keys, lambda k: agg(k))
+    assert [t.lower() for t in decision.tags] == ["bug", "ui"]
+    assert decision.counts == {"a": 1, "b": 2}
+    assert decision.answer == 7  # the integer branch (3 of 5), then its value (2 of 3)
+    assert sorted(decision.labels) == ["db", "ui"]  # a set: held by more than half
+    assert decision.note is None
+    assert fields["tags[len]"].votes == {"2": 3, "1": 2}
+    assert fields["answer(branch)"].votes == {"0": 3, "1": 2}
+    assert fields["counts.a"].votes == {"1": 2, "2": 1}
 
 
 def test_resolve_answer():

@@ -174,3 +174,31 @@ def test_tool_calls_are_stored_and_voted_again_from_the_store(tmp_path):
         with Ensemble("openai/sim-expert", **{**kw, "tools": [TIME]}) as ens:
             ens.decide("Look it up.")
         assert up.stats.requests > requests
+
+
+def test_array_and_dict_arguments_are_voted_by_their_parts():
+    """38 (the Python API's half of item 4): a tool's array and dict arguments are voted as
+    serve votes a client's schema, element by element and key by key, not as exact JSON
+    (where case variants split one answer: here the exact-JSON plurality is the 2-of-5 wrong
+    ["crash"] and {"x": 9})."""
+    tools = [{"type": "function", "function": {"name": "tag", "parameters": {
+        "type": "object", "required": ["tags", "counts"], "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}}}}}}]
+    from ensemble.aggregators import get_aggregator
+
+    rule = get_aggregator("plurality", open=True)
+    kind = ToolCalls(tools)
+    args = [{"tags": ["Bug", "ui"], "counts": {"a": 1, "b": 2}},
+            {"tags": ["bug", "UI"], "counts": {"a": 1, "b": 3}},
+            {"tags": ["bug.", "ui"], "counts": {"b": 2, "a": 2}},
+            {"tags": ["crash"], "counts": {"x": 9}},
+            {"tags": ["crash"], "counts": {"x": 9}}]
+    texts = [reply_text(None, [{"id": "c", "type": "function", "function": {
+        "name": "tag", "arguments": json.dumps(a)}}]) for a in args]
+    call, fields = kind.vote_fields([kind.parse(t) for t in texts], lambda keys: rule(keys))
+    assert call.arguments["tags"] in (["bug", "ui"], ["Bug", "ui"])
+    assert [t.lower() for t in call.arguments["tags"]] == ["bug", "ui"]
+    assert call.arguments["counts"] == {"a": 1, "b": 2}
+    assert fields["arguments.tags[len]"].votes == {"2": 3, "1": 2}
+    assert fields["arguments.counts.a"].votes == {"1": 2, "2": 1}

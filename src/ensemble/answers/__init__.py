@@ -20,12 +20,13 @@ from typing import Any
 
 from ..errors import InputError
 from .base import AnswerKind, FieldVoter, OpenKind, answer_span
+from .columns import Exact
 from .formats import ClientFormat, dspy_sections
 from .jsonmode import JsonObject, object_in
 from .kinds import Choice, Math, Text, clear_math_cache, mbr_choice, normalise_text
 from .number import Number, number_key, parse_number
 from .schemavote import JsonSchema, check_votable
-from .structured import Exact, Structured, is_model_class
+from .structured import Structured, is_model_class
 from .tally import member_keys, merge_same, spellings, vote_keys
 from .toolcalls import Tool, ToolCall, ToolCalls, tools_of
 

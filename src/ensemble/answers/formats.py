@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..sampling.parsing import extract_answer, normalise
 from .base import OpenKind, braced
+from .columns import vote_column
 from .jsonmode import object_in, vote_objects
 from .kinds import Choice, Text, normalise_text
 from .number import number_key, parse_number
-from .structured import vote_column
 
 if TYPE_CHECKING:
     from ..aggregators import Vote

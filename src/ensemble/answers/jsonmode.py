@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .base import OpenKind
+from .columns import Exact, vote_column
 from .kinds import Choice, Text
 from .number import Number
-from .structured import Exact, vote_column
 
 if TYPE_CHECKING:
     from ..aggregators import Vote

@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .base import OpenKind
+from .columns import Exact, vote_column
 from .jsonmode import vote_objects
 from .kinds import Choice, Text
 from .number import Number
-from .structured import Exact, vote_column
 
 if TYPE_CHECKING:
     from ..aggregators import Vote
 
-__all__ = ["JsonSchema", "check_votable"]
+__all__ = ["MISSING", "JsonSchema", "Plan", "check_votable"]
 
 REFUSED = ("allOf", "if", "then", "else", "patternProperties", "dependentSchemas")
 MAX_DEPTH = 32  # nesting of the values voted (a recursive schema ends with its data)

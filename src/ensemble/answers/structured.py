@@ -6,9 +6,14 @@ by field.
 in its text (code fences allowed), validated by `Model` (invalid JSON or a failed validation is
 an invalid sample). Each field is voted on its own with the kind its annotation implies:
 Literal, Enum and bool are choices, int and float numbers, str text, a nested model is voted
-field by field again (its fields named "outer.inner"), anything else (lists, dicts) is compared
-as its exact JSON. The decision is `Model(**winners)`; it is None when a required field has no
-valid vote or the winners together fail the model's validation.
+field by field again (its fields named "outer.inner"), and anything else (lists, dicts, unions,
+`Any`) by the parts of its JSON schema, as `ensemble serve` votes a client's schema
+(`ensemble.answers.schemavote`: an array element by element, `tags[len]` then `tags[0]`, ...,
+or as a set under uniqueItems; a dict key by key; a union by its branch, then the branch's
+parts). The schema is the model's (`model_json_schema()`), or the JSON schema the model was
+built from when one is given (a tool's parameters). The decision is `Model(**winners)`; it is
+None when a required field has no valid vote or the winners together fail the model's
+validation.
 """
 
 from __future__ import annotations
@@ -17,21 +22,21 @@ import enum
 import json
 import types
 import typing
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..errors import InputError
 from .base import OpenKind
+from .columns import Exact, vote_column
 from .kinds import Choice, Text
 from .number import Number
-from .tally import merge_same
+from .schemavote import MISSING, Plan
 
 if typing.TYPE_CHECKING:
     from ..aggregators import Vote
 
-__all__ = ["Exact", "Structured", "is_model_class"]
+__all__ = ["Exact", "Structured", "is_model_class"]  # Exact: ensemble.answers.columns
 
 
 def is_model_class(obj: object) -> bool:
@@ -41,22 +46,6 @@ def is_model_class(obj: object) -> bool:
     from pydantic import BaseModel
 
     return issubclass(obj, BaseModel)
-
-
-class Exact(OpenKind):
-    """A value compared as its exact JSON (lists, dicts, anything without a kind of its own)."""
-
-    name = "exact"
-
-    def canonical(self, raw: str) -> str | None:
-        return raw
-
-    def key_of(self, value: object) -> str | None:
-        return None if value is None else json.dumps(value, sort_keys=True,
-                                                      separators=(",", ":"))
-
-    def value(self, key: str, spellings: Mapping[str, int]) -> Any:
-        return json.loads(key)
 
 
 def _unwrap_optional(ann: Any) -> Any:
@@ -93,7 +82,8 @@ class Structured(OpenKind):
 
     name = "structured"
 
-    def __init__(self, model: type[Any], within: tuple[type[Any], ...] = ()) -> None:
+    def __init__(self, model: type[Any], within: tuple[type[Any], ...] = (), *,
+                 schema: Mapping[str, Any] | None = None) -> None:
         if not is_model_class(model):
             raise InputError(f"answer= takes a pydantic model class for structured outputs, "
                              f"got {model!r}")
@@ -108,6 +98,8 @@ class Structured(OpenKind):
                                        for name, f in model.model_fields.items()}
         self._annotations = {f.alias or name: f.annotation
                              for name, f in model.model_fields.items()}
+        self._schema = schema  # what the parts of its Exact fields are voted by (None: the
+        self._plans: dict[str, Plan | None] = {}  # model's own JSON schema, built when needed)
 
     def __repr__(self) -> str:
         return f"Structured({self.model.__name__})"
@@ -185,6 +177,13 @@ class Structured(OpenKind):
                 if sub is not None:
                     values[name] = kind._build(sub)
                 continue
+            if isinstance(kind, Exact) and (plan := self._plan(name)) is not None:
+                parts = [d.get(name, MISSING) if isinstance(d, dict) else MISSING
+                         for d in docs]
+                value = plan.vote(parts, aggregate, prefix + name, fields)
+                if value is not MISSING:
+                    values[name] = value
+                continue
             v = vote_column(kind, column, aggregate)
             if isinstance(v.value, float) and v.value.is_integer() and _unwrap_optional(
                     self._annotations[name]) is int:
@@ -196,26 +195,16 @@ class Structured(OpenKind):
             return None, fields
         return values, fields
 
+    def _plan(self, name: str) -> Plan | None:
+        """How field `name`'s parts are voted: by its JSON schema (None: the schema does not
+        describe it; it is voted as its exact JSON)."""
+        if name not in self._plans:
+            from jsonschema import Draft202012Validator
 
-def vote_column(kind: Any, column: Sequence[Any],
-                aggregate: Callable[[list[str | None]], Vote]) -> Vote:
-    """One field's Vote: keys of the typed values, merged, aggregated; `value` the typed
-    winner (the most common original value for choices, the kind's value otherwise)."""
-    keys = [kind.key_of(x) for x in column]
-    if isinstance(kind, Choice) and kind.choices is not None:  # a value outside the enum
-        keys = [k if k in kind.choices else None for k in keys]
-    keys = merge_same(kind, keys)
-    originals: dict[str, Counter[str]] = {}
-    for k, x in zip(keys, column, strict=True):
-        if k is not None:
-            originals.setdefault(k, Counter())[json.dumps(x)] += 1
-    v = aggregate(keys)
-    spell = {k: {(json.loads(s) if isinstance(json.loads(s), str) else s): c
-                 for s, c in cnt.items()} for k, cnt in originals.items()}
-    typed: Any = None
-    if v.decision is not None:
-        if isinstance(kind, Choice):
-            typed = json.loads(originals[v.decision].most_common(1)[0][0])
-        else:
-            typed = kind.value(v.decision, spell.get(v.decision, {}))
-    return replace(v, spellings=spell, value=typed)
+            root = self._schema if self._schema is not None else \
+                self.model.model_json_schema()
+            props = root.get("properties")
+            prop = props.get(name) if isinstance(props, Mapping) else None
+            self._plans[name] = None if not isinstance(prop, Mapping) else Plan(
+                prop, root, Draft202012Validator(root).evolve(schema=prop))
+        return self._plans[name]

@@ -12,7 +12,8 @@ as text by `ensemble.providers.toolcalls`). The vote, each step by the Ensemble'
 4. each argument among the samples that called the winning tool, with the kind its JSON schema
    implies (`ensemble.answers.schema` and `Structured`: enums and booleans as choices, numbers
    by numeric equivalence, strings as text by their canonical form, objects field by field,
-   the rest as exact JSON); an argument that is missing or of the wrong type abstains. A tool
+   arrays, dicts and unions by the parts of the tool's own schema, as `schemavote` votes a
+   client's schema); an argument that is missing or of the wrong type abstains. A tool
    that declares no parameters has whatever keys its calls give voted key by key (as JSON
    mode's objects).
 
@@ -39,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
 from .base import AnswerKind, FieldVoter, OpenKind
+from .columns import vote_column
 from .jsonmode import vote_objects
 from .kinds import Choice
 from .schema import model_from_schema
 from .schemavote import check_votable
-from .structured import Structured, vote_column
+from .structured import Structured
 
 if TYPE_CHECKING:
     from ..aggregators import Vote
@@ -83,7 +85,7 @@ class Tool:
         """The arguments as a structured answer: one field per parameter."""
         model = model_from_schema(f"{_ident(self.name)}_arguments", self.parameters,
                                   where=f"tools[{self.name}].parameters", lenient=True)
-        return Structured(model)
+        return Structured(model, schema=self.parameters)
 
 
 def _ident(name: str) -> str:
