@@ -108,6 +108,9 @@ class AdaptiveResult:
     mean_cost_usd: float | None = None  # dollars per question of the samples used (costs=)
     mean_tokens: float | None = None  # their completion tokens per question (tokens=)
     question_tokens: NDArray[np.float64] | None = None  # per question, over the orders
+    # what the rule says of its fit (a policy's `notes`, e.g. bayes-soft's gain): the first
+    # order's, and in how many orders it read soft evidence
+    notes: tuple[str, ...] = ()
 
     def row(self, **extra: Any) -> dict[str, Any]:
         """The adaptive row as the eval's JSON carries it (`extra` adds e.g. t, aggregator)."""
@@ -207,7 +210,8 @@ def _top_two(counts: NDArray[np.int16]) -> tuple[NDArray[np.int16], NDArray[np.i
 def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
            orders: int | ArrayLike | None = 200, fixed_ns: Sequence[int] = (),
            rng: Any = 0, costs: ArrayLike | None = None,
-           tokens: ArrayLike | None = None) -> Replay:
+           tokens: ArrayLike | None = None,
+           shares: ArrayLike | None = None) -> Replay:
     """Replay `rule` on (Q, K) answer codes (−1 = invalid, else an option in [0, n_options)).
 
     `rule` is a built rule, or a plan (a `StopSpec`: a bayes prior without one is fitted per
@@ -217,6 +221,9 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
     `spent` is then what the samples the rule used cost, along each order; `tokens` (Q, K):
     each stored sample's completion tokens (NaN: unknown), which a rule that counts tokens
     reads (`Observation.tokens`) and the replay's `tokens` sums likewise.
+    `shares` (Q, K, n_options): each stored sample's own P(option) (soft evidence: its
+    answer-token logprobs), which a rule that reads them (`requests`, e.g. bayes-soft) sees
+    as each `Observation`'s shares (NaN: the sample has none).
     """
     c = np.asarray(codes)
     if c.ndim != 2:
@@ -235,7 +242,8 @@ def replay(codes: ArrayLike, rule: StoppingRule | StopPlan, *, n_options: int,
         g = _gen(rng)
         idx = _order_indices(Q, K, M, orders, g)
         plan = _Built(rule) if isinstance(rule, StoppingRule) else rule
-        return replace(_replay_plan(c, plan, idx, n_options, M, fixed_ns, costs, tokens),
+        return replace(_replay_plan(c, plan, idx, n_options, M, fixed_ns, costs, tokens,
+                                    shares),
                        order=idx)
     assert isinstance(rule, (StoppingRule, StopSpec))
     g = _gen(rng)
@@ -339,20 +347,24 @@ class _Built:
 
 def _replay_plan(c: NDArray[Any], plan: StopPlan, idx: NDArray[np.intp], n_options: int,
                  M: int, fixed_ns: Sequence[int], costs: ArrayLike | None,
-                 tokens: ArrayLike | None = None) -> Replay:
+                 tokens: ArrayLike | None = None, shares: ArrayLike | None = None
+                 ) -> Replay:
     """The replay through the stop-rule interface (any plan): per order, pilots, fit, then
     `next` one answer at a time (see the module docstring); each sample observed with its
-    tokens and dollars where they are known."""
+    tokens and dollars where they are known, and with `shares` its soft evidence."""
     Q, R = idx.shape[:2]
     labels = [str(o) for o in range(n_options)]
     tok = _per_sample(tokens, c.shape, "tokens")
     usd = _per_sample(costs, c.shape, "costs")
+    sh = None if shares is None else np.asarray(shares, dtype=float)
 
     def obs(q: int, i: int) -> Observation:
         x = c[q, i]
         t = None if tok is None or np.isnan(tok[q, i]) else int(tok[q, i])
         d = None if usd is None or np.isnan(usd[q, i]) else float(usd[q, i])
-        return Observation(None if x < 0 else labels[x], tokens=t, cost_usd=d)
+        share = (None if sh is None or np.isnan(sh[q, i]).any() else
+                 {labels[j]: float(v) for j, v in enumerate(sh[q, i]) if v > 0})
+        return Observation(None if x < 0 else labels[x], tokens=t, cost_usd=d, shares=share)
 
     seqs = [[[obs(q, int(i)) for i in idx[q, r]] for r in range(R)] for q in range(Q)]
     used = np.empty((Q, R), dtype=np.int16)
@@ -419,6 +431,18 @@ def _rules_per_order(picked: NDArray[np.int16], rule: StoppingRule | StopSpec,
             cache[h] = spec.rule_from_counts(top[:, r], second[:, r])
         out.append(cache[h])
     return out
+
+
+def _policy_notes(policies: Sequence[Any]) -> tuple[str, ...]:
+    """The first order's policy notes (`notes`), and, for a rule on soft evidence, in how many
+    orders its fit read the logprobs."""
+    first = tuple(getattr(policies[0], "notes", ())) if policies else ()
+    gains = [p.gain for p in policies if hasattr(p, "gain")]
+    if gains and len(gains) > 1:
+        on = sum(1 for g in gains if g.on)
+        first += (f"(the first order's fit; soft evidence read in {on} of {len(gains)} "
+                  "orders)",)
+    return first
 
 
 def _mean_cost(spent: NDArray[np.float64] | None) -> float | None:
@@ -495,7 +519,8 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                   fixed_ns: Sequence[int] = (), reps: int = 1000, rng: Any = 0,
                   costs: ArrayLike | None = None, scores: ArrayLike | None = None,
                   rank: ArrayLike | None = None, keep: float = 1.0,
-                  tokens: ArrayLike | None = None) -> list[AdaptiveResult]:
+                  tokens: ArrayLike | None = None,
+                  shares: ArrayLike | None = None) -> list[AdaptiveResult]:
     """Accuracy and mean samples of a stopping rule beside fixed-n votes, on stored samples.
 
     codes: (T, Q, K) or (Q, K) answer codes (−1 invalid), as `evals.analysis` uses. Give
@@ -510,7 +535,8 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     the decisions, adaptive and fixed, are then that rule's vote of the samples used (the
     highest summed score, ties within 1e-12 sharing the credit; with `rank` (T, Q, K) and
     `keep`, only the top `keep` share by rank of the samples used count), the stopping still
-    the rule's own. Returns one result per T.
+    the rule's own. `shares` (T, Q, K, O): each sample's own P(option), the soft
+    evidence a stopping rule that reads it stops on (`replay`). Returns one result per T.
     """
     c = np.asarray(codes)
     if c.ndim == 2:
@@ -546,7 +572,8 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
     out = []
     for ti, ct in enumerate(c):
         rp = replay(ct, rule, n_options=n_opt, orders=orders, fixed_ns=ns, rng=g,
-                    costs=None if cs is None else cs[ti], tokens=None if ts is None else ts[ti])
+                    costs=None if cs is None else cs[ti], tokens=None if ts is None else ts[ti],
+                    shares=None if shares is None else np.asarray(shares, dtype=float)[ti])
         if scores is None:
             acc_q = _credit(rp.counts, vals).mean(axis=1)
             fixed_q = {n: _credit(rp.fixed[n], vals).mean(axis=1) for n in ns}
@@ -567,5 +594,6 @@ def adaptive_eval(codes: ArrayLike, rule: StoppingRule | StopPlan, *,
                                   mean_cost_usd=_mean_cost(rp.spent),
                                   mean_tokens=_mean_cost(rp.tokens),
                                   question_tokens=None if rp.tokens is None
-                                  else rp.tokens.mean(axis=1)))
+                                  else rp.tokens.mean(axis=1),
+                                  notes=_policy_notes(rp.rules)))
     return out

@@ -29,7 +29,8 @@ from .scoring import (
     run_rows,
 )
 
-__all__ = ["adaptive_rows", "analyse", "extra_rules", "rule_cells", "weighed_scores"]
+__all__ = ["adaptive_rows", "analyse", "extra_rules", "option_shares", "rule_cells",
+           "weighed_scores"]
 
 
 def analyse(plan: RunPlan, questions: list[Question], answers: np.ndarray) -> Tables:
@@ -187,7 +188,7 @@ def rule_cells(layout: Any, questions: list[Any], answers: np.ndarray, *, temps:
 
 def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
                   costs: np.ndarray | None = None, rows: list[list[Any]] | None = None,
-                  tokens: np.ndarray | None = None
+                  tokens: np.ndarray | None = None, notes: list[str] | None = None
                   ) -> list[AdaptiveRow]:
     """Rows for each stopping rule of `plan.stopping` beside fixed n, per temperature, replayed
     on the drawn samples (`evals.adaptive`): the same random orders of each question's samples
@@ -230,15 +231,26 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
     votes += [(r, weighed_scores(plan, questions, answers, rows or [], r, max_n))
               for r in weighed_rules(plan.rules)]
     out: list[AdaptiveRow] = []
+    shares: Any = None
     for stop in stopping.rules:
         # the plan the rule's name stands for, as Ensemble(stop=...) draws by
-        takes_cost = "cost" in getattr(stop_rules.get(stop), "params", ())
+        cls = stop_rules.get(stop)
+        takes_cost = "cost" in getattr(cls, "params", ())
         rule = plan_for(stop, max_n=max_n,
                         **({"cost": stopping.cost} if takes_cost and stopping.cost else {}))
+        soft: dict[str, Any] = {}
+        if getattr(getattr(cls, "requests", None), "logprobs", False):
+            # a rule that stops on soft evidence sees each sample's own P(option)
+            if shares is None:
+                shares = option_shares(plan, questions, answers, rows or [], max_n)
+            soft = {"shares": shares}
         for vote, scored in votes:
             results = adaptive_eval(codes[:, :, :max_n], rule, fixed_ns=fixed_ns,
-                                    reps=plan.bootstrap, rng=plan.seed, **kw, **scored)
+                                    reps=plan.bootstrap, rng=plan.seed, **kw, **scored, **soft)
             for t, res in zip(plan.temperatures, results, strict=True):
+                if notes is not None and vote == layout.vote_rule:
+                    notes.extend((f"t = {t:g}: " if len(results) > 1 else "") + x
+                                 for x in res.notes)
                 row = res.row(t=float(t), aggregator=vote)
                 row["fixed"] = [{"n": n, "accuracy": e.value, "sem": e.sem, "ci": list(e.ci)}
                                 for n, e in sorted(res.fixed.items())]
@@ -249,6 +261,21 @@ def adaptive_rows(plan: RunPlan, questions: list[Any], answers: np.ndarray, *,
                                  f"{vote} vote of the samples used")
                 out.append(AdaptiveRow.model_validate(row))
     return out
+
+
+def option_shares(plan: RunPlan, questions: list[Any], answers: np.ndarray,
+                  rows: list[list[Any]], max_n: int) -> np.ndarray:
+    """(T, Q, max_n, O) each sample's own P(option) at its answer position, the options coded
+    as the replay codes them (`adaptive.question_codes`; NaN: a sample without them, e.g. an
+    open answer's): the soft evidence a stopping rule that reads it stops on."""
+    from .weighed import evidence_table
+
+    nq = len(questions)
+    options = ([["L", "R"]] * nq if plan.layout.utility else
+               [list(dict.fromkeys([*q.choices, str(q.correct)])) for q in questions])
+    got = [evidence_table(questions, rows[ti * nq:(ti + 1) * nq], answers[ti], options)
+           for ti in range(answers.shape[0])]
+    return np.stack(got)[:, :, :max_n]
 
 
 def weighed_scores(plan: RunPlan, questions: list[Any], answers: np.ndarray,

@@ -203,7 +203,8 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
     check_scorable(task, questions)
     members = _members(spec, options)
     rules = _rules(spec, task, questions, members, lam1)  # refused before any request
-    requests = reads(rules)
+    stopping = _stopping(spec, members)
+    requests = reads(rules) | _stop_reads(stopping)
     recorded = recorded_spec(spec, api_base=base)
     if spec.ensemble:
         recorded = recorded.model_copy(update={"aggregators": list(rules)})
@@ -215,7 +216,7 @@ def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:
     return RunPlan(
         task=task, task_name=name, title=task_title(task), questions=questions,
         members=members, ensemble=spec.ensemble, ns=ns, rules=rules, requests=requests,
-        lam1=lam1, stopping=_stopping(spec, members), limit=spec.limit, seed=seed_of(spec),
+        lam1=lam1, stopping=stopping, limit=spec.limit, seed=seed_of(spec),
         bootstrap=bootstrap_of(spec), population=task.population(), data=spec.data,
         out=_run_dir(spec, name, options), model=_run_name(spec, members),
         provider=options.provider, policy=policy,
@@ -337,6 +338,18 @@ def _rules(spec: RunSpec, task: Task, questions: list[Question],
                                     [m.lam for m in members], open_kind=open_kind))
     return tuple(one_model_rules(list(spec.aggregators or ()), task.layout, questions, lam1,
                                  open_kind=open_kind))
+
+
+def _stop_reads(stopping: Stopping | None) -> Requests:
+    """What the stopping rules read from each sample (a rule on soft evidence: logprobs)."""
+    from ensemble.stopping import stop_rules
+
+    out = reads(())
+    for name in stopping.rules if stopping is not None else ():
+        got = getattr(stop_rules.get(name), "requests", None)
+        if isinstance(got, Requests):
+            out = out | got
+    return out
 
 
 def _stopping(spec: RunSpec, members: tuple[PlanMember, ...]) -> Stopping | None:

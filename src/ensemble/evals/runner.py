@@ -168,7 +168,8 @@ def _score(plan: RunPlan, drawn: Drawn) -> Tables:
             plan, drawn.questions, answers,
             costs=np.stack([drawn.costs(g, plan.stopping.max_n) for g in members]),
             tokens=np.stack([drawn.tokens(g, plan.stopping.max_n) for g in members]),
-            rows=drawn.rows)
+            rows=drawn.rows,
+            notes=tables.notes)
     return tables
 
 

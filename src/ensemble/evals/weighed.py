@@ -46,8 +46,8 @@ from ensemble.rules import Evidence, RunBallots, TraceSummary, declared
 from .analysis import ItemValues, state_weights
 
 __all__ = ["EXACT", "SUBSETS", "Scores", "box_per_sample", "box_weighed_values",
-           "ensemble_cells", "model_cells", "per_sample", "run_scores", "score_table",
-           "subset_values", "weighed_rules"]
+           "ensemble_cells", "evidence_table", "model_cells", "per_sample", "run_scores",
+           "score_table", "subset_values", "weighed_rules"]
 
 EXACT = 2000  # score every subset up to this many; above, SUBSETS random ones
 SUBSETS = 2000
@@ -93,6 +93,27 @@ def _evidence(questions: Sequence[Any], rows: Sequence[Sequence[Any]], answers: 
             a = answers[qi, j]
             got.append(evidence_of(s if s.answer == a else replace(s, answer=a), options=opts))
         out.append(got)
+    return out
+
+
+def evidence_table(questions: Sequence[Any], rows: Sequence[Sequence[Any]], answers: Any,
+                   options: Sequence[Sequence[str]]) -> NDArray[np.float64]:
+    """(Q, K, J) each sample's own P(option j) at its answer position (its logprobs' top-k
+    mapped to its question's `options[q]`; NaN where it has none: an open answer, a reply
+    without logprobs)."""
+    arr = np.asarray(answers, dtype=object)
+    nq, k = arr.shape
+    width = max((len(o) for o in options), default=1)
+    out = np.full((nq, k, max(width, 1)), np.nan)
+    for qi, row in enumerate(_evidence(questions, rows, arr)):
+        idx = {o: j for j, o in enumerate(options[qi])}
+        for i, e in enumerate(row):
+            if e is None or e.options is None:
+                continue
+            out[qi, i] = 0.0
+            for o, lp in e.options.items():
+                if o in idx:
+                    out[qi, i, idx[o]] = math.exp(lp)
     return out
 
 

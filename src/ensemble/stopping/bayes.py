@@ -17,7 +17,7 @@ from .registry import register_stop_rule
 from .table import StoppingRule, lookahead, validate_max_n
 
 __all__ = ["DEFAULT_COST", "DEFAULT_PILOT", "BayesRule", "PolicySummary", "bayes_table",
-           "expected_performance"]
+           "expected_performance", "stop_table"]
 
 #: Cost of one sample in accuracy units (0-1 scale). Chosen on the box-and-ball benchmark
 #: (docs/adaptive.md): at λ₁ = 3, t = 1, max 20 it loses < 0.005 accuracy against a fixed 20
@@ -67,6 +67,13 @@ def _stop_by_remaining(prior: Prior, M: int, cost: float
         stop[r] = st
         W = nxt
     return stop, pred, val
+
+
+def stop_table(prior: Prior, votes: int, cost: float) -> NDArray[np.bool_]:
+    """stop[r, m, a]: whether the Bayes-optimal rule stops with r votes left at a of m (the
+    binary problem over `votes` votes at `cost` per vote; `ensemble.stopping.soft` reads it
+    with fractional votes)."""
+    return _stop_by_remaining(prior, votes, cost)[0]
 
 
 @lru_cache(maxsize=64)

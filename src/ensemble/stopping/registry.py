@@ -41,7 +41,7 @@ R = TypeVar("R", bound=type)
 stop_rules: Registry[type[Any]] = Registry(
     "stopping rule", "ensemble.stop_rules",
     builtins=("ensemble.stopping.rules", "ensemble.stopping.bayes", "ensemble.stopping.tokens",
-              "ensemble.cost.spec"),
+              "ensemble.stopping.soft", "ensemble.cost.spec"),
     adopt=lambda name, obj: register_stop_rule(name, obj))
 
 

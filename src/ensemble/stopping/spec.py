@@ -218,6 +218,10 @@ class StopSpec:
         kept = self._history(memory)
         counts = [d.top_two()[1:] for d in pilots if d is not None] + list(kept)
         rule = self.rule_from_counts([c[0] for c in counts], [c[1] for c in counts])
+        if getattr(rule, "fits_evidence", False):  # a rule on soft evidence (bayes-soft)
+            cls: Any = self.rule_class
+            rule.fit_evidence([cls.pilot_evidence(d) for d in pilots if d is not None]  # type: ignore[attr-defined]
+                              + list(self._evidence(memory)))
         return rule.fit_pilots(pilots)
 
     def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
@@ -225,10 +229,17 @@ class StopSpec:
         prior is fitted on them too."""
         if self.needs_pilot and pilot.drawn == sum(self.pilot_draw(0, pilot.budgets, memory)):
             self._history(memory).append(pilot.top_two()[1:])
+            cls: Any = self.rule_class
+            if getattr(cls, "fits_evidence", False):
+                self._evidence(memory).append(cls.pilot_evidence(pilot))
 
     def _history(self, memory: StopMemory) -> deque[tuple[int, int]]:
         return memory.part(f"pilots:{self.stop}",
                            lambda: deque[tuple[int, int]](maxlen=HISTORY_MAX))
+
+    def _evidence(self, memory: StopMemory) -> deque[Any]:
+        """What a rule on soft evidence keeps of each pilot (`pilot_evidence`)."""
+        return memory.part(f"evidence:{self.stop}", lambda: deque[Any](maxlen=HISTORY_MAX))
 
 
 def plan_for(stop: str, *, max_n: int, **options: Any) -> StopPlan:
