@@ -144,6 +144,7 @@ def scenario_rate(seconds: float, *, tokens: bool = False, outage: bool = False)
                  "seconds": seconds, "driven_per_s": 3 * LIMIT, "limit_per_s": LIMIT,
                  "client_statuses": codes, "upstream_429": statuses.get(429, 0),
                  "whole_run": _rates(times, start, end)}
+    doc["replica_lines"] = sorted(set(lines))  # Redis lost and back, as each replica saw it
     if grants is not None:  # Redis's clock is this machine's wall clock
         g = [t - start_wall + start for t in grants.times]
         doc["limiter_grants"] = _rates(g, start, end)
@@ -168,7 +169,6 @@ def scenario_rate(seconds: float, *, tokens: bool = False, outage: bool = False)
                 recovered = round(k / 10, 1)
                 break
         doc["back_under_limit_after_s"] = recovered
-        doc["replica_lines"] = sorted(set(lines))
         doc["per_s_around_return"] = [sum(1 for x in times if back + k <= x < back + k + 1)
                                       for k in range(-3, 10)]
     return doc
