@@ -63,6 +63,11 @@ async def _handler(request):
         "malformed": lambda: web.Response(text='{"choices": [', content_type="application/json"),
         "nochoices": lambda: web.json_response({"id": "x", "object": "chat.completion",
                                                 "created": 1, "model": "x", "choices": []}),
+        # a proxy's error in a 200 reply: the upstream's message, not "not a chat completion"
+        "error200": lambda: web.json_response({"error": {"message": "upstream quota spent",
+                                                         "code": "quota"}}),
+        "error200code": lambda: web.json_response({"error": {"message": "slow down",
+                                                             "code": 429}}),
     }
     if mode == "hang":
         await asyncio.sleep(30)
@@ -91,7 +96,20 @@ CASES = [
     ("drop", ProviderConnectionError, "dropped mid-request"),
     ("malformed", MalformedResponseError, "not valid JSON"),
     ("nochoices", MalformedResponseError, "without choices"),
+    ("error200code", RateLimitError, "rate limited"),
 ]
+
+
+def test_an_error_in_a_200_reply_is_quoted_not_called_malformed(hostile, each_provider):
+    """Issue 41 item 29: a proxy's `{"error": ...}` in a 200 reply said "not a chat
+    completion" (the openai path) or "failed (APIError)" (litellm), hiding its message."""
+    from ensemble.errors import ProviderError
+
+    with pytest.raises(ProviderError) as info:
+        complete(f"http://127.0.0.1:{hostile}/error200/v1")
+    msg = str(info.value)
+    assert "upstream quota spent" in msg and "not a chat completion" not in msg, msg
+    assert info.value.retryable and "\n" not in msg
 
 
 @pytest.fixture(scope="module")

@@ -58,8 +58,14 @@ def run(args: argparse.Namespace) -> int:
 
     choices, prompt = _split_choices(args.choices, args.prompt)
     if not prompt and args.choices:
-        raise InputError("no prompt: --choices took every word after it; write "
-                         "--choices L,R \"the prompt\" (or put the prompt before --choices)")
+        read = ", ".join(repr(c) for c in choices or ())
+        raise InputError(f"no prompt: --choices read {read} as the allowed answers and left "
+                         "none; give two or more answers, then the prompt: --choices L,R "
+                         "\"the prompt\" (or put the prompt before --choices)")
+    if choices is not None and len(choices) < 2:
+        raise InputError(f"--choices needs two or more allowed answers to count votes "
+                         f"between, got {choices!r}: --choices L,R (or leave it out for the "
+                         "raw <answer> text)")
     if not prompt:
         raise InputError("give the prompt text as the last argument, e.g. "
                          "ensemble sample --model M --t 0.7 -k 10 \"Which box?\"")

@@ -56,6 +56,11 @@ def build_task(name: str, opts: dict[str, Any], *, open_answers: bool, answer: s
         bad = next((f for k, (f, v) in flags.items() if v and repr(k) in str(exc)), None)
         if bad is None:
             raise
+        if bad == "--answer" and open_answers:  # the task's --open sets its kind itself
+            kind = build_task(name, opts, open_answers=True, answer=None).answer_kind
+            raise InputError(f"task {name!r} takes no --answer: with --open its answers are "
+                             f"of kind {kind.name!r} already (--answer sets the kind of jsonl "
+                             "rows without choices); drop --answer") from None
         raise InputError(f"task {name!r} takes no {bad} (open answers: mathqa --open, or "
                          "jsonl rows without choices with --answer)") from None
 

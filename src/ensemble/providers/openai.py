@@ -59,7 +59,7 @@ from .litellm import OPENAI_TOP_LOGPROBS, litellm_token_count, resolve_key
 from .openai_wire import chat_body, completion_of
 from .options import ProviderOptions
 from .prices import token_price
-from .translate import page_error, translate_error
+from .translate import error_in_reply, page_error, translate_error
 
 if TYPE_CHECKING:
     from .params import SamplingParams
@@ -245,6 +245,9 @@ class OpenAIProvider:
         try:
             comp = completion_of(doc, latency=latency, price=self._cost)
         except ValueError:
+            said = error_in_reply(doc, model=self.model, api_base=self.api_base)
+            if said is not None:
+                raise said from None
             raise page_error(json.dumps(doc)[:200], model=self.model,
                              api_base=self.api_base) from None
         if not comp.choices:

@@ -38,7 +38,7 @@ from .base import provider_of
 
 __all__ = ["REPLIES", "TRANSPORT", "NUnsupported", "Failure", "Where", "classify",
            "env_key_name", "exception_chain", "failure_of_exception", "failure_of_line",
-           "is_loopback", "page_error", "reply_body", "translate_error"]
+           "error_in_reply", "is_loopback", "page_error", "reply_body", "translate_error"]
 
 
 class NUnsupported(BadRequestError):
@@ -363,13 +363,38 @@ def translate_error(exc: BaseException, *, model: str, api_base: str | None = No
             return _make(cls, message(w), reason, f, w, cap(w))
     err = classify(failure_of_exception(exc), w)
     if type(err) is ProviderConnectionError and err.reason == "request failed":
+        # the client's innermost words (litellm's error for a 200 reply with an "error"
+        # body carries the upstream's message only there)
+        said = next((" ".join(str(e).split())[:200] for e in reversed(chain) if str(e).strip()),
+                    "")
         return _make(ProviderConnectionError, f"{model}: request to {w.name} failed "
-                     f"({type(exc).__name__})", type(exc).__name__, f, w)
+                     f"({type(exc).__name__}{': ' + said if said else ''})",
+                     type(exc).__name__, f, w)
     if type(err) is BadRequestError and err.reason == "bad request":
         detail = failure_of_exception(exc).detail
         return _make(BadRequestError, f"{model}: request rejected: "
                      f"{detail or type(exc).__name__}", "bad request", f, w)
     return err
+
+
+def error_in_reply(doc: Any, *, model: str, api_base: str | None) -> ProviderError | None:
+    """The error a 200 reply carries instead of a completion (`{"error": {...}}`, as some
+    proxies answer), or None for a body without one: the upstream's own message, classified
+    by the status its `code` gives (`{"code": 429}`), else a retryable
+    `MalformedResponseError` quoting it (never a bare "not a chat completion")."""
+    if not isinstance(doc, Mapping) or "choices" in doc or not doc.get("error"):
+        return None
+    w = Where(model=model, api_base=api_base)
+    code, param, detail = _fields(doc)
+    if isinstance(doc["error"], str):
+        detail = " ".join(doc["error"].split())[:200]
+    status = int(code) if code.isdigit() and 400 <= int(code) < 600 else None
+    if status is not None:
+        return classify(Failure(status=status, code=code, param=param, detail=detail,
+                                json_reply=True), w)
+    said = detail or code or "no message"
+    return _make(MalformedResponseError, f"{w.name} answered with an error instead of a chat "
+                 f"completion: {said}", "error in a 200 reply", Failure(status=200), w)
 
 
 def page_error(page: str, *, model: str, api_base: str | None,

@@ -47,8 +47,13 @@ class CompletionInfo:
 
 
 def _prompt(raw: Any) -> str:
-    if isinstance(raw, list) and len(raw) == 1:
+    if isinstance(raw, list) and len(raw) == 1 and not isinstance(raw[0], int):
         raw = raw[0]
+    if isinstance(raw, list) and raw and all(
+            isinstance(x, int) and not isinstance(x, bool) or isinstance(x, list) for x in raw):
+        raise RequestRejected("prompt is token ids; this endpoint votes on text (each member "
+                              "may use its own tokenizer): send the prompt as a string",
+                              param="prompt")
     if isinstance(raw, list):
         raise RequestRejected(f"prompt holds {len(raw)} items; send one prompt (a string) per "
                               "request", param="prompt")
