@@ -92,6 +92,16 @@ class TaskFileSpec(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="the completion budget of a reply "
                                                            "(default 1024)")
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, raw: str | None) -> str | None:
+        bad = control_character(raw or "")
+        if bad is not None:
+            raise ValueError(f"holds the control character {bad}: a name is shown in tables, "
+                             "plots and the run folder's name, where it would act on the "
+                             "terminal; write it without")
+        return raw
+
     @field_validator("choices", mode="before")
     @classmethod
     def _choices_as_written(cls, raw: Any) -> Any:
@@ -147,10 +157,32 @@ def is_task_file(name: str) -> bool:
     return name.lower().endswith(SUFFIXES) or "/" in name or "\\" in name
 
 
+def control_character(text: str) -> str | None:
+    """The first character of `text` that acts on a terminal instead of printing (C0 and C1
+    controls, DEL, line and paragraph separators, bidirectional overrides and isolates), as
+    U+XXXX with its position; None when there is none."""
+    import unicodedata
+
+    for i, ch in enumerate(text, 1):
+        if (unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+                or "\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069"):
+            return f"U+{ord(ch):04X} (character {i})"
+    return None
+
+
 def task_file_title(path: str | Path, spec: TaskFileSpec | None = None) -> str:
-    """A task file's name for people: its `name`, else the file's stem."""
+    """A task file's name for people: its `name`, else the file's stem (refused when it holds
+    a control character, as a `name` is)."""
     spec = spec if spec is not None else load_task_file(path)
-    return spec.name.strip() if spec.name and spec.name.strip() else Path(path).stem
+    if spec.name and spec.name.strip():
+        return spec.name.strip()
+    stem = Path(path).stem
+    bad = control_character(stem)
+    if bad is not None:
+        raise InputError(f"task file {str(path)!r}: its name holds the control character "
+                         f"{bad}, and without name: it names the task in tables, plots and "
+                         "the run folder: rename the file, or give name: NAME")
+    return stem
 
 
 def load_task_file(path: str | Path) -> TaskFileSpec:
