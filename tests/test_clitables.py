@@ -73,3 +73,26 @@ def test_a_grid_too_wide_for_any_drop_is_split_by_columns_with_its_key_repeated(
     for r in rows:
         for cell in r[1:]:
             assert cell in text
+
+
+@pytest.mark.parametrize("width", [40, 50, 100])
+def test_a_title_wider_than_its_table_wraps_at_spaces_never_mid_word(width):
+    """Issue 41 item 30: `ensemble sample`'s title broke a model path mid-word at the width of
+    its narrow table (`openai/models/SmolLM2-135` / `M-Instruct-Q8_0.gguf at t`) at any width."""
+    from rich.console import Console
+
+    model = "openai/models/SmolLM2-135M-Instruct-Q8_0.gguf"
+    title = f"3 samples of {model} at t = 1.0"
+    table, _ = fit_table([Column("answer", justify="left", wrap=True), Column("count"),
+                          Column("share")], [["L", "3", "100%"]], width=width, title=title)
+    con = Console(width=width, record=True)
+    con.print(table)
+    text = con.export_text()
+    _fits(text, width)
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    if width >= len(model):  # whole on a line
+        assert any(model in line for line in lines), text
+    else:  # wider than the terminal: folded, as nothing else can show it
+        assert model in "".join(lines), text
+    if width >= len(title):
+        assert title in lines, text

@@ -56,17 +56,23 @@ def _build(columns: Sequence[Column], rows: Sequence[Sequence[str]], keep: Seque
            widths: dict[int, int], title: str | None, caption: str | None,
            sections: Sequence[bool] | None) -> Any:
     from rich import box
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, padding=(0, 1),
-                  show_edge=False, pad_edge=False)
+    # a title wider than the table (a model path over two narrow columns) is a line of its
+    # own, wrapped by the console at spaces: as the table's title rich folds it at the
+    # table's width, mid-word
+    above = title is not None and len(title) > _span(keep, widths)
+    table = Table(title=None if above else title, caption=caption, box=box.SIMPLE_HEAD,
+                  padding=(0, 1), show_edge=False, pad_edge=False)
     for i in keep:
         table.add_column(columns[i].header, justify=columns[i].justify,  # type: ignore[arg-type]
                          width=widths[i], no_wrap=False, overflow="fold")
     for j, r in enumerate(rows):
         table.add_row(*(r[i] for i in keep),
                       end_section=bool(sections[j]) if sections is not None else False)
-    return table
+    return Group(Text(title or "", style="table.title"), table) if above else table
 
 
 def _span(keep: Sequence[int], widths: dict[int, int]) -> int:
