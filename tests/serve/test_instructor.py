@@ -26,14 +26,14 @@ WHY = ("instructor runs from a venv of its own: python -m venv V && V/bin/pip in
        "tests/serve/instructor-requirements.txt, then ENSEMBLE_INSTRUCTOR_PYTHON=V/bin/python "
        "(.ci/run does this)")
 
-if not PYTHON:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI without instructor: {WHY}", pytrace=False)
+if not PYTHON and not os.environ.get("CI"):
     pytest.skip(WHY, allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def env():
+    if not PYTHON:  # under CI: this test fails (the rest of the run goes on)
+        pytest.fail(f"CI without instructor: {WHY}", pytrace=False)
     with agent_endpoint(seed=41) as (up, srv):
         yield up, srv
 
