@@ -280,3 +280,24 @@ def test_a_busy_replica_under_a_high_limit_asks_redis_once_per_request(redis_ser
     # told alone (was two calls per request, and more for the refused ones)
     assert calls <= requests * 1.35, calls
     assert left == 0
+
+
+def test_the_local_share_of_tokens_per_minute_is_paced_not_a_minute_at_once(redis_server):
+    # Redis lost: a replica's share of 60,000 tokens/min with 2 replicas is 500 tokens/s, 5
+    # requests/s of 100 tokens. The in-process tpm is a budget per minute: unpaced, the tokens
+    # this replica had not used in the last minute (~300 requests' worth) went out at once
+    async def go() -> list[float]:
+        conns, lims = await _replicas(redis_server.url, 1, tpm=60_000, replicas=2)
+        t = await lims[0].acquire()  # the running mean the share is paced by: 100 tokens
+        lims[0].release(t, tokens=100)
+        await asyncio.to_thread(redis_server.stop)
+        t = await asyncio.wait_for(lims[0].acquire(), 5)  # notices the loss
+        lims[0].release(t, tokens=100)
+        sent: list[float] = []
+        await _drive(lims[0], time.monotonic() + 1.5, sent, tokens=100)
+        await _close(conns)
+        return sorted(sent)
+
+    sent = asyncio.run(go())
+    # 5 requests/s for 1.5 s, + one at the start and one at the boundary (was 298)
+    assert 2 <= len(sent) <= 5 * 1.5 + 2, len(sent)
