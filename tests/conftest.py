@@ -33,6 +33,28 @@ if _WORKERS > 1:
     os.environ.setdefault("ENSEMBLE_LOCAL_THREADS", str(max(1, (os.cpu_count() or 2) // _WORKERS)))
 
 
+# `python -m ensemble ARGS` as a terminal starts a foreground job: with SIGINT's default action
+# (KeyboardInterrupt). A non-interactive shell starts a background job (`pytest ... &`, as a
+# script or an agent's tool does) with SIGINT ignored, and an ignored signal stays ignored in
+# every process started below it: a test's Ctrl-C would then be ignored as that shell asked, and
+# the interrupted run would finish and exit 0 (the Ctrl-C tests failed so on main's full runs).
+_FOREGROUND = ("import runpy, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.default_int_handler); "
+               "runpy.run_module('ensemble', run_name='__main__', alter_sys=True)")
+
+
+@pytest.fixture
+def interruptible():
+    """`interruptible(*args) -> argv`: the argv of a real `ensemble ARGS` process that a test
+    interrupts with SIGINT, started with SIGINT's default action whatever this test process
+    inherited (`python -m ensemble` keeps an inherited "ignore", as every program does)."""
+
+    def argv(*args: object) -> list[str]:
+        return [sys.executable, "-c", _FOREGROUND, *(str(a) for a in args)]
+
+    return argv
+
+
 @pytest.fixture(scope="session")
 def mathqa_path() -> Path:
     if not MATHQA_TEST.exists():

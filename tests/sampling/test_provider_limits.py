@@ -221,19 +221,25 @@ def test_option_values_are_checked_up_front(option, cli):
     assert "Traceback" not in r.stderr and option[0].lstrip("-").split("-")[0] in r.stderr
 
 
-def test_ctrl_c_exits_cleanly_without_coroutine_warnings(tmp_path):
+def test_ctrl_c_exits_cleanly_without_coroutine_warnings(tmp_path, interruptible):
     import signal
 
+    # a process with SIGINT's default action whatever this one inherited (tests/conftest.py)
     with SimulatedServer(lam1=3.0, latency=0.3) as srv:
-        proc = subprocess.Popen([sys.executable, "-m", "ensemble", *boxball(
+        proc = subprocess.Popen(interruptible(*boxball(
             srv.base_url, tmp_path / "cancel", "--samples", "2", "--limit", "40",
-            "--max-concurrency", "4")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            "--max-concurrency", "4")), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env={**os.environ, "PYTHONWARNINGS": "default"})
-        deadline = time.monotonic() + 60
-        while srv.stats.completions < 8 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # 8 of 73 replies (0.3 s each, 4 at a time: 5 s more at least); a loaded machine can
+        # take tens of seconds to start the process: wait for the replies, not for a time
+        deadline = time.monotonic() + 120
+        while srv.stats.completions < 8 and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None and srv.stats.completions >= 8, proc.communicate()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "Traceback" not in err
+        _, err = proc.communicate(timeout=120)
+    assert srv.stats.completions < 73, err  # interrupted, not finished
+    assert proc.returncode == 130 and "Traceback" not in err, err
     assert "never awaited" not in err and "RuntimeWarning" not in err
     assert "completed samples are kept" in err
