@@ -315,7 +315,7 @@ async def test_async_context_manager_and_in_flight_count():
 
 
 def test_prompts_that_offer_answers_are_answered_with_one_of_them():
-    """The README's @vote example against the simulator: a decision, no invalid votes."""
+    """The @vote example of docs/python.md against the simulator: a decision, no invalid votes."""
     from ensemble import vote
 
     with SimulatedServer(lam1=3.0, seed=1) as srv:
