@@ -6,8 +6,8 @@ to Redis every piece goes through. Needs the `fleet` extra (`pip install "ensemb
 
 from __future__ import annotations
 
-from .connection import FleetConnection, FleetDown, FleetUnavailable, public_redis_url
+from .connection import FleetConnection, FleetDown, FleetSlow, FleetUnavailable, public_redis_url
 from .limits import FleetLimiter, FleetTicket, fleet_limiters
 
-__all__ = ["FleetConnection", "FleetDown", "FleetLimiter", "FleetTicket", "FleetUnavailable",
-           "fleet_limiters", "public_redis_url"]
+__all__ = ["FleetConnection", "FleetDown", "FleetLimiter", "FleetSlow", "FleetTicket",
+           "FleetUnavailable", "fleet_limiters", "public_redis_url"]

@@ -292,15 +292,15 @@ class FleetLimiter:
             ok, wait_us, why = await self.conn.run(
                 _ACQUIRE, self._script_keys,
                 [lease, int(self.lease_ttl * 1000), conc, riv, riv, tiv, est, *told])
-        except FleetDown:
-            raise  # Redis is gone: the leases expire there; nothing to tell a restarted one
         except BaseException:
-            # cancelled mid-call: the releases it carried may not have reached Redis. Tell
-            # their leases again (removing one twice is harmless); not their token deltas
-            # (charged twice, they would be wrong), at worst one reply's tokens unaccounted
+            # cancelled mid-call, or a reply too late (FleetSlow): the releases it carried may
+            # not have reached Redis. Tell their leases again (removing one twice is
+            # harmless); not their token deltas (charged twice, they would be wrong), at worst
+            # one reply's tokens unaccounted. (Redis lost: `_health` drops them on its return)
             self._untold.extend((str(told[i]), 0.0) for i in range(0, len(told), 2)
                                 if told[i])
-            self._tell_later()
+            if self.conn.usable():
+                self._tell_later()
             raise
         if int(ok):
             self._leases.add(lease)
