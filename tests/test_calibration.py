@@ -2,8 +2,6 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -234,17 +232,15 @@ def test_bootstrap_uses_999_draws_seeded_by_the_answers_and_recorded():
     assert fit_lambda(*a[1][1:], rng=f.boot_seed).gof_pvalue == f.gof_pvalue
 
 
-def test_calibrate_prints_the_paste_line_whole_and_says_it_is_fitting(tmp_path):
+def test_calibrate_prints_the_paste_line_whole_and_says_it_is_fitting(tmp_path, cli):
     """Issue 21: at 80 columns the `Ensemble(...)` line was broken across lines, and the
     5-19 s of fitting after the progress bar passed in silence."""
     import os
 
     with SimulatedServer(lam1=4.0, bias=-0.5, seed=3) as srv:
-        r = subprocess.run([sys.executable, "-m", "ensemble", "calibrate", "--model",
-                            "openai/sim-expert", "--api-base", srv.base_url, "--t", "0.5", "1",
-                            "--samples", "4", "--limit", "40", "--out", str(tmp_path / "c")],
-                           capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "COLUMNS": "80", "TERM": "xterm"})
+        r = cli("calibrate", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                "--t", "0.5", "1", "--samples", "4", "--limit", "40", "--out",
+                str(tmp_path / "c"), env={**os.environ, "COLUMNS": "80", "TERM": "xterm"})
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "c" / "calibration.json").read_text())
     line = doc["recommendation"]["ensemble"]

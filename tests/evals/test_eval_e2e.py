@@ -5,8 +5,6 @@ import csv
 import itertools
 import json
 import os
-import subprocess
-import sys
 from math import factorial
 
 import numpy as np
@@ -113,18 +111,18 @@ def test_mathqa_reproduces_the_papers_pattern(tmp_path, mathqa_path):
     assert e["difference"] == pytest.approx(r["accuracy"] - res(s, 0.5, 1, "plurality")["accuracy"])
 
 
-def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path):
+def test_boxball_exact_utility_matches_planted_psi_and_resumes(tmp_path, run_cli):
+    # the command in this process (tests/conftest.py's run_cli; each run as a process was
+    # ~2 s of CPU start-up: the command's real-process runs are in tests/sampling)
     lam1, limit = 4.0, 80
-    cmd = [sys.executable, "-m", "ensemble", "eval", "boxball", "--model", "openai/sim-expert",
+    cmd = ["eval", "boxball", "--model", "openai/sim-expert",
            "--t", "0.5", "1", "--n", "1", "3", "--samples", "20", "--limit", str(limit),
            "--out", str(tmp_path / "b"), "--bootstrap", "300", "--json"]
     with SimulatedServer(lam1=lam1, seed=2) as srv:
-        r1 = subprocess.run(cmd + ["--api-base", srv.base_url], capture_output=True, text=True,
-                            check=False, timeout=300)
+        r1 = run_cli(*cmd, "--api-base", srv.base_url)
         assert r1.returncode == 0, r1.stderr
         n_req = srv.stats.requests
-        r2 = subprocess.run(cmd + ["--api-base", srv.base_url], capture_output=True, text=True,
-                            check=False, timeout=300)
+        r2 = run_cli(*cmd, "--api-base", srv.base_url)
         assert r2.returncode == 0, r2.stderr
         assert srv.stats.requests == n_req  # the rerun only recomputes
     s1, s2 = json.loads(r1.stdout), json.loads(r2.stdout)
