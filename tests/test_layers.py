@@ -2,11 +2,23 @@
 and only the CLI imports its commands. Imports inside functions count too."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _tree(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once per process (the checks below read every module of
+    the package, several times over: parsing was most of this file's ~7 s of CPU). Read only."""
+    return _parsed(path, path.stat().st_mtime_ns)
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -15,7 +27,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     if path.name == "__init__.py":
         package = path.relative_to(SRC).parts[:-1]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -92,7 +104,7 @@ def _imports_under(path: Path, top: Path) -> list[tuple[int, str, list[str]]]:
     if path.name != "__init__.py":
         package = package[:-1]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -115,7 +127,7 @@ def _evals_breaks(root: Path, top: Path | None = None) -> list[str]:
         where = path.relative_to(top)
         if text.count("\n") + 1 > 700:
             out.append(f"{where}: module over 700 lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if node.end_lineno - node.lineno + 1 > 100:
                     out.append(f"{where}:{node.lineno} {node.name}: function over 100 lines")
@@ -211,12 +223,12 @@ def _spec_breaks(root: Path, top: Path | None = None) -> list[str]:
     homes = [p for p in files if p.name in SPEC_HOMES and p.parent == root]
     making, passing = set(), set()
     for path in homes:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 passing.add(node.name)
                 if _annotated_spec(node.returns):
                     making.add(node.name)
-    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files if p not in homes}
+    trees = {p: _tree(p) for p in files if p not in homes}
     for tree in trees.values():  # a function that takes a spec passes it on (checked too)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
@@ -349,7 +361,7 @@ def test_no_import_cycle_between_ensemble_modules():
 def test_no_private_name_imported_from_another_ensemble_module():
     bad = []
     for p in _files("ensemble"):
-        tree = ast.parse(p.read_text(encoding="utf-8"))
+        tree = _tree(p)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
                 bad += [f"{p.relative_to(SRC)}:{node.lineno} {a.name} from {node.module}"
@@ -367,7 +379,7 @@ def test_ensemble_modules_stay_small(path):
 def test_ensemble_functions_stay_short():
     bad = []
     for p in _files("ensemble"):
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(p)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
                 if n > 100:
