@@ -37,8 +37,10 @@ def test_replay_reproduces_a_finished_run_without_a_request(tmp_path, capsys):
     for key in ("results", "contrasts", "adaptive"):
         assert again[key] == first[key], key
     assert {r["stop"] for r in again["adaptive"]} == {"bayes", "beta"}
-    # the recorded costs travel with the samples
-    assert again["cost_usd"] == pytest.approx(first["cost_usd"])
+    # the recorded costs travel with the samples; nothing is paid now (issue 41 item 16)
+    assert again["cost"]["samples_usd"] == pytest.approx(first["cost_usd"])
+    assert again["cost"]["recorded_usd"] == pytest.approx(first["cost_usd"])
+    assert again["cost_usd"] == 0
     recorded = [json.loads(x)
                 for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     replayed = [json.loads(x)

@@ -150,6 +150,10 @@ def _show(args: argparse.Namespace, choices: list[str] | None, kind: Any, sample
                  for ans, c in counts.most_common()], title=title)
     con = console()
     cost = "unknown" if stats.cost_usd is None else f"${stats.cost_usd:.4f}"
+    if stats.recorded_replies:  # a replay pays nothing: say what its replies had cost
+        had = stats.recorded_cost_usd
+        cost += (" (a replay: its replies had cost "
+                 + ("unknown" if had is None else f"${had:.4f}") + " when recorded)")
     con.print(f"requests {stats.requests}, from store {stats.samples_cached}, "
               f"invalid {stats.invalid}, cost {cost}")
 

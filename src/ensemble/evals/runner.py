@@ -231,27 +231,33 @@ def run_facts(drawn: Drawn, stats: list[Any], *, out: Path, t1: float) -> dict[s
 
     used = [s for row in drawn.rows for s in (row or ()) if s is not None]
 
-    def of_samples(attr: str, *, unknown_is_zero: bool = False) -> Any:
-        # tokens a reply did not report count 0, as in the requests' `tokens`; an unknown
-        # cost makes the sum unknown, as in `cost`
+    def of_samples(attr: str) -> Any:
+        # an unknown count or cost (a reply that did not report it, a replay of a recording
+        # without it) makes the sum unknown: it was shown as 0 (issue 41 item 16)
         vals = [getattr(s, attr) for s in used]
-        if unknown_is_zero:
-            return sum(v or 0 for v in vals)
         return None if any(v is None for v in vals) else sum(vals)
+
+    def paid_tokens(attr: str) -> int | None:
+        return None if total(f"{attr}_unknown") else total(attr)
+
+    recorded = total("recorded_replies")
 
     return {
         "requests": total("requests"), "cost_usd": total("cost_usd"),
         "cost": CostSummary(
             now_usd=total("cost_usd"), stored_samples_usd=total("stored_cost_usd"),
             samples_usd=of_samples("cost_usd"),
+            recorded_usd=total("recorded_cost_usd") if recorded else None,
             note="now: this run's requests; stored_samples: what the samples read from the "
                  "store had cost when drawn; samples: what the samples behind the results "
                  "cost, one shared by several questions counted for each (null: price "
-                 "unknown)" + ("; all members" if len(stats) > 1 else "")),
-        "tokens": Tokens(prompt=total("prompt_tokens"), completion=total("completion_tokens")),
-        "tokens_samples": Tokens(
-            prompt=of_samples("prompt_tokens", unknown_is_zero=True),
-            completion=of_samples("completion_tokens", unknown_is_zero=True)),
+                 "unknown)" + ("; recorded: what the replies a replay served had cost when "
+                               "recorded (it pays nothing now)" if recorded else "")
+                 + ("; all members" if len(stats) > 1 else "")),
+        "tokens": Tokens(prompt=paid_tokens("prompt_tokens"),
+                         completion=paid_tokens("completion_tokens")),
+        "tokens_samples": Tokens(prompt=of_samples("prompt_tokens"),
+                                 completion=of_samples("completion_tokens")),
         "samples": SampleCounts(total=total("samples_total"), from_store=total("samples_cached"),
                                 from_batches=total("samples_batch"),
                                 shared=total("samples_shared")),

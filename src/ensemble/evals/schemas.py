@@ -193,6 +193,9 @@ class CostSummary(_Model):
     # what the samples behind the results cost, summed over samples.jsonl (a sample several
     # questions share counted for each); None: some sample's cost is unknown, or an old summary
     samples_usd: float | None = None
+    # a replay: what the replies it served had cost when recorded (it paid nothing: now_usd
+    # is 0); None: no reply was replayed, or a recorded cost is unknown
+    recorded_usd: float | None = None
 
 
 class FailedSummary(_Model):

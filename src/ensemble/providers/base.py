@@ -50,13 +50,16 @@ class Choice:
 
 @dataclass(frozen=True)
 class Completion:
-    """A provider's reply to one request (n choices), with usage and cost (None: unknown)."""
+    """A provider's reply to one request (n choices), with usage and cost (None: unknown).
+    `recorded`: the reply was recorded earlier and served again (a replay): its usage and cost
+    are what it had cost then, and nothing was paid now."""
 
     choices: tuple[Choice, ...]
     prompt_tokens: int | None
     completion_tokens: int | None
     cost_usd: float | None
     latency_s: float
+    recorded: bool = False
 
 
 @dataclass(frozen=True)

@@ -330,4 +330,4 @@ class ReplayProvider:
             prompt_tokens=None,
             completion_tokens=None if None in tokens else sum(x or 0 for x in tokens),
             cost_usd=None if None in costs else float(sum(x or 0.0 for x in costs)),
-            latency_s=0.0)
+            latency_s=0.0, recorded=True)

@@ -153,7 +153,8 @@ class OnlineRequests:
         limiter.release(ticket, outcome="ok", tokens=tokens or None)
         self.paid += 1
         self.sampled += n
-        self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd)
+        self.ctx.account(comp.prompt_tokens, comp.completion_tokens, comp.cost_usd,
+                         recorded=comp.recorded)
         return comp
 
     def _retrying(self, state: object) -> None:

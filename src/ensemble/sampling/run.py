@@ -213,11 +213,20 @@ class RunContext:
 
     # -- samples ---------------------------------------------------------------------------------
     def account(self, prompt_tokens: int | None, completion_tokens: int | None,
-                cost: float | None) -> None:
-        """One reply paid for (an online request or a batch line)."""
+                cost: float | None, *, recorded: bool = False) -> None:
+        """One reply paid for (an online request or a batch line); `recorded`: served from a
+        recording (a replay), which paid nothing now: its cost is kept apart, as recorded.
+        A count the reply did not report is unknown, not 0."""
         st = self.stats
+        if recorded:
+            st.recorded_replies += 1
+            st.recorded_cost_usd = (None if cost is None or st.recorded_cost_usd is None
+                                    else st.recorded_cost_usd + cost)
+            return
         st.prompt_tokens += prompt_tokens or 0
         st.completion_tokens += completion_tokens or 0
+        st.prompt_tokens_unknown += prompt_tokens is None
+        st.completion_tokens_unknown += completion_tokens is None
         if cost is None:
             st.cost_unknown_requests += 1
             st.cost_usd = None

@@ -221,9 +221,13 @@ class JobStats:
     retries: int = 0
     errors: int = 0
     rate_limited: int = 0  # 429 / overloaded replies (backpressure, not failures)
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # paid for by this job's requests, of those that reported them
     completion_tokens: int = 0
+    prompt_tokens_unknown: int = 0  # replies paid for that did not report them (or not truly)
+    completion_tokens_unknown: int = 0
     cost_usd: float | None = 0.0  # spent by this job's requests (None: some price unknown)
+    recorded_replies: int = 0  # replies served from a recording (a replay): nothing paid
+    recorded_cost_usd: float | None = 0.0  # what those had cost when recorded (None: unknown)
     cost_unknown_requests: int = 0
     stored_cost_usd: float | None = 0.0  # what the samples read from the store had cost
     wall_time_s: float = 0.0

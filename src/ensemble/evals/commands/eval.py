@@ -196,16 +196,19 @@ def _table(summary: EvalSummary) -> None:
 def _tokens_text(summary: EvalSummary) -> str:
     """The tokens this run's requests paid for, and those of the samples behind the results
     where they differ (samples read from the store, or shared by questions with one prompt)."""
-    def tokens(t: Tokens | None) -> int | None:
-        if t is None or t.prompt is None or t.completion is None:
-            return None
-        return t.prompt + t.completion
+    def tokens(t: Tokens | None) -> str:
+        if t is None or (t.prompt is None and t.completion is None):
+            return "unknown"
+        if t.prompt is None or t.completion is None:  # one part unknown, not 0
+            known, what, other = ((t.completion, "completion", "prompt") if t.prompt is None
+                                  else (t.prompt, "prompt", "completion"))
+            return f"{known} {what} ({other} unknown)"
+        return str(t.prompt + t.completion)
 
     paid, used = tokens(summary.tokens), tokens(summary.tokens_samples)
-    text = "unknown" if paid is None else str(paid)
-    if used is not None and used != paid:
-        text += f" now (the samples used: {used})"
-    return text
+    if summary.tokens_samples is not None and used != paid:
+        paid += f" now (the samples used: {used})"
+    return paid
 
 
 def _cost_text(cost: CostSummary, requests: int, stored: int) -> str:
@@ -214,6 +217,9 @@ def _cost_text(cost: CostSummary, requests: int, stored: int) -> str:
         return "unknown" if x is None else f"${x:.4f}"
 
     text = f"now {usd(cost.now_usd)}" if requests else "now $0 (no request)"
+    if cost.recorded_usd is not None:
+        # a replay pays nothing: its replies' cost is what was recorded, said as such
+        text = f"now $0 (a replay: its replies had cost {usd(cost.recorded_usd)} when recorded)"
     if stored:
         text += f"; the {stored} stored samples had cost {usd(cost.stored_samples_usd)}"
     return text
