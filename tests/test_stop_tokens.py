@@ -41,6 +41,27 @@ def test_each_question_is_decided_at_its_own_cost():
         assert rule.next(unknown) == plain.next(unknown)
 
 
+def test_it_counts_dollars_where_every_sample_has_them():
+    """Dollars known for every sample win over tokens (members of different price, prompts of
+    different length); one sample without them and tokens decide; neither: the bayes rule."""
+    def drawn(tokens, usd):
+        return Drawn((tuple(Observation(k, tokens=t, cost_usd=u)
+                            for k, t, u in zip(["a", "a", "b", "a"], tokens, usd, strict=True)),),
+                     (20,))
+
+    pilots = [drawn([100] * 4, [1e-4] * 4), drawn([100] * 4, [3e-4] * 4)]
+    rule = StopSpec("bayes-tokens", max_n=20, prior=PRIOR, cost=0.004).fit(
+        pilots, StopMemory(), FitContext(budgets=(20,), lams=(None,)))
+    assert rule.ref_usd == pytest.approx(2e-4) and rule.ref_tokens == pytest.approx(100)
+    # same length, 4x the dollars a sample (a dear member): 4x the cost
+    assert rule.cost_for(drawn([100] * 4, [8e-4] * 4)) == pytest.approx(0.016)
+    # same dollars, 4x the length: dollars decide
+    assert rule.cost_for(drawn([400] * 4, [2e-4] * 4)) == pytest.approx(0.004)
+    # one sample's dollars unknown: its tokens decide
+    assert rule.cost_for(drawn([400] * 4, [2e-4, None, 2e-4, 2e-4])) == pytest.approx(0.016)
+    assert rule.cost_for(drawn([None] * 4, [None] * 4)) == pytest.approx(0.004)
+
+
 def test_its_reference_length_is_the_pilots_mean():
     spec = StopSpec("bayes-tokens", max_n=10, prior=PRIOR)
     pilots = [_drawn(["a", "b"], [100, 300]), _drawn(["a", "a"], [50, 50]), None]
