@@ -4,18 +4,20 @@ what each `Ensemble`'s sync calls run on, so its connections outlive a call, and
 voting endpoint and the simulated server run on in tests and notebooks), and serve until SIGINT
 or SIGTERM (`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do), and
 hold an object bound to the loop it was made in, closed in that loop (`PerLoop`: the openai
-provider's aiohttp session)."""
+provider's aiohttp session), and wait with a time limit without losing a cancellation
+(`within`)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopThread", "PerLoop", "outlive_caller", "run_sync", "serve_until_signal"]
+__all__ = ["LoopThread", "PerLoop", "outlive_caller", "run_sync", "serve_until_signal", "within"]
 
 T = TypeVar("T")
 
@@ -181,6 +183,19 @@ async def outlive_caller(coro: Coroutine[Any, Any, T], *,
         gone = True
         raise
     return got  # type: ignore[return-value]  # None only once the caller is gone
+
+
+async def within(aw: Awaitable[T], seconds: float) -> T:
+    """`await aw`, raising `TimeoutError` after `seconds` (what `asyncio.wait_for` does), and
+    never losing a cancellation of the caller. Python 3.11's `wait_for` runs `aw` as a second
+    task and, when the caller is cancelled in the loop step that task completes in, returns
+    its result instead (cpython gh-86296; 3.12 rebuilt `wait_for` on `asyncio.timeout`): the
+    Ctrl-C that cancelled a run vanished and the caller went on to send its next request.
+    `asyncio.timeout` awaits `aw` in the caller's own task, so nothing completes in between."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await aw
+    return await asyncio.wait_for(aw, seconds)  # 3.10 has no asyncio.timeout
 
 
 def serve_until_signal(serve: Coroutine[Any, Any, None]) -> None:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
+from .._sync import within
 from ..errors import (
     BadRequestError,
     EndpointNotFoundError,
@@ -170,7 +171,7 @@ class BatchCalls:
 
         async def once() -> Any:
             try:
-                return await asyncio.wait_for(make(wait), wait * 1.5 + 1.0)
+                return await within(make(wait), wait * 1.5 + 1.0)
             except asyncio.TimeoutError:
                 exc: ProviderError = ProviderTimeoutError(
                     f"no reply from {self.endpoint} to {what} within {wait:g} s",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._sync import within
 from ..errors import (
     AuthenticationError,
     MalformedResponseError,
@@ -243,7 +244,7 @@ async def litellm_request(call: Any, *, model: str, target: str, where: str | No
     try:
         # litellm enforces `timeout` on the HTTP client; the outer bound catches a client
         # that does not (a connection that never sends a byte must still end)
-        resp = await asyncio.wait_for(
+        resp = await within(
             call(model=target, messages=list(messages), timeout=timeout, **body, **kwargs),
             timeout * 1.5 + 1.0)
     except asyncio.TimeoutError:

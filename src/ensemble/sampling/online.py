@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._sync import within
 from ..errors import EnsembleError, ProviderError, RetryBudgetExceeded, RunStopped
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter
@@ -110,7 +111,7 @@ class OnlineRequests:
         else:
             left = self.options.retry.max_retry_time - tries.elapsed()
             try:
-                ticket = await asyncio.wait_for(limiter.acquire(), max(0.0, left))
+                ticket = await within(limiter.acquire(), max(0.0, left))
             except asyncio.TimeoutError:
                 raise self._gave_up_after(tries) from None
         if self.ctx.stop is not None:
