@@ -6,6 +6,7 @@ the simulated server (real HTTP on 127.0.0.1), and a replay through `Ensemble`."
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -44,12 +45,17 @@ def test_one_skipped_row_and_one_batch(tmp_path, run_cli):
                     "--bootstrap", "100", "--out", tmp_path / "run")
         assert r.returncode == 0, r.stderr
         assert "1 malformed data row skipped" in r.stdout + r.stderr, r.stdout
-        r = run_cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
-                    srv.base_url, "--t", "1", "--n", "1", "--limit", "3", "--bootstrap", "100",
-                    "--batch", "--batch-poll", "0.1", "--out", tmp_path / "batch", "--json")
+        r = run_cli("eval", "jsonl", "--data", data, "--skip-invalid", "--model",
+                    "openai/sim-expert", "--api-base", srv.base_url, "--t", "1", "--n", "1",
+                    "--limit", "1", "--bootstrap", "100", "--batch", "--batch-poll", "0.1",
+                    "--out", tmp_path / "batch", "--json")
         assert r.returncode == 0, r.stderr
         notes = " ".join(json.loads(r.stdout)["notes"])
         assert "batch mode: 1 batch submitted" in notes, notes
+        said = " ".join(r.stderr.split())
+        assert "(1 request, 1 sample)" in said and ": 1 sample stored" in said, said
+        # (progress fractions, "0/1 samples stored", read as "of 1": left as they are)
+        assert not re.search(r"(?<![/\d])1 (samples|requests)\b", said), said
 
 
 def test_a_stop_after_one_reply_and_one_failed_question(tmp_path, run_cli):

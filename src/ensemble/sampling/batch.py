@@ -320,7 +320,8 @@ class _BatchRun:
         self.lines_submitted += len(lines)
         s.stats.requests += len(lines)
         self.submitted_ids.append(info.id)
-        s.say(f"batch: submitted {info.id} ({len(lines)} requests, {rec.samples} samples)"
+        s.say(f"batch: submitted {info.id} ({counted(len(lines), 'request')}, "
+              f"{counted(rec.samples, 'sample')})"
               f" to {self.api.endpoint}; status {info.status}")
 
     async def _upload_and_create(self, rid: str, file: IO[bytes]) -> BatchInfo:
@@ -453,8 +454,8 @@ class _BatchRun:
         self.store.set_line_status(rec.id, col.updates)
         self.store.close_batch(rec.id)
         n_failed = sum(1 for _, st_, _ in col.updates if st_ == "failed")
-        s.say(f"batch: {rec.batch_id} {info.status}: {col.stored} samples stored"
-              + (f", {n_failed} requests failed" if n_failed else ""))
+        s.say(f"batch: {rec.batch_id} {info.status}: {counted(col.stored, 'sample')} stored"
+              + (f", {counted(n_failed, 'request')} failed" if n_failed else ""))
 
     def samples_of(self, ln: BatchLine, comp: Completion) -> list[Sample]:
         """The samples of a line's reply, accounted as one paid request."""
