@@ -205,6 +205,9 @@ def test_dspy_predict_fields_are_voted_without_choices(env):
                                           re.S)] if m)
     assert sum(answers.values()) == 5
     assert _top(answers, canon(pred.answer)), (answers, pred.answer)
+    # the vote, as DSPy keeps it: the reply's body in the LM's history
+    ens = lm.history[-1]["response"].provider_data["ensemble"]
+    assert ens["samples"] == 5 and ens["fields"]["answer"]["votes"]
 
 
 # -- litellm as a client --------------------------------------------------------------------
