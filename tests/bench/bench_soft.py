@@ -10,6 +10,9 @@ each question's samples, the first n (n = 1..K) are voted by:
 - `soft` (each sample adds its distribution over the options: `ensemble.soft`);
 - `confidence` (CISC: hard votes weighed by softmax(log P(answer) / T), T fitted without
   labels by `ensemble.soft.fit_temperature` on the run's own samples);
+
+each rule's per-sample scores being the evals' own (`RuleBase.weigh_many` and
+`ensemble.evals.weighed.score_table`, what `ensemble eval --aggregator soft` scores);
 - `deepconf` (refused on replies with a median under 64 tokens, as the rule refuses);
 - `soft*`: `soft` without its signal check (what the check protects against).
 
@@ -55,14 +58,6 @@ if str(SRC) not in sys.path:
 from ensemble.decision import evidence_of  # noqa: E402
 from ensemble.sampling.sampler import Sampler  # noqa: E402
 from ensemble.sampling.types import SampleRequest  # noqa: E402
-from ensemble.soft import (  # noqa: E402
-    MIN_TRACE,
-    Z_SIGNAL,
-    agreement_pairs,
-    fit_temperature,
-    heldout_gain,
-    signal_z,
-)
 
 DATA = ROOT / "tests" / "bench" / "data"
 RULES = ("plurality", "soft", "soft*", "confidence", "deepconf")
@@ -147,7 +142,14 @@ def recording_cases() -> list[Case]:
 # -- per-sample score vectors of each rule ----------------------------------------------------
 def vectors(case: Case) -> tuple[dict[str, np.ndarray | None], np.ndarray, dict[str, str]]:
     """{rule: V[q, i, j]} (the score sample i adds to option j of question q; None: the rule
-    is refused), the index of the right option per question (-1: not among them), notes."""
+    is refused), the index of the right option per question (-1: not among them), notes.
+    Each rule's scores are the evals' (`RuleBase.weigh_many`, `evals.weighed.score_table`:
+    one implementation): the run weighed once, its signal check and fitted temperature
+    decided over every question."""
+    from ensemble.aggregators import get_aggregator
+    from ensemble.errors import InputError
+    from ensemble.evals.weighed import score_table
+
     Q, K = len(case.answers), case.k
     opts: list[list[str]] = []
     for q in range(Q):
@@ -160,65 +162,40 @@ def vectors(case: Case) -> tuple[dict[str, np.ndarray | None], np.ndarray, dict[
                     seen.append(a)
             opts.append(seen)
     J = max(1, max(len(o) for o in opts))
+    answers = np.empty((Q, K), dtype=object)
+    for q in range(Q):
+        answers[q] = case.answers[q][:K]
     hard = np.zeros((Q, K, J))
-    soft = np.zeros((Q, K, J))
-    own_lp = np.full((Q, K), -1e4)
     right = np.full(Q, -1)
     for q in range(Q):
         index = {o: j for j, o in enumerate(opts[q])}
         if case.correct[q] in index:
             right[q] = index[case.correct[q]]
         for i in range(K):
-            a, e = case.answers[q][i], case.evidence[q][i]
-            if a is None:
-                continue
-            hard[q, i, index[a]] = 1.0
-            if e is not None and e.options is not None:
-                for o, v in e.options.items():
-                    if o in index:
-                        soft[q, i, index[o]] += math.exp(v)
-            elif e is not None and e.logprob is not None:
-                soft[q, i, index[a]] = math.exp(e.logprob)
-            if e is not None and e.logprob is not None:
-                own_lp[q, i] = e.logprob
-    notes: dict[str, str] = {}
-    own_p = [[float(np.exp(own_lp[q, i])) if case.answers[q][i] is not None else None
-              for i in range(K)] for q in range(Q)]
-    own_soft = [[float(soft[q, i, index_of(opts[q], case.answers[q][i])])
-                 if case.answers[q][i] is not None else None for i in range(K)]
-                for q in range(Q)]
-    temp = fit_temperature(own_lp.tolist(), [a[:K] for a in case.answers], n=5)
-    w = np.exp((own_lp - own_lp.max(axis=1, keepdims=True)) / temp)
-    conf = hard * w[:, :, None]
+            if answers[q, i] is not None:
+                hard[q, i, index[answers[q, i]]] = 1.0
+    evidence = [list(e[:K]) for e in case.evidence]
+    is_open = not case.choices
     out: dict[str, np.ndarray | None] = {"plurality": hard}
-    for rule, v, own in (("soft", soft, own_soft), ("confidence", conf, own_p)):
-        z = signal_z([agreement_pairs(case.answers[q][:K], own[q]) for q in range(Q)])
-        gains = [g for q in range(Q) if (g := heldout_gain(
-            case.answers[q][:K], [_contribution(v[q, i], opts[q]) for i in range(K)]))
-            is not None]
-        gain = float(np.mean(gains)) if gains else 0.0
-        on = z > Z_SIGNAL and gain >= 0
-        out[rule] = v if on else hard
-        notes[rule] = (("" if rule == "soft" else f"T = {temp:g}, ")
-                       + f"signal z = {z:.1f}, held-out gain {gain:+.3f}"
-                       + ("" if on else ": off, hard votes"))
-    out["soft*"] = soft  # without the signal check: what the check protects against
-    lengths = sorted(e.trace.tokens for r in case.evidence for e in r
-                     if e is not None and e.trace is not None)
-    median = lengths[len(lengths) // 2] if lengths else 0
-    if median < MIN_TRACE:
-        out["deepconf"] = None
-        notes["deepconf"] = f"refused: median reply {median} tokens (< {MIN_TRACE})"
+    notes: dict[str, str] = {}
+    for rule, kw in (("soft", {}), ("confidence", {}), ("soft*", {"check": False}),
+                     ("deepconf", {})):
+        built = get_aggregator(rule.rstrip("*"), open=is_open, **kw)
+        try:
+            run = built.weigh_many([list(a) for a in answers], evidence)  # type: ignore[union-attr]
+        except InputError as exc:
+            out[rule], notes[rule] = None, f"refused: {exc}"
+            continue
+        sc = score_table(run, answers, opts)
+        if sc.rank is not None:  # the curves below vote prefixes without DeepConf's filter
+            out[rule], notes[rule] = None, "not replayed here: score it with ensemble eval"
+            continue
+        v = np.zeros((Q, K, J))
+        v[:, :, :sc.values.shape[2]] = sc.values
+        out[rule] = v
+        if run.notes:
+            notes[rule] = "; ".join(run.notes)
     return out, right, notes
-
-
-def _contribution(row: np.ndarray, opts: list[str]) -> dict[str, float] | None:
-    got = {o: float(x) for o, x in zip(opts, row, strict=False) if x > 0}
-    return got or None
-
-
-def index_of(opts: list[str], a: str | None) -> int:
-    return opts.index(a) if a is not None else 0
 
 
 def curves(v: np.ndarray, right: np.ndarray, orders: np.ndarray) -> np.ndarray:

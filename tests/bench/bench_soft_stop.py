@@ -93,15 +93,17 @@ def run(codes: np.ndarray, shares: np.ndarray, right: np.ndarray, opts: list[str
     top2s = np.sort(soft_cum, axis=-1)[..., ::-1][..., :2]
     out = {r: np.zeros((len(COSTS), 2, Q)) for r in ("bayes", "bayes-soft", "bayes + soft vote")}
     notes = []
+    pilots_of = [[Drawn((tuple(Observation(None if c[q, r, i] < 0 else opts[c[q, r, i]],
+                                           shares={o: float(s[q, r, i, j])
+                                                   for j, o in enumerate(opts)})
+                               for i in range(PILOT)),), (M,)) for q in range(Q)]
+                 for r in range(orders)]
+    ctx = FitContext(budgets=(M,), lams=(None,))
     for ci, cost in enumerate(COSTS):
         spec = StopSpec("bayes", max_n=M, cost=cost, pilot=PILOT)
         soft_spec = StopSpec("bayes-soft", max_n=M, cost=cost, pilot=PILOT)
         for r in range(orders):
-            pilots = [Drawn((tuple(Observation(None if c[q, r, i] < 0 else opts[c[q, r, i]],
-                                               shares={o: float(s[q, r, i, j])
-                                                       for j, o in enumerate(opts)})
-                                   for i in range(PILOT)),), (M,)) for q in range(Q)]
-            ctx = FitContext(budgets=(M,), lams=(None,))
+            pilots = pilots_of[r]
             hard = spec.fit(pilots, StopMemory(), ctx)
             soft: Any = soft_spec.fit(pilots, StopMemory(), ctx)
             if ci == 0 and r == 0:
