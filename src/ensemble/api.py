@@ -12,6 +12,7 @@ work inside and outside a running event loop (Jupyter included).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -320,6 +321,9 @@ class Ensemble(Generic[AnswerT]):
         self._lock = threading.Lock()
         self._loop = LoopThread("ensemble-sync")
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        # requests sent with a store by calls since cancelled (Ctrl-C in decide): their
+        # replies are paid for, so `aclose` waits for them (briefly) before closing the store
+        self._in_flight: set[asyncio.Task[Any]] = set()
 
     def _check_stored_apart(self) -> None:
         """Members whose samples would share store keys are refused (merge them)."""
@@ -431,7 +435,15 @@ class Ensemble(Generic[AnswerT]):
 
     async def aclose(self) -> None:
         """Stop what the Ensemble started (local models' servers) and close its store; a
-        later call opens them again (see `close`)."""
+        later call opens them again (see `close`). The requests a cancelled call (Ctrl-C in
+        `decide`) had already sent are waited for first, at most `IN_FLIGHT_GRACE` (15) s, so
+        that their replies, paid for, are stored and never asked for again."""
+        from .sampling.run import IN_FLIGHT_GRACE
+
+        loop = asyncio.get_running_loop()
+        sent = [t for t in list(self._in_flight) if not t.done() and t.get_loop() is loop]
+        if sent:
+            await asyncio.wait(sent, timeout=IN_FLIGHT_GRACE)
         with self._lock:
             providers, self._providers = list(self._providers.values()), {}
             store, self._store = (self._store, None) if self._own_store else (None,
@@ -450,7 +462,9 @@ class Ensemble(Generic[AnswerT]):
         with self._lock:
             running = self._loop.running
         if running:
-            self._loop.stop(self.aclose)
+            from .sampling.run import IN_FLIGHT_GRACE
+
+            self._loop.stop(self.aclose, timeout=IN_FLIGHT_GRACE + 15.0)
         else:
             run_sync(self.aclose())
 
@@ -587,7 +601,8 @@ class Ensemble(Generic[AnswerT]):
         drawing = await draw_all(self.members, self._params, messages, plan,
                                  observe=self._observe, memory=self.stop_memory,
                                  context=context, parser=self.parser, store=self._get_store(),
-                                 provider_for=self._provider_for, use_n=self._n_ok)
+                                 provider_for=self._provider_for, use_n=self._n_ok,
+                                 in_flight=self._in_flight)
         results = drawing.results
         policy = drawing.policy if self.stop_spec is not None else None
         failures = [f for r in results for f in r.failures]

@@ -60,15 +60,17 @@ async def draw_all(members: Sequence[Member], params: Sequence[SamplingParams],
                    observe: Observe, memory: StopMemory, context: FitContext,
                    parser: Callable[[str], Any], store: SampleStore | None,
                    provider_for: Callable[[Member], Provider],
-                   use_n: list[bool | None]) -> Drawing:
+                   use_n: list[bool | None],
+                   in_flight: set[asyncio.Task[Any]] | None = None) -> Drawing:
     """Draw every prompt's samples under `plan` (see the module docstring). `use_n[g]`: what
-    the Ensemble learned of whether member g's provider honours `n` (updated here)."""
+    the Ensemble learned of whether member g's provider honours `n` (updated here);
+    `in_flight`: where the requests that outlive a cancelled draw are held (the Ensemble's)."""
     P = len(messages)
     budgets = context.budgets
     async with contextlib.AsyncExitStack() as stack:
         samplers = [await stack.enter_async_context(Sampler(
             m.model, options=m.options, provider=provider_for(m), store=store,
-            use_n="auto" if use_n[g] is None else bool(use_n[g])))
+            use_n="auto" if use_n[g] is None else bool(use_n[g]), in_flight=in_flight))
             for g, m in enumerate(members)]
         try:
             loop = _Loop(samplers, params, messages, budgets, observe, parser)

@@ -116,6 +116,7 @@ class Sampler:
     progress:  a rich progress bar on stderr when it is a terminal.
     mode:      "online" (requests as above) or "batch" (the provider's Batch API: half the
                price, within 24 h; needs a store; `batch`: its `BatchOptions`).
+    in_flight: where its requests sent with a store outlive a cancelled caller (an Ensemble's).
     """
 
     def __init__(self, model: str, *, options: ProviderOptions | None = None,
@@ -126,6 +127,7 @@ class Sampler:
                  max_cost: float | None = None,
                  on_status: Callable[[str], None] | None = None, status_every: float | None = None,
                  mode: str = "online", batch: BatchOptions | None = None,
+                 in_flight: set[asyncio.Task[Any]] | None = None,
                  **provider_options: Unpack[ProviderKwargs]) -> None:
         if not isinstance(model, str) or not model.strip():
             raise InputError("model must be a non-empty string such as openai/gpt-4o-mini")
@@ -168,7 +170,7 @@ class Sampler:
         # again for samples the store keeps only once
         self._drawing: set[tuple[str, int]] = set()
         self._consecutive_failures = 0
-        self._in_flight: set[asyncio.Task[Any]] = set()  # requests sent: see _settle_in_flight
+        self._in_flight: set[asyncio.Task[Any]] = set() if in_flight is None else in_flight
         self._online = OnlineRequests(self.run_state, self.provider, self.options,
                                       max_cost=self.max_cost, extra_headers=self.extra_headers,
                                       stored=lambda: self.store is not None)
@@ -195,8 +197,7 @@ class Sampler:
 
     def key_of(self, req: SampleRequest) -> str:
         """The store key of a request's samples: (endpoint, model, messages, parameters)."""
-        return request_key(self.model, req.messages, req.params,
-                           endpoint=self.provider.identity)
+        return request_key(self.model, req.messages, req.params, endpoint=self.provider.identity)
 
     def _cooldown(self) -> float:
         lim = self._limiter.status() if self._limiter is not None else None
@@ -208,15 +209,15 @@ class Sampler:
         return self
 
     async def __aexit__(self, exc_type: object, *exc: object) -> None:
-        interrupted = exc_type in (asyncio.CancelledError, KeyboardInterrupt)
+        if interrupted := exc_type in (asyncio.CancelledError, KeyboardInterrupt):
+            self.run_state.stop_for("the caller cancelled the run; stopped new requests")
         await self.aclose(why="interrupted" if interrupted else "closing")
 
     async def aclose(self, *, why: str = "closing") -> None:
         """Close what this sampler opened: its own provider (not one passed in) and store.
         Requests still in flight (their caller cancelled: Ctrl-C) would die with them: they
-        are waited for briefly first, so that their replies, paid for, are stored
-        (`RunContext.settle`). With a provider and a store passed in (an Ensemble's, which
-        outlive this sampler) they go on alone, and closing does not wait for them."""
+        are waited for briefly first, their replies stored (`RunContext.settle`). With an
+        Ensemble's provider and store they go on alone: the Ensemble's close waits for them."""
         try:
             if self._own_store or self._own_provider:
                 await self.run_state.settle([t for t in self._in_flight if not t.done()],
@@ -501,8 +502,7 @@ class Sampler:
         another live run is drawing. Returns the indices to request now."""
         if self.store is None:  # no store, no leases: everything is to request
             return list(unit.indices)
-        claim = self.store.claim([(unit.key, unit.indices)], holder=self.holder,
-                                 ttl=LEASE_TTL)[0]
+        claim = self.store.claim([(unit.key, unit.indices)], holder=self.holder, ttl=LEASE_TTL)[0]
         if claim.done:
             got = self.store.get(unit.key, claim.done, parser=self.run_state.parse)
             self.run_state.fill(rows[unit.ri], got, shared=True)
