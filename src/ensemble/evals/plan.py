@@ -300,7 +300,7 @@ def _members(spec: RunSpec, options: RunOptions) -> tuple[PlanMember, ...]:
                               lam=m.lam, lam_source=m.lam_source))
     labels = [m.label for m in out]
     if len(set(labels)) < len(labels):
-        raise InputError("--ensemble: two members have the same label; give each a 'label'")
+        raise InputError("two members have the same label; give each its own 'label'")
     return tuple(out)
 
 
@@ -320,7 +320,7 @@ def _resolved_lams(spec: RunSpec, api_base: str | None) -> tuple[Any, ...]:
     for i, m in enumerate(ms):
         key = (m.model, normalise_api_base(m.api_base) if m.api_base else None, m.temperature)
         if key in seen:
-            raise InputError(f"--ensemble: members {seen[key]} and {i} are {m.model} at t = "
+            raise InputError(f"members {seen[key]} and {i} are {m.model} at t = "
                              f"{m.temperature:g}: they would share the stored samples; give "
                              "one member with n = the sum of theirs")
         seen[key] = i

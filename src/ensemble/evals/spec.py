@@ -276,10 +276,12 @@ _FIX = {
 
 
 def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
-              model: str | None = None) -> RunSpec:
+              model: str | None = None, temperatures: list[float] | None = None) -> RunSpec:
     """Read and validate a spec file (a run folder: its spec.json); a bad one is one InputError
     line naming the field and the fix. `model` (`--model`) is the model of the members that
-    name none: a spec that leaves the provider to the command line (evals/paper-*.json)."""
+    name none: a spec that leaves the provider to the command line (evals/paper-*.json); a
+    spec without members (none, or `[]`) takes them from `model` at `temperatures` (`--t`),
+    and one with members refuses `temperatures`."""
     p = Path(path)
     if p.is_dir():
         p = p / SPEC_FILE
@@ -305,9 +307,22 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
         doc["calibration"] = [doc["calibration"]]
     if isinstance(doc, dict) and isinstance(doc.get("n"), int):
         doc["n"] = [doc["n"]]
-    if isinstance(doc, dict) and isinstance(doc.get("members"), list):
-        _fill_model(doc["members"], model, f"{flag} {path}")
-    return _validated(doc, f"{flag} {path}")
+    where = f"{flag} {path}"
+    if isinstance(doc, dict) and doc.get("members") in (None, []):
+        if not (model and temperatures):
+            said = "names no members" if doc.get("members") is None else "has no members ([])"
+            raise InputError(f"{where} {said}: give them in the file, e.g. \"members\": "
+                             '[{"model": "openai/gpt-4o-mini", "temperature": 0.7}], or on the '
+                             "command line: " + ("--t T (the temperatures of --model)" if model
+                                                 else "--model M (at --t)" if temperatures
+                                                 else "--model M --t T"))
+        doc["members"] = [{"model": model, "temperature": t} for t in temperatures]
+    elif temperatures:
+        raise InputError(f"{where} names the members: drop --t (each member has its "
+                         "temperature)")
+    elif isinstance(doc, dict) and isinstance(doc.get("members"), list):
+        _fill_model(doc["members"], model, where)
+    return _validated(doc, where)
 
 
 def _fill_model(members: list[Any], model: str | None, where: str) -> None:
@@ -429,12 +444,17 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
     return _validated({**doc, **given}, where, flags=tuple(given))
 
 
-def check(spec: RunSpec, where: str | None) -> None:
+def check(spec: RunSpec, where: str | None, *, flags: tuple[str, ...] = ()) -> None:
     """The one validation of a run spec beyond its fields' own: its run is a one-model grid (n
     at the top) or an ensemble (n per member), each whole, with enough samples for its n; else
-    one InputError line naming the field (`where` the file; None: the command line's flags)
-    and the fix."""
+    one InputError line naming the field (`where` the file, a field in `flags` given by its
+    flag; None: the command line's flags) and the fix."""
     at = where or "the command line"
+
+    def name(field: str) -> str:
+        """A field as the user gave it: its flag (`--n`), or `FILE: n` for the file's."""
+        return FLAGS[field] if where is None or field in flags else f"{where}: {field}"
+
     if spec.kind == "calibration":
         _check_calibration(spec, at)
         return
@@ -469,38 +489,63 @@ def check(spec: RunSpec, where: str | None) -> None:
         for g, m in enumerate(spec.members):
             k = m.samples or max(m.n or 1, spec.samples or m.n or 1)
             if k < (m.n or 1):
-                raise InputError(f"--ensemble: members.{g}.samples {k} is smaller than its n "
+                raise InputError(f"{at}: members.{g}.samples {k} is smaller than its n "
                                  f"({m.n}); draw at least n samples")
+        _check_distinct(spec, at)
         return
     if spec.n is None:
         raise InputError(f'{at}: give n: at the top, e.g. "n": [1, 3, 5] (each member '
                          "alone at each n), or per member (they vote together)")
     if any(n < 1 for n in spec.n):
-        raise InputError("group sizes --n must be integers >= 1")
+        raise InputError(f"{name('n')}: group sizes must be integers >= 1")
     again = sorted({n for n in spec.n if spec.n.count(n) > 1})
     if again:
-        raise InputError(f"--n {again[0]} is given twice: each group size is one row of the "
-                         "table; give each once")
+        raise InputError(f"{name('n')}{':' if name('n') != '--n' else ''} {again[0]} is given "
+                         "twice: each group size is one row of the table; give each once")
     from ensemble.stopping import stop_rule_names
 
     one = stop_rule_names(over_members=False)
     bad = [r for r in spec.adaptive or () if r not in one]
     if bad:
-        raise InputError(f"--adaptive takes {', '.join(one)} for one model, got {bad[0]!r}"
+        raise InputError(f"{name('adaptive')} takes {', '.join(one)} for one model, got "
+                         f"{bad[0]!r}"
                          + (f" ({bad[0]} chooses among an ensemble's members: give each its "
                             "n in a --spec file)" if bad[0] in stop_rule_names() else ""))
     _check_one_model(spec, where)
+    samples = name("samples").removeprefix(f"{where}: ")
     if spec.k() < max(spec.n):
-        raise InputError(f"--samples {spec.k()} is smaller than the largest n "
+        raise InputError(f"{name('samples')} {spec.k()} is smaller than the largest n "
                          f"({max(spec.n)}); draw at least as many samples as the group size")
     if spec.max_n is not None and spec.max_n > spec.k():
-        raise InputError(f"--max-n {spec.max_n} is more than the samples drawn per question "
-                         f"(--samples {spec.k()}): draw at least --max-n samples")
+        raise InputError(f"{name('max_n')} {spec.max_n} is more than the samples drawn per "
+                         f"question ({samples} {spec.k()}): draw at least "
+                         f"{name('max_n').removeprefix(f'{where}: ')} samples")
 
 
 # what only an eval's spec says: a calibration fits single answers, it takes no vote
 EVAL_ONLY = ("n", "aggregators", "lam1", "calibration", "open", "answer", "bootstrap",
              "adaptive", "max_n", "stop_cost", "value_usd", "cost_credit")
+
+
+def _check_distinct(spec: RunSpec, at: str) -> None:
+    """An ensemble's members are told apart (their labels: `label`, else model@t) and draw
+    their own samples (two with one model, endpoint and temperature would share them)."""
+    from ensemble.providers.endpoints import normalise_api_base
+
+    labels: dict[str, int] = {}
+    draws: dict[tuple[str, str | None, float], int] = {}
+    for i, m in enumerate(spec.members):
+        label = m.label or f"{m.model}@t={m.temperature:g}"
+        key = (m.model, normalise_api_base(m.api_base) if m.api_base else None, m.temperature)
+        if key in draws:
+            raise InputError(f"{at}: members {draws[key]} and {i} are {m.model} at t = "
+                             f"{m.temperature:g}: they would share the stored samples; give "
+                             "one member with n = the sum of theirs")
+        if label in labels:
+            raise InputError(f"{at}: members {labels[label]} and {i} have the same label "
+                             f"{label!r}: give each member its own \"label\" (the tables "
+                             "name members by it)")
+        labels[label], draws[key] = i, i
 
 
 def _check_calibration(spec: RunSpec, at: str) -> None:
@@ -589,20 +634,19 @@ def command_spec(given: dict[str, Any], *, path: str | None, flag: str, model: s
     the flags alone; a task named by its file is the registered `taskfile` reading it; checked
     (`check`) when a file gave it. One InputError line when it cannot run."""
     where = f"{flag} {path}"
-    if path and temperatures:  # before reading it: the file names the members' temperatures
-        raise InputError(f"{where} names the members: drop --t")
-    # --model with a file: the model of its members that name none (load_spec)
-    file = load_spec(path, flag=flag, model=model) if path else None
+    # --model with a file: the model of its members that name none, or with --t the members
+    # of a file that names none (load_spec)
+    file = load_spec(path, flag=flag, model=model, temperatures=temperatures) if path else None
     if file is not None and file.kind != "eval":
         raise InputError(f"{where} is a calibration's spec: run it with `ensemble calibrate "
                          f"--spec {path}`")
     spec = from_flags(given, file=file, where=where, model=None if file else model,
-                      temperatures=temperatures, api_base=api_base)
+                      temperatures=None if file else temperatures, api_base=api_base)
     if not spec.task:
         raise InputError("give the task: ensemble eval TASK ... (or \"task\" in the spec)")
     spec = _task_file(spec)
     if file is not None:
-        check(spec, where)
+        check(spec, where, flags=tuple(k for k, v in given.items() if v is not None))
     return spec
 
 
