@@ -300,26 +300,22 @@ def load_spec(path: str | os.PathLike[str], *, flag: str = "--spec",
                          "a few levels); give the JSON spec of the run") from None
     from ensemble.jsonio import upgrade
 
-    doc = upgrade(doc, current=SPEC_VERSION, migrations={1: dict}, where=f"{flag} {path}",
+    where = f"{flag} {path}"
+    doc = upgrade(doc, current=SPEC_VERSION, migrations={1: dict}, where=where,
                   fix="write it as `ensemble schema run-spec` describes (schema_version may be "
                       "left out)")
-    if isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
-        doc["calibration"] = [doc["calibration"]]
-    if isinstance(doc, dict) and isinstance(doc.get("n"), int):
-        doc["n"] = [doc["n"]]
-    where = f"{flag} {path}"
+    for key, one in (("calibration", str), ("n", int)):  # one where the field takes a list
+        if isinstance(doc, dict) and isinstance(doc.get(key), one):
+            doc[key] = [doc[key]]
     if isinstance(doc, dict) and doc.get("members") in (None, []):
         if not (model and temperatures):
-            said = "names no members" if doc.get("members") is None else "has no members ([])"
-            raise InputError(f"{where} {said}: give them in the file, e.g. \"members\": "
-                             '[{"model": "openai/gpt-4o-mini", "temperature": 0.7}], or on the '
-                             "command line: " + ("--t T (the temperatures of --model)" if model
-                                                 else "--model M (at --t)" if temperatures
-                                                 else "--model M --t T"))
+            fix = "--t T" if model else "--model M" if temperatures else "--model M --t T"
+            raise InputError(f"{where} names no members: give them in the file, e.g. "
+                             '"members": [{"model": "openai/gpt-4o-mini", "temperature": 0.7}], '
+                             f"or on the command line: {fix}")
         doc["members"] = [{"model": model, "temperature": t} for t in temperatures]
     elif temperatures:
-        raise InputError(f"{where} names the members: drop --t (each member has its "
-                         "temperature)")
+        raise InputError(f"{where} names the members: drop --t (each has its temperature)")
     elif isinstance(doc, dict) and isinstance(doc.get("members"), list):
         _fill_model(doc["members"], model, where)
     return _validated(doc, where)
@@ -445,14 +441,12 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
 
 
 def check(spec: RunSpec, where: str | None, *, flags: tuple[str, ...] = ()) -> None:
-    """The one validation of a run spec beyond its fields' own: its run is a one-model grid (n
-    at the top) or an ensemble (n per member), each whole, with enough samples for its n; else
-    one InputError line naming the field (`where` the file, a field in `flags` given by its
-    flag; None: the command line's flags) and the fix."""
+    """The one validation of a run spec beyond its fields' own: a one-model grid (n at the top)
+    or an ensemble (n per member), whole, with samples enough for its n; else one InputError
+    line naming the field (of the file `where`, or the flag: `flags`, or None) and the fix."""
     at = where or "the command line"
 
-    def name(field: str) -> str:
-        """A field as the user gave it: its flag (`--n`), or `FILE: n` for the file's."""
+    def name(field: str) -> str:  # as the user gave it: its flag, or FILE: field
         return FLAGS[field] if where is None or field in flags else f"{where}: {field}"
 
     if spec.kind == "calibration":
@@ -512,14 +506,13 @@ def check(spec: RunSpec, where: str | None, *, flags: tuple[str, ...] = ()) -> N
                          + (f" ({bad[0]} chooses among an ensemble's members: give each its "
                             "n in a --spec file)" if bad[0] in stop_rule_names() else ""))
     _check_one_model(spec, where)
-    samples = name("samples").removeprefix(f"{where}: ")
     if spec.k() < max(spec.n):
         raise InputError(f"{name('samples')} {spec.k()} is smaller than the largest n "
                          f"({max(spec.n)}); draw at least as many samples as the group size")
     if spec.max_n is not None and spec.max_n > spec.k():
         raise InputError(f"{name('max_n')} {spec.max_n} is more than the samples drawn per "
-                         f"question ({samples} {spec.k()}): draw at least "
-                         f"{name('max_n').removeprefix(f'{where}: ')} samples")
+                         f"question ({name('samples').removeprefix(f'{where}: ')} {spec.k()}): "
+                         f"draw at least {name('max_n').removeprefix(f'{where}: ')} samples")
 
 
 # what only an eval's spec says: a calibration fits single answers, it takes no vote
@@ -528,8 +521,7 @@ EVAL_ONLY = ("n", "aggregators", "lam1", "calibration", "open", "answer", "boots
 
 
 def _check_distinct(spec: RunSpec, at: str) -> None:
-    """An ensemble's members are told apart (their labels: `label`, else model@t) and draw
-    their own samples (two with one model, endpoint and temperature would share them)."""
+    """Members with distinct labels (`label`, else model@t), each drawing its own samples."""
     from ensemble.providers.endpoints import normalise_api_base
 
     labels: dict[str, int] = {}
