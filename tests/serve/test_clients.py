@@ -12,6 +12,7 @@ plurality of that field, the text one that voted for the plurality."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from importlib.util import find_spec
@@ -255,6 +256,11 @@ def test_inspect_default_openai_route_votes(env, tmp_path, mathqa_path, monkeypa
         votes = Counter(a for a in map(parse, texts) if a)
         assert sum(votes.values()) + sum(parse(t) is None for t in texts) == 5
         assert s.output.completion in texts and _top(votes, parse(s.output.completion))
+        # the vote, as inspect keeps it: the Responses reply's metadata on the output
+        meta = s.output.metadata
+        assert meta["ensemble_decision"] == parse(s.output.completion)
+        assert meta["ensemble_samples"] == "5"
+        assert sum(json.loads(meta["ensemble_votes"]).values()) + int(meta["ensemble_invalid"]) == 5
 
 
 def test_inspect_use_tools_through_the_endpoint(env, tmp_path, monkeypatch):
