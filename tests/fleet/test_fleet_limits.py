@@ -327,8 +327,8 @@ def test_a_slow_answer_does_not_take_redis_for_lost(redis_server):
         slow.start()  # Redis busy for 0.5 s
         await asyncio.sleep(0.05)
         t = await asyncio.wait_for(lim.acquire(), 10)
+        in_flight = await lim.fleet_in_flight()  # before its release
         lim.release(t)
-        in_flight = await lim.fleet_in_flight()
         await asyncio.to_thread(slow.join)
         admin.close()
         up, outages = conn.healthy, conn.outages
