@@ -60,6 +60,7 @@ __all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", 
 # spec: task and data), never shown: tables, plots and folders show the file's `title`
 TASK_FILE = "taskfile"
 SUFFIXES = (".yaml", ".yml", ".json")
+MAX_TOKENS = 1_000_000  # no model's completion budget comes near: 1000000000000 is a typo
 
 
 class TaskFileSpec(BaseModel):
@@ -89,8 +90,9 @@ class TaskFileSpec(BaseModel):
     target: str = Field(min_length=1, description="the record's field holding the right answer")
     id: str | None = Field(None, description="the record's field holding its id (default "
                                              "row-N, N its row in the data file)")
-    max_tokens: int | None = Field(None, ge=1, description="the completion budget of a reply "
-                                                           "(default 1024)")
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, strict=True,
+                                   description="the completion budget of a reply (default "
+                                               "1024), a whole number")
 
     @field_validator("name")
     @classmethod
@@ -136,7 +138,12 @@ class TaskFileSpec(BaseModel):
     def fields(self) -> list[str]:
         """The record fields the prompt names (`{choices}` included when written)."""
         out: list[str] = []
-        for _, name, spec, conv in string.Formatter().parse(self.prompt):
+        try:
+            parts = list(string.Formatter().parse(self.prompt))
+        except ValueError as exc:  # "Single '}' encountered in format string", ...
+            raise ValueError(f"prompt: {str(exc).lower()}: write {{field}} for a record's "
+                             "field; a literal brace is written {{ or }}") from None
+        for _, name, spec, conv in parts:
             if name is None:
                 continue
             if not name.isidentifier():
@@ -185,6 +192,30 @@ def task_file_title(path: str | Path, spec: TaskFileSpec | None = None) -> str:
     return stem
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys_loader() -> type:
+    """yaml's SafeLoader refusing a mapping that gives one key twice (plain YAML keeps the
+    last silently; JSON, which YAML reads too, alike)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _RepeatedKey(f"{key!r} is given twice (lines {seen[key]} and {line}): "
+                                       "give each key once")
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def load_task_file(path: str | Path) -> TaskFileSpec:
     """Read and validate a task file; a bad one is one InputError line naming the key and
     the fix."""
@@ -192,7 +223,12 @@ def load_task_file(path: str | Path) -> TaskFileSpec:
 
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        doc = yaml.load(p.read_text(encoding="utf-8"), Loader=_unique_keys_loader())  # noqa: S506
+    except _RepeatedKey as exc:
+        raise InputError(f"task file {p}: {exc}") from None
+    except RecursionError:
+        raise InputError(f"task file {p}: nested too deeply to read (a task file is a mapping "
+                         "of a few levels)") from None
     except FileNotFoundError:
         raise InputError(f"task file {p} not found: give the path of a .yaml or .json task "
                          "file (docs/tasks.md)") from None
@@ -247,6 +283,10 @@ class TaskFile(TaskBase):
         self.spec = load_task_file(self.path)
         self.title = task_file_title(self.path, self.spec)  # the registered name is generic
         self.data_path = self.path.parent / self.spec.data
+        if self.data_path.is_dir():
+            raise InputError(f"task file {self.path}: data {self.data_path} is a folder; give "
+                             "a .jsonl, .json or .csv file (data: is read relative to the task "
+                             "file)")
         if not self.data_path.is_file():
             raise InputError(f"task file {self.path}: data file {self.data_path} not found "
                              "(data: is read relative to the task file)")
