@@ -47,3 +47,29 @@ def test_a_json_task_file_with_a_repeated_key_is_refused_too(tmp_path, run_cli):
     r = run_cli("eval", task, "--model", "openai/x", "--t", "1", "--n", "1", "--dry-run")
     assert r.returncode != 0 and "'target' is given twice" in r.stderr, r.stderr
     assert json.loads(task.read_text())["target"] == "animal"  # what json alone would take
+
+
+def test_skip_invalid_with_every_record_invalid_says_so(tmp_path, run_cli):
+    """It said "no records in the file" (there were 2)."""
+    (tmp_path / "a.jsonl").write_text(DATA.replace('"yes"', '"maybe"').replace('"no"', '"?"'))
+    task = tmp_path / "t.yaml"
+    task.write_text(BASE)
+    r = run_cli("eval", task, "--model", "openai/x", "--t", "1", "--n", "1", "--dry-run",
+                "--skip-invalid")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert "all 2 records are invalid (--skip-invalid skipped each); row 1:" in lines[0]
+
+
+def test_a_csv_with_a_long_cell_is_read(tmp_path, run_cli):
+    """A cell over the csv module's default 131072 characters was refused as malformed."""
+    import csv
+
+    with open(tmp_path / "a.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerows([["animal", "mammal"], ["cat " * 50_000, "yes"], ["trout", "no"]])
+    task = tmp_path / "t.yaml"
+    task.write_text(BASE.replace("a.jsonl", "a.csv"))
+    r = run_cli("eval", task, "--model", "openai/x", "--t", "1", "--n", "1", "--dry-run",
+                "--price-per-1k-tokens", "1,1")
+    assert r.returncode == 0, r.stderr

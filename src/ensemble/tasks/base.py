@@ -14,9 +14,9 @@ from ensemble.registry import Names, Registry, own_name, registration
 if TYPE_CHECKING:
     from ensemble.answers import AnswerKind
 
-__all__ = ["Question", "Task", "TaskBase", "TaskLayout", "get_task", "layout_of", "register_task",
-           "read_questions", "record_choices", "seeded_subset", "task_names", "task_registry",
-           "task_title"]
+__all__ = ["Question", "Task", "TaskBase", "TaskLayout", "fit_csv_cells", "get_task", "layout_of",
+           "read_questions", "record_choices", "register_task", "seeded_subset", "task_names",
+           "task_registry", "task_title"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -231,9 +231,24 @@ def read_questions(records: Iterable[tuple[int, Any]], make: Callable[[int, Any]
             if not skip_invalid:
                 raise
             skipped.append((row, str(exc)))
+    if not out and skipped:
+        # every record was skipped: "no records in the file" said there were none
+        n, (row, why) = len(skipped), skipped[0]
+        raise DataError(f"{'the one record is' if n == 1 else f'all {n} records are'} "
+                        f"invalid (--skip-invalid skipped {'it' if n == 1 else 'each'}); "
+                        f"row {row}: {why}", path=path)
     if not out:
         raise DataError(empty, path=path)
     return out
+
+
+def fit_csv_cells(text: str) -> None:
+    """Let the csv module read cells as long as `text` (its default limit, 131072 characters,
+    refused a valid file with one long cell); no cell of a text is longer than the text."""
+    import csv
+
+    if len(text) > csv.field_size_limit():
+        csv.field_size_limit(len(text))
 
 
 def seeded_subset(items: list[T], limit: int | None, seed: int) -> list[T]:

@@ -37,6 +37,7 @@ from ensemble.sampling.parsing import extract_answer
 from .base import (
     Question,
     TaskLayout,
+    fit_csv_cells,
     read_questions,
     record_choices,
     register_task,
@@ -130,6 +131,7 @@ class JsonlTask:
                 yield i, row
 
     def _csv_rows(self, text: str) -> Iterator[tuple[int, Any]]:
+        fit_csv_cells(text)
         reader = csv.DictReader(io.StringIO(text, newline=""))
         header = reader.fieldnames or []
         for col in ("question", "choices"):

@@ -47,6 +47,7 @@ from .base import (
     Question,
     TaskBase,
     TaskLayout,
+    fit_csv_cells,
     read_questions,
     record_choices,
     register_task,
@@ -403,6 +404,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         raise DataError(f"cannot read ({exc.strerror})", path=str(path)) from None
     suffix = path.suffix.lower()
     if suffix == ".csv":
+        fit_csv_cells(text)
         reader = csv.DictReader(io.StringIO(text, newline=""))
         start = 2
         try:
