@@ -103,8 +103,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
-# a batch in one of these states may still produce samples (plus ours: "submitting", between
-# the record and the provider's reply)
+# states in which a batch may still produce samples ("submitting": ours, before the reply)
 BATCH_LIVE = ("submitting", "validating", "in_progress", "finalizing", "cancelling")
 
 
