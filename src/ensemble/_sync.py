@@ -1,5 +1,6 @@
 """Event loops for sync code: run a coroutine to completion inside or outside a running loop
-(`run_sync`, what a one-shot command does), keep a loop on a background thread (`LoopThread`:
+(`run_sync`, what a one-shot command does; SIGTERM stops it as Ctrl-C does, `Terminated`,
+`stop_reason`), keep a loop on a background thread (`LoopThread`:
 what each `Ensemble`'s sync calls run on, so its connections outlive a call, and what the
 voting endpoint and the simulated server run on in tests and notebooks), and serve until SIGINT
 or SIGTERM (`serve_until_signal`, what `ensemble serve` and `ensemble testing serve` do), and
@@ -10,6 +11,7 @@ provider's aiohttp session), and wait with a time limit without losing a cancell
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 import weakref
@@ -17,7 +19,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopThread", "PerLoop", "outlive_caller", "run_sync", "serve_until_signal", "within"]
+__all__ = ["LoopThread", "PerLoop", "Terminated", "outlive_caller", "run_sync",
+           "serve_until_signal", "stop_reason", "within"]
 
 T = TypeVar("T")
 
@@ -30,18 +33,76 @@ def _loop_running() -> bool:
     return True
 
 
+class Terminated(KeyboardInterrupt):
+    """A command run by `run_sync` was stopped by SIGTERM (`kill`, `docker stop`, a cancelled
+    CI job, systemd): it ended as after Ctrl-C (the requests in flight waited for and stored),
+    and the process exits 143 (128 + SIGTERM) where Ctrl-C's exits 130. A KeyboardInterrupt,
+    so that whatever handles Ctrl-C handles it too."""
+
+    signum = signal.SIGTERM
+
+
+# what is stopping the command `run_sync` runs in the main thread (set by its SIGTERM handler,
+# read by whoever says so while the run winds down: `stop_reason`); a signal is the process's
+_STOPPING: list[str] = []
+
+
+def stop_reason() -> str | None:
+    """How to name what is stopping the running command when it is SIGTERM ("terminated
+    (SIGTERM)"); None otherwise (Ctrl-C, or nothing)."""
+    return _STOPPING[0] if _STOPPING else None
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """asyncio.run(coro), or, when a loop is already running (Jupyter, async code calling a
     sync API), run it on a fresh loop in a worker thread and wait for it.
+
+    In the main thread SIGTERM stops the coroutine as asyncio.run's Ctrl-C does: its task is
+    cancelled (what it does on cancellation runs: a sampler stores the replies in flight) and
+    `Terminated` is raised; a second SIGTERM (or a Ctrl-C) cancels it again, ending that wait.
+    Only over SIGTERM's default action: one the parent set to "ignore" stays ignored, as
+    asyncio.run leaves an ignored SIGINT alone.
 
     The coroutine never runs inside an `except` block: an exception re-raised by the event loop
     there gets the handled exception as its `__context__`, which replaces the real cause (a
     refused connection read as "RuntimeError: no running event loop", then as a 500).
     """
-    if not _loop_running():
+    if _loop_running():
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ensemble-sync") as pool:
+            return pool.submit(asyncio.run, coro).result()
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
         return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ensemble-sync") as pool:
-        return pool.submit(asyncio.run, coro).result()
+    first: list[bool] = []  # SIGTERM came: was it the first stop (not after a Ctrl-C)?
+    try:
+        return asyncio.run(_until_sigterm(coro, first))
+    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+        if first and first[0] and not isinstance(exc, Terminated):
+            raise Terminated() from None
+        raise
+    finally:
+        _STOPPING.clear()
+
+
+async def _until_sigterm(coro: Coroutine[Any, Any, T], first: list[bool]) -> T:
+    """Await `coro` in this (asyncio.run's main) task, which SIGTERM cancels."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_sigterm() -> None:
+        if not first:
+            # after a Ctrl-C (asyncio.run cancelled the task already) it only ends the wait
+            first.append(sys.version_info < (3, 11) or task.cancelling() == 0)
+            if first[0]:
+                _STOPPING.append("terminated (SIGTERM)")
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await coro
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)  # back to the default action
 
 
 class LoopThread:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ HELP_ORDER = ("theory", "sample", "testing", "eval", "compare", "calibrate", "vi
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM: kill, docker stop, a cancelled CI job (ensemble._sync)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,12 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnsembleError as exc:
         print(f"ensemble: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         kept = ("no --store was given, so the samples drawn are not kept"
                 if getattr(args, "store", "") is None
                 else "completed samples are kept in the store")
-        print(f"ensemble: interrupted; {kept}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        # a SIGTERM the command's runner turned into a KeyboardInterrupt (ensemble._sync.
+        # Terminated; not imported here: start-up stays cheap)
+        terminated = getattr(exc, "signum", None) == signal.SIGTERM
+        print(f"ensemble: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {kept}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_ERROR
     except RecursionError:

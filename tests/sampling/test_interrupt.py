@@ -1,7 +1,8 @@
 """Ctrl-C keeps the replies already paid for (issue 41 item 5): the requests in flight at the
 interrupt are waited for (briefly) and stored, the command says how many there were, and the
-rerun pays for none of them again. A real process (a signal), against the simulated server over
-real HTTP on 127.0.0.1.
+rerun pays for none of them again. SIGTERM (`kill`, `docker stop`, a cancelled CI job) does the
+same and exits 143. A real process (a signal), against the simulated server over real HTTP on
+127.0.0.1.
 
 The processes a test interrupts start with SIGINT's default action (the `interruptible`
 fixture, tests/conftest.py): a test process started in the background by a non-interactive
@@ -15,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from ensemble.testing import SimulatedServer
 
@@ -45,8 +48,11 @@ def wait_until(what, ready, proc):
         time.sleep(0.02)
 
 
-def test_ctrl_c_stores_the_replies_in_flight_and_the_rerun_pays_none_twice(
-        tmp_path, run_cli, interruptible):
+@pytest.mark.parametrize(("sig", "code", "said"), [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl_c", "sigterm"])
+def test_a_stop_signal_stores_the_replies_in_flight_and_the_rerun_pays_none_twice(
+        tmp_path, run_cli, interruptible, sig, code, said):
     out = tmp_path / "run"
     with SimulatedServer(lam1=3.0, seed=3, latency=2.0) as srv:
         proc = subprocess.Popen(interruptible(*_eval(srv.base_url, out)),
@@ -56,16 +62,50 @@ def test_ctrl_c_stores_the_replies_in_flight_and_the_rerun_pays_none_twice(
         # (on a loaded machine the client may not have sent them yet at the 16th reply)
         wait_until("16 replies with more requests in flight",
                    lambda: srv.stats.completions >= 16 and srv.stats.in_flight >= 1, proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=DEADLINE)
-        assert proc.returncode == 130 and "Traceback" not in err, err
-        m = re.search(r"(\d+) requests? in flight", err)
+        assert proc.returncode == code and "Traceback" not in err, err
+        m = re.search(rf"{re.escape(said)}: waiting up to 15 s for the (\d+) requests? in flight",
+                      err)
         assert m and 1 <= int(m.group(1)) <= 8, err
         assert f"stored the replies of all {m.group(1)}" in err, err
         r = run_cli(*_eval(srv.base_url, out))
         assert r.returncode == 0, r.stderr
         twice = sum(c - 1 for c in srv.stats.served.values())
     assert twice == 0, err  # every sample drawn, none paid for twice
+
+
+def test_a_second_sigterm_drops_the_wait_for_the_replies_in_flight(tmp_path, interruptible):
+    """SIGTERM waits for the request in flight (its reply never comes here); a second SIGTERM
+    ends the wait at once: the command says the request was dropped and exits 143."""
+    with SimulatedServer(lam1=3.0, latency=600.0) as srv:  # the reply never comes in the test
+        proc = subprocess.Popen(
+            interruptible("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                          "-k", "1", "--store", tmp_path / "s.db", "hello there"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            wait_until("its request was sent", lambda: srv.stats.in_flight >= 1, proc)
+            proc.send_signal(signal.SIGTERM)
+            lines: list[str] = []
+            assert proc.stderr is not None
+            for line in proc.stderr:  # the first signal's wait has begun: signal again
+                lines.append(line)
+                if "waiting up to 15 s" in line:
+                    break
+            assert lines and "terminated (SIGTERM): waiting up to 15 s for the 1 request in " \
+                "flight" in lines[-1] and "SIGTERM or Ctrl-C again" in lines[-1], lines
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=DEADLINE)
+            err = "".join(lines) + err
+            assert proc.returncode == 143 and "Traceback" not in err, err
+            # the wait ended by the signal (at 15 s it would say "0 of the 1 ... returned")
+            assert "dropped 1 request of the 1 in flight" in err, err
+            assert "ensemble: terminated (SIGTERM)" in err, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 IGNORING = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "

@@ -52,6 +52,7 @@ from typing import IO
 
 from ensemble.wording import counted
 
+from .._sync import stop_reason
 from ..errors import (
     BatchesSubmitted,
     EnsembleError,
@@ -180,8 +181,8 @@ class _BatchRun:
         except (asyncio.CancelledError, KeyboardInterrupt):
             pending = self._pending()
             if pending:
-                s.say("interrupted: " + self._ids_text(pending) + " keep running at the "
-                       "provider; rerun the same command to collect")
+                s.say((stop_reason() or "interrupted") + ": " + self._ids_text(pending)
+                      + " keep running at the provider; rerun the same command to collect")
             raise
         finally:
             beat.cancel()

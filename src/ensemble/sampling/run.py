@@ -139,7 +139,8 @@ class RunContext:
         if sent:
             self.stop_progress()
             self.say(f"{why}: waiting up to {IN_FLIGHT_GRACE:g} s for the {_requests(sent)} "
-                     "in flight, to store their replies (Ctrl-C again to drop them)")
+                     "in flight, to store their replies ("
+                     + ("SIGTERM or " if "SIGTERM" in why else "") + "Ctrl-C again to drop them)")
         try:
             done, pending = await asyncio.wait(tasks, timeout=IN_FLIGHT_GRACE)
         except asyncio.CancelledError:

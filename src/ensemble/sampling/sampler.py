@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._sync import outlive_caller
+from .._sync import outlive_caller, stop_reason
 from ..errors import ContentRefusedError, InputError, ProviderError, StoreError
 from ..providers.base import Completion, Provider
 from ..providers.limiter import Limiter, limiter_for
@@ -211,7 +211,7 @@ class Sampler:
     async def __aexit__(self, exc_type: object, *exc: object) -> None:
         if interrupted := exc_type in (asyncio.CancelledError, KeyboardInterrupt):
             self.run_state.stop_for("the caller cancelled the run; stopped new requests")
-        await self.aclose(why="interrupted" if interrupted else "closing")
+        await self.aclose(why=(stop_reason() or "interrupted") if interrupted else "closing")
 
     async def aclose(self, *, why: str = "closing") -> None:
         """Close what this sampler opened: its own provider (not one passed in) and store.
