@@ -77,9 +77,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(_until_sigterm(coro, first))
     except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-        if first and first[0] and not isinstance(exc, Terminated):
-            raise Terminated() from None
-        raise
+        if not first or isinstance(exc, Terminated):
+            raise
+        # stopped by a signal: the first one names it (a Ctrl-C then a SIGTERM ends as asyncio.
+        # run does not: with the task cancelled twice it raises CancelledError)
+        raise (Terminated() if first[0] else KeyboardInterrupt()) from None
     finally:
         _STOPPING.clear()
 

@@ -75,9 +75,16 @@ def test_a_stop_signal_stores_the_replies_in_flight_and_the_rerun_pays_none_twic
     assert twice == 0, err  # every sample drawn, none paid for twice
 
 
-def test_a_second_sigterm_drops_the_wait_for_the_replies_in_flight(tmp_path, interruptible):
-    """SIGTERM waits for the request in flight (its reply never comes here); a second SIGTERM
-    ends the wait at once: the command says the request was dropped and exits 143."""
+@pytest.mark.parametrize(("first", "second", "code", "said"), [
+    (signal.SIGTERM, signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGTERM, signal.SIGINT, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, signal.SIGTERM, 130, "interrupted")],
+    ids=["term_term", "term_int", "int_term"])
+def test_a_second_stop_signal_drops_the_wait_for_the_replies_in_flight(
+        tmp_path, interruptible, first, second, code, said):
+    """The first signal waits for the request in flight (its reply never comes here); a second
+    one, SIGTERM or Ctrl-C, ends the wait at once: the command says the request was dropped
+    and exits as the first signal asks (143 for SIGTERM, 130 for Ctrl-C)."""
     with SimulatedServer(lam1=3.0, latency=600.0) as srv:  # the reply never comes in the test
         proc = subprocess.Popen(
             interruptible("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
@@ -86,22 +93,42 @@ def test_a_second_sigterm_drops_the_wait_for_the_replies_in_flight(tmp_path, int
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             wait_until("its request was sent", lambda: srv.stats.in_flight >= 1, proc)
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(first)
             lines: list[str] = []
             assert proc.stderr is not None
             for line in proc.stderr:  # the first signal's wait has begun: signal again
                 lines.append(line)
                 if "waiting up to 15 s" in line:
                     break
-            assert lines and "terminated (SIGTERM): waiting up to 15 s for the 1 request in " \
-                "flight" in lines[-1] and "SIGTERM or Ctrl-C again" in lines[-1], lines
-            proc.send_signal(signal.SIGTERM)
+            assert lines and f"{said}: waiting up to 15 s for the 1 request in flight" \
+                in lines[-1], lines
+            proc.send_signal(second)
             _, err = proc.communicate(timeout=DEADLINE)
             err = "".join(lines) + err
-            assert proc.returncode == 143 and "Traceback" not in err, err
+            assert proc.returncode == code and "Traceback" not in err, err
             # the wait ended by the signal (at 15 s it would say "0 of the 1 ... returned")
             assert "dropped 1 request of the 1 in flight" in err, err
-            assert "ensemble: terminated (SIGTERM)" in err, err
+            assert f"ensemble: {said}; completed samples are kept in the store" in err, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+def test_sigterm_without_a_store_exits_143_at_once_and_says_nothing_is_kept(
+        tmp_path, interruptible):
+    """Without --store nothing waits: SIGTERM exits 143 at once and says nothing is kept."""
+    with SimulatedServer(lam1=3.0, latency=600.0) as srv:
+        proc = subprocess.Popen(
+            interruptible("sample", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                          "-k", "1", "hello there"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until("its request was sent", lambda: srv.stats.in_flight >= 1, proc)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=DEADLINE)
+            assert proc.returncode == 143 and "Traceback" not in err, err
+            assert "ensemble: terminated (SIGTERM); no --store was given" in err, err
         finally:
             if proc.poll() is None:
                 proc.kill()
