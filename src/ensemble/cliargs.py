@@ -191,9 +191,15 @@ def print_dry_run(doc: dict[str, Any]) -> None:
     Console().print(
         f"dry run: {_count(doc['samples_missing'], 'sample')} to draw ({doc['samples_stored']} "
         f"already stored) in {_count(doc['requests'], 'request')}; {doc['prompt_tokens']} "
-        "prompt tokens, "
+        f"prompt tokens{_by(doc)}, "
         f"{'no bound on' if ct is None else 'at most ' + str(ct)} completion tokens; cost "
         f"{cost} ({doc['price']}). Nothing was sent.")
+
+
+def _by(doc: dict[str, Any]) -> str:
+    """` (by tiktoken)`: which counter counted the prompt tokens, where one did."""
+    by = doc.get("prompt_tokens_by")
+    return f" (by {by})" if by and by != "none counted" else ""
 
 
 def _count(n: int, word: str) -> str:

@@ -85,6 +85,8 @@ class Capabilities:
                      None: unknown).
     logprobs_source: where the provider knows it from, in words for the refusal (e.g.
                      "litellm's supported parameters for anthropic").
+    tokenizer:       what `count_tokens` counts with, in words for a dry run (e.g. "tiktoken";
+                     None: it counts none, and the estimate counts ~4 characters a token).
     """
 
     max_concurrency: int | None = None
@@ -94,6 +96,7 @@ class Capabilities:
     logprobs: bool | None = None
     top_logprobs: int | None = None
     logprobs_source: str | None = None
+    tokenizer: str | None = None  # what count_tokens counts with, said by a dry run
 
     def refuses(self, *, top_logprobs: int = 0) -> str | None:
         """Why this provider cannot give a draw token logprobs with `top_logprobs`

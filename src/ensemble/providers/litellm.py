@@ -31,7 +31,8 @@ from .translate import env_key_name, translate_error
 if TYPE_CHECKING:
     from .params import SamplingParams
 
-__all__ = ["LOCAL_PLACEHOLDER_KEY", "OPENAI_TOP_LOGPROBS", "LiteLLMProvider", "litellm",
+__all__ = ["LITELLM_COUNTER", "LOCAL_PLACEHOLDER_KEY", "OPENAI_TOP_LOGPROBS", "LiteLLMProvider",
+           "litellm",
            "litellm_batch_api", "litellm_completion", "litellm_logprobs", "litellm_price",
            "litellm_request", "litellm_token_count", "pool_capacity", "resolve_key"]
 
@@ -81,6 +82,9 @@ def litellm_batch_api(target: str, options: ProviderOptions, key: str | None) ->
                            timeout=options.retry.timeout, max_attempts=options.retry.max_attempts)
 
 
+LITELLM_COUNTER = "litellm's token counter"  # a dry run says which counter counted
+
+
 def litellm_token_count(target: str, messages: Sequence[Mapping[str, str]]) -> int | None:
     """Prompt tokens by litellm's counter (None: a model it cannot tokenise)."""
     try:
@@ -114,7 +118,8 @@ class LiteLLMProvider:
         self._client: Any = None  # the SDK client handed to litellm with a transport
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
-                                         batch_api=self.batch_api)
+                                         batch_api=self.batch_api,
+                                         tokenizer=LITELLM_COUNTER)
 
     def batch_api(self) -> Any:
         """litellm's Files and Batch API for this model, endpoint and key (what

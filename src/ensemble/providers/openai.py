@@ -55,10 +55,11 @@ from ..errors import AuthenticationError, MalformedResponseError, ProviderTimeou
 from .base import INDEX_HEADER, Capabilities, Completion
 from .endpoints import normalise_api_base
 from .http import new_client, new_session, transport_of
-from .litellm import OPENAI_TOP_LOGPROBS, litellm_token_count, resolve_key
+from .litellm import OPENAI_TOP_LOGPROBS, resolve_key
 from .openai_wire import chat_body, completion_of
 from .options import ProviderOptions
 from .prices import token_price
+from .tokens import TIKTOKEN, tiktoken_count
 from .translate import error_in_reply, page_error, translate_error
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ class OpenAIProvider:
         self.capabilities = Capabilities(max_concurrency=None, supports_n=None,
                                          batch_api=self.batch_api,
                                          top_logprobs=OPENAI_TOP_LOGPROBS,
-                                         logprobs_source="OpenAI's API")
+                                         logprobs_source="OpenAI's API",
+                                         tokenizer=TIKTOKEN)
 
     def batch_api(self) -> Any:
         """The SDK's Files and Batch API on this provider's client (batch mode)."""
@@ -144,8 +146,9 @@ class OpenAIProvider:
         return self._cost(prompt_tokens, completion_tokens)
 
     def count_tokens(self, messages: Sequence[Mapping[str, str]]) -> int | None:
-        """Prompt tokens by litellm's counter (estimates and --dry-run only: imports litellm)."""
-        return litellm_token_count(self.target, messages)
+        """Prompt tokens by tiktoken (estimates, --dry-run and --max-cost's first check; without
+        importing litellm, whose counter gives the same count for these models)."""
+        return tiktoken_count(self.target, messages)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, api_base={self.api_base!r})"

@@ -54,7 +54,7 @@ from ..errors import InputError, ProviderError
 from .base import Capabilities, Completion, provider_of
 from .endpoints import endpoint_key, normalise_api_base
 from .limiter import limiter_for
-from .litellm import litellm, litellm_price, litellm_request
+from .litellm import LITELLM_COUNTER, litellm, litellm_price, litellm_request
 from .options import ProviderOptions
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class RouterProvider:
             for dep, b in zip(self._deps, bases, strict=True)))
         self.capabilities = Capabilities(
             max_concurrency=int(sum(dep.limits[0] for dep in self._deps)), supports_n=None,
-            batch_api=None)
+            batch_api=None, tokenizer=LITELLM_COUNTER)
         self._turn = 0
         self._started = False
 

@@ -19,7 +19,8 @@ from .replies import checked
 from .run import LEASE_TTL, RunContext
 from .types import Sample, SampleRequest
 
-__all__ = ["CostCapReached", "OnlineRequests", "RunWasStopped", "StoredMeanwhile", "prompt_tokens"]
+__all__ = ["CostCapReached", "OnlineRequests", "RunWasStopped", "StoredMeanwhile", "chars_estimate",
+           "prompt_tokens"]
 
 
 class CostCapReached(RetryBudgetExceeded):
@@ -43,9 +44,12 @@ class StoredMeanwhile(Exception):
 def prompt_tokens(provider: Provider, messages: Sequence[Mapping[str, Any]]) -> int:
     """A prompt's tokens by the provider's tokenizer, else about 4 characters a token."""
     counted = provider.count_tokens(messages)
-    if counted is None:
-        counted = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4
-    return counted
+    return chars_estimate(messages) if counted is None else counted
+
+
+def chars_estimate(messages: Sequence[Mapping[str, Any]]) -> int:
+    """A prompt's tokens at about 4 characters a token (a provider without a tokenizer)."""
+    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4
 
 
 class OnlineRequests:

@@ -74,11 +74,12 @@ class RunEstimate:
     completion_tokens_max: int | None  # None: no max_tokens, no bound
     cost_usd_max: float | None  # None: unknown (see `price`)
     price: str  # where the price comes from, or why it is unknown
+    prompt_tokens_by: str = "the provider's tokenizer"  # which counter counted prompt_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {"dry_run": True, "samples_stored": self.samples_stored,
                 "samples_missing": self.samples_missing, "requests": self.requests,
-                "prompt_tokens": self.prompt_tokens,
+                "prompt_tokens": self.prompt_tokens, "prompt_tokens_by": self.prompt_tokens_by,
                 "completion_tokens_max": self.completion_tokens_max,
                 "cost_usd_max": self.cost_usd_max, "price": self.price}
 

@@ -59,7 +59,8 @@ class FakeExpertProvider:
         self.price_per_token = price_per_token
         # the planted expert's logprobs, with any number of alternatives per token
         self.capabilities = Capabilities(max_concurrency=None, supports_n=bool(supports_n),
-                                         batch_api=None, logprobs=True)
+                                         batch_api=None, logprobs=True,
+                                         tokenizer="the planted expert's token count")
         self.endpoint = ("fake", f"in-process-{next(_ids)}", "-")
         e = self.expert  # another planted expert is another source of samples
         self.identity: str | None = (f"fake:{model}:lam1={e.lam1!r}:bias={e.bias!r}:"
