@@ -357,7 +357,7 @@ def mix_at(settings: dict[str, tuple[np.ndarray, np.ndarray]], target: float,
     for (c0, a0), (c1, a1) in zip(front, front[1:], strict=False):
         alpha = (usd - c0) / (c1 - c0)
         if 1e-9 < alpha < 1 - 1e-9:
-            return float(usd), f"{named[c0, a0]} | {named[c1, a1]}, α {alpha:.2f}"
+            return float(usd), f"{named[c0, a0]} with {named[c1, a1]}, α {alpha:.2f}"
     # on a frontier point (within the tolerance above): that setting alone
     return float(usd), min(((abs(c - usd), named[c, a]) for c, a in front))[1]
 
