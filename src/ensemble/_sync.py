@@ -100,7 +100,10 @@ async def _until_sigterm(coro: Coroutine[Any, Any, T], first: list[bool]) -> T:
                 _STOPPING.append("terminated (SIGTERM)")
         task.cancel()
 
-    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except NotImplementedError:  # Windows' event loops have no signal handlers: as before
+        return await coro
     try:
         return await coro
     finally:
