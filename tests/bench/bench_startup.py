@@ -1,5 +1,5 @@
 """Start-up cost of the command line and the package (DESIGN.md section 7: `ensemble --help` and
-`ensemble theory ...` under 0.5 s, no litellm).
+`ensemble theory ...` under 0.5 s, no litellm; a dry run of an `openai/...` model, no litellm).
 
     python tests/bench/bench_startup.py [--runs 15]
 
@@ -25,6 +25,12 @@ CASES = {
     "ensemble theory threshold": ("from ensemble.cli import main; "
                                   "main(['theory', 'threshold', '--n-max', '5', '--json'])"),
     "ensemble serve --help": "from ensemble.cli import main; main(['serve', '--help'])",
+    # counts prompt tokens (tiktoken for openai/...) and prices them; sends nothing
+    "ensemble eval --dry-run": ("import tempfile; from ensemble.cli import main; "
+                                "main(['eval', 'boxball', '--model', 'openai/gpt-4o-mini', "
+                                "'--api-base', 'http://127.0.0.1:9/v1', '--t', '1', '--n', '1', "
+                                "'--limit', '10', '--max-tokens', '20', '--dry-run', '--out', "
+                                "tempfile.mkdtemp() + '/run'])"),
 }
 HEAVY = ("litellm", "openai", "numpy", "scipy", "aiohttp", "matplotlib", "importlib.metadata",
          "ensemble.aggregators", "ensemble.stopping.bayes", "ensemble.testing")
