@@ -167,3 +167,27 @@ def test_sigint_ignored_by_the_parent_stays_ignored_but_not_in_an_interruptible_
                 if proc.poll() is None:
                     proc.kill()
                 proc.communicate()
+
+
+IGNORING_TERM = ("import os, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                 "os.execv(sys.argv[1], sys.argv[1:])")  # as `trap '' TERM` or nohup-like
+
+
+def test_sigterm_ignored_by_the_parent_stays_ignored(tmp_path, interruptible):
+    """A command its parent started with SIGTERM ignored keeps ignoring it (the handler is
+    installed only over the default action, as asyncio.run does for SIGINT)."""
+    with SimulatedServer(lam1=3.0, latency=600.0) as srv:  # the reply never comes in the test
+        proc = subprocess.Popen(
+            [sys.executable, "-c", IGNORING_TERM,
+             *interruptible("sample", "--model", "openai/sim-expert", "--api-base",
+                            srv.base_url, "-k", "1", "hello there")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until("its request was sent", lambda: srv.stats.in_flight >= 1, proc)
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(1.0)  # still waiting for its reply: the signal was ignored
+            assert proc.poll() is None, proc.communicate()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
