@@ -431,7 +431,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "ensemble.cost")),
     ("theory", ("ensemble.theory", "ensemble.qr")),
     ("base", ("ensemble.errors", "ensemble.secrets", "ensemble.jsonio", "ensemble._sync",
-              "ensemble.registry", "ensemble.wording")),
+              "ensemble.registry", "ensemble.wording", "ensemble.lazy")),
 ]
 ROOT_ONLY = ("ensemble",)  # entries that name a package's __init__ alone
 
