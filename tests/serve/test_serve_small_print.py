@@ -70,7 +70,7 @@ def _raw_request(srv, body: bytes, encoding: str) -> bytes:
 @pytest.mark.parametrize("body, encoding, ours", [
     (b"not gzip at all" * 100, "gzip", 1),  # serve reads the body: its 400 and its line
     (b"\x1f\x8b\x08\x00" + b"x" * 1500, "gzip", 1),  # a gzip header, then garbage
-    (b"not brotli", "br", 0),  # aiohttp's 400 before serve sees the request
+    (b"not brotli", "br", 1),  # serve decodes (aiohttp's own 400 was plain text): its 415
 ])
 def test_an_unreadable_body_logs_no_traceback(env, caplog, body, encoding, ours):
     """41.17: aiohttp's own logger printed a traceback ("Unhandled exception") when it
@@ -79,12 +79,9 @@ def test_an_unreadable_body_logs_no_traceback(env, caplog, body, encoding, ours)
     before = len(lines)
     with caplog.at_level(logging.INFO):
         reply = _raw_request(srv, body, encoding)
-    assert reply.split(b"\r\n", 1)[0].split()[1] == b"400"
+    assert reply.split(b"\r\n", 1)[0].split()[1] == (b"415" if encoding == "br" else b"400")
     assert len(lines) - before == ours
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
-    if not ours:  # aiohttp's own line says what was wrong, on one line
-        (rec,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
-        assert "content-encoding" in rec.getMessage() and "\n" not in rec.getMessage()
 
 
 def test_a_client_that_sends_half_a_body_is_timed_out_and_logged_as_such(env):

@@ -44,6 +44,13 @@ from ..secrets import redact
 from .auth import authorized
 from .completions import COMPLETIONS
 from .config import ServeConfig
+from .encodings import (
+    BodyTooLarge,
+    UndecodableBody,
+    UnsupportedEncoding,
+    decode_body,
+    supported_encodings,
+)
 from .ensembles import ServedEnsembles, parse_overrides
 from .logs import Outcome, RequestLog, RequestRecord
 from .replica import (
@@ -264,10 +271,28 @@ class VotingApp:
             rec.error = f"the body did not arrive within {wait:g} s (nothing was drawn)"
             return _error(408, f"the request body did not arrive within {wait:g} s; send it "
                                "whole", code="request_timeout", headers={"Connection": "close"})
-        except web.RequestPayloadError as exc:  # e.g. a Content-Encoding it is not in
+        except web.RequestPayloadError as exc:  # e.g. a broken chunked transfer
             why = " ".join(str(exc).split())
             rec.error = f"unreadable body: {why}"
             return _error(400, f"the request body could not be read ({why}); send it as "
+                               "plain or validly gzip-encoded JSON", code="unreadable_body")
+        try:  # serve decodes, not aiohttp: its failures are then OpenAI errors (`encodings`)
+            raw = decode_body(raw, request.headers.get("Content-Encoding"),
+                              request.client_max_size)
+        except UnsupportedEncoding as exc:
+            rec.error = f"unsupported Content-Encoding {exc.coding!r}"
+            accepted = supported_encodings()
+            return _error(415, f"the request body's Content-Encoding {exc.coding!r} is not "
+                               f"one serve reads; send it as {accepted}",
+                          code="unsupported_content_encoding",
+                          headers={"Accept-Encoding": accepted})
+        except BodyTooLarge:
+            rec.error = "body too large (decoded)"
+            return _error(413, f"the request body is larger than {request.client_max_size} "
+                               "bytes once decoded", code="request_too_large")
+        except UndecodableBody as exc:
+            rec.error = f"unreadable body: {exc}"
+            return _error(400, f"the request body could not be read ({exc}); send it as "
                                "plain or validly gzip-encoded JSON", code="unreadable_body")
         try:
             body = json.loads(raw)

@@ -51,10 +51,13 @@ class VotingServer:
         # (a header drip) or sits idle between requests after this long
         # shutdown_timeout: what is left after the drain (`stop_async`) gets 1 s more
         # logger: a client's unreadable body in one line, not aiohttp's traceback
+        # auto_decompress: serve decodes a body's Content-Encoding itself (`encodings`), so
+        # that one it cannot read is an OpenAI error, not aiohttp's plain-text 400
         self._runner = web.AppRunner(self.app.application(), access_log=None,
                                      handle_signals=False, handler_cancellation=True,
                                      shutdown_timeout=1.0, logger=http_logger(),
-                                     keepalive_timeout=self.config.body_timeout)
+                                     keepalive_timeout=self.config.body_timeout,
+                                     auto_decompress=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
