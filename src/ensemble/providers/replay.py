@@ -26,7 +26,8 @@ tokens and cost (repriced with `price_per_1k` when the recording has no cost), a
 leaves the machine. Past the end of a recording, or for a prompt the recording does not hold,
 the reply is one `RecordingExhausted` error naming the prompt and what was recorded; it is
 systemic (every further request would fail alike), so a run stops there instead of inventing
-a sample. The prompt is a request's last message (what the simulated expert reads too).
+a sample. A run's samples.jsonl whose indices skip one (a sample that failed for good) is
+served up to the gap, and a request past it is told which sample of which question is missing. The prompt is a request's last message (what the simulated expert reads too).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ensemble.wording import counted
+from ensemble.wording import counted, ordinal
 
 from ..errors import InputError, ProviderError
 from .base import Capabilities, Choice, Completion
@@ -77,6 +78,9 @@ class Recording:
     path: str
     member: str | None
     samples: Mapping[tuple[str, float | None], tuple[RecordedSample, ...]]
+    # (prompt, t) whose recorded indices skip one (a run's samples.jsonl whose sample failed
+    # for good): where the gap is, said when a request reaches it
+    gaps: Mapping[tuple[str, float | None], str] = field(default_factory=dict)
 
     def get(self, prompt: str, t: float) -> tuple[RecordedSample, ...] | None:
         got = self.samples.get((prompt, float(t)))
@@ -182,6 +186,7 @@ def load_recording(model: str) -> Recording:
             raise InputError(f"replay: {path} has no member {member!r} (members: "
                              f"{', '.join(labels) or 'none: drop #' + member})")
         seen: dict[tuple[str, float | None, int], tuple[int, RecordedSample]] = {}
+        lines_of: dict[tuple[str, float | None], dict[int, tuple[int, str]]] = {}
         for no, d in enumerate(docs, 1):
             if member is not None and d.get("member") != member:
                 continue
@@ -203,6 +208,7 @@ def load_recording(model: str) -> Recording:
                                  f"{d['id']!r} at t = {t:g} differs from the one on line "
                                  f"{first[0]}: one sample per (prompt, t, sample)")
             out.setdefault((prompt, t), {})[i] = got
+            lines_of.setdefault((prompt, t), {})[i] = (no, str(d["id"]))
     else:
         prompts = {}
         lines: dict[tuple[str, float | None], int] = {}
@@ -233,12 +239,19 @@ def load_recording(model: str) -> Recording:
             lines.setdefault((prompt, at), no)
             out[prompt, at] = recorded
     samples: dict[tuple[str, float | None], tuple[RecordedSample, ...]] = {}
+    gaps: dict[tuple[str, float | None], str] = {}
     for key, by_index in out.items():
         n = 0
         while n in by_index:  # a recording serves its samples 0..n-1 without a gap
             n += 1
         samples[key] = tuple(by_index[i] for i in range(n))
-    return Recording(str(path), member, samples)
+        if len(by_index) > n:  # only a run's samples.jsonl numbers its samples
+            after = min(i for i in by_index if i > n)
+            no, qid = lines_of[key][after]
+            gaps[key] = (f"the {ordinal(n + 1)} sample (\"sample\": {n}) of question id "
+                         f"{qid!r} at t = {key[1]:g} is missing (line {no} holds its "
+                         f"{ordinal(after + 1)})")
+    return Recording(str(path), member, samples, gaps)
 
 
 def recorded_logprobs(recording: Recording) -> dict[str, Any]:
@@ -307,11 +320,19 @@ class ReplayProvider:
                 "replay serves only what was recorded (same prompt and temperature)",
                 model=self.model, provider="replay", reason="not recorded")
         if first_index + n > len(rec):
+            gap = self.recording.gaps.get((prompt, t)) or self.recording.gaps.get((prompt, None))
+            if gap is not None:  # served up to the gap, and said so
+                raise RecordingExhausted(
+                    f"{where}: {gap}, and a replay serves a prompt's samples in order up to "
+                    f"a gap: ask for at most {counted(len(rec), 'sample')}, or rerun the run "
+                    "that recorded it (ensemble eval --spec ITS_FOLDER draws only the samples "
+                    "its store lacks)",
+                    model=self.model, provider="replay", reason="a gap in the recording")
+            asked = max(len(rec), first_index) + 1  # the first one missing, counted from 1
             raise RecordingExhausted(
                 f"{where} holds {counted(len(rec), 'sample')} of the prompt {prompt[:60]!r} at "
-                f"t = {t:g}, and sample {len(rec) if first_index <= len(rec) else first_index} "
-                f"was asked: a replay never invents one; ask for at most "
-                f"{counted(len(rec), 'sample')}",
+                f"t = {t:g}, and the {ordinal(asked)} sample was asked: a replay never invents "
+                f"one; ask for at most {counted(len(rec), 'sample')}",
                 model=self.model, provider="replay", reason="past the recording")
         got = rec[first_index:first_index + n]
         if params.logprobs and any(s.lp is None for s in got):
