@@ -27,7 +27,8 @@ leaves the machine. Past the end of a recording, or for a prompt the recording d
 the reply is one `RecordingExhausted` error naming the prompt and what was recorded; it is
 systemic (every further request would fail alike), so a run stops there instead of inventing
 a sample. A run's samples.jsonl whose indices skip one (a sample that failed for good) is
-served up to the gap, and a request past it is told which sample of which question is missing. The prompt is a request's last message (what the simulated expert reads too).
+served up to the gap, and a request past it is told which sample of which question is missing.
+The prompt is a request's last message (what the simulated expert reads too).
 """
 
 from __future__ import annotations
