@@ -527,10 +527,11 @@ class Ensemble(Generic[AnswerT]):
             out.append(tuple(obs))
         return tuple(out)
 
-    def _decide(self, rows: Sequence[Sequence[Sample]], policy: StopPolicy | None = None
-                ) -> Decision[AnswerT]:
+    def _decide(self, rows: Sequence[Sequence[Sample]], policy: StopPolicy | None = None,
+                question: str | None = None) -> Decision[AnswerT]:
         """The Decision over each member's samples: the aggregator's, or with a stopping rule
-        that decides (the cost rule) the rule's own, the aggregator's reported alongside."""
+        that decides (the cost rule) the rule's own, the aggregator's reported alongside
+        (`question`: the prompt's key, which picked its policy where the rule mixes two)."""
         choices = None if self.answer_kind.is_open else self.choices
         evidence = ([evidence_of(s, options=choices) for row in rows for s in row]
                     if self.aggregator_info.requests.logprobs else None)
@@ -561,7 +562,9 @@ class Ensemble(Generic[AnswerT]):
         return replace(out, stop_prior=used, cost_rule=CostRuleOutcome(
             win=win, drawn=tuple(len(row) for row in rows), leaders=choice.leaders,
             tied=choice.tied, value_usd=float(getattr(policy, "value_usd", float("nan"))),
-            aggregator=d.aggregator, aggregator_decision=d.decision))
+            aggregator=d.aggregator, aggregator_decision=d.decision,
+            mix=float(getattr(policy, "mix", 0.0)),
+            cheaper=bool(getattr(policy, "runs_cheaper", lambda q: False)(question))))
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
@@ -590,7 +593,7 @@ class Ensemble(Generic[AnswerT]):
                              f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
         from .cost.spec import two_fixed_choices
-        from .drawing import draw_all
+        from .drawing import draw_all, question_key
         from .stopping.plan import FitContext, fixed_plan
 
         plan = self.stop_spec if self.stop_spec is not None else fixed_plan()
@@ -621,7 +624,7 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                out.append(self._decide(rows, policy))
+                out.append(self._decide(rows, policy, question_key(messages[ri])))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:

@@ -48,6 +48,10 @@ class CostRuleOutcome(Generic[AnswerT]):
                   its target_loss).
     aggregator:   the Ensemble's aggregator, and `aggregator_decision` what it would decide
                   over the same votes: reported alongside, never the answer.
+    mix:          the share of questions the rule runs on the cheaper of two policies (a
+                  target_loss between two policies is met by mixing them, per question;
+                  0: one policy; `ensemble.cost.rule`), and `cheaper` whether this prompt
+                  ran the cheaper one (its coin is keyed by the prompt: the same every time).
     """
 
     win: float | None
@@ -57,13 +61,16 @@ class CostRuleOutcome(Generic[AnswerT]):
     value_usd: float
     aggregator: str
     aggregator_decision: AnswerT | None
+    mix: float = 0.0
+    cheaper: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """As plain JSON values (the aggregator's decision as `Decision.to_dict` writes one)."""
         return {"win": self.win, "drawn": list(self.drawn), "leaders": list(self.leaders),
                 "tied": list(self.tied), "value_usd": self.value_usd,
                 "aggregator": self.aggregator,
-                "aggregator_decision": plain(self.aggregator_decision)}
+                "aggregator_decision": plain(self.aggregator_decision),
+                "mix": self.mix, "cheaper": self.cheaper}
 
 
 @dataclass(frozen=True, repr=False)

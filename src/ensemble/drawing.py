@@ -14,7 +14,9 @@
    samples each member gives (all zeros: stop); they are drawn (`Sampler.draw`: member g's i-th
    sample is its stored sample i, whatever the rule, so a rerun over a store asks nothing),
    and the question's `Drawn` is rebuilt from all its samples (`observe`: the answer keys as
-   the Decision counts them, open answers merged; weights; tokens and dollars).
+   the Decision counts them, open answers merged; weights; tokens and dollars), keyed by its
+   messages (`Drawn.question`: a rule randomised per question runs the same policy on it
+   every time).
 4. **Remember.** `plan.remember(memory, pilot, drawn)` for every question drawn to the end.
 
 A question that fails for good (a refusal, a run stopped by a systemic failure or the cost
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,7 +43,7 @@ from .sampling.types import Sample, SampleRequest
 from .stopping.drawn import Drawn, Observation
 from .stopping.plan import FitContext, StopMemory, StopPlan, StopPolicy, check_next
 
-__all__ = ["Drawing", "draw_all"]
+__all__ = ["Drawing", "draw_all", "question_key"]
 
 #: Builds a question's observations from its samples, member by member.
 Observe = Callable[[Sequence[Sequence[Sample]]], tuple[tuple[Observation, ...], ...]]
@@ -91,6 +95,12 @@ async def draw_all(members: Sequence[Member], params: Sequence[SamplingParams],
         return Drawing(loop.results(), policy)
 
 
+def question_key(messages: Sequence[dict[str, str]]) -> str:
+    """A question's key (`Drawn.question`): the digest of its messages."""
+    text = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class _Loop:
     """The samples drawn so far, per question and member, and the two ways to draw more."""
 
@@ -105,6 +115,7 @@ class _Loop:
         self.failures: list[list[SampleFailure]] = [[] for _ in range(G)]
         self.failed: set[int] = set()
         self._seen: dict[int, tuple[tuple[int, ...], Drawn]] = {}
+        self.keys = [question_key(m) for m in messages]
 
     def drawn(self, p: int) -> Drawn:
         """Question p's samples as its rule reads them (rebuilt only when some were added:
@@ -112,7 +123,8 @@ class _Loop:
         counts = tuple(len(r) for r in self.rows[p])
         kept = self._seen.get(p)
         if kept is None or kept[0] != counts:
-            kept = self._seen[p] = (counts, Drawn(self.observe(self.rows[p]), self.budgets))
+            kept = self._seen[p] = (counts, Drawn(self.observe(self.rows[p]), self.budgets,
+                                                     self.keys[p]))
         return kept[1]
 
     async def pilots(self, heads: Sequence[Sequence[int]]) -> None:

@@ -45,10 +45,27 @@ nodes are computed once per (prior, max_n) (cached), the induction once per pric
 value. `CostRule(..., target_loss=x)` solves for the value: the smallest one whose policy loses
 at most x accuracy under the prior against a reference, the strongest member's single vote
 ("strongest", the default) or every member's full budget ("fixed").
+
+A target is a constraint, and a constrained problem's optimum is randomised (Beutler & Ross,
+1985: the Lagrangian optimum of a constrained Markov decision problem mixes two deterministic
+policies at the critical multiplier). The value is the multiplier: as it grows the policy's
+loss falls in steps, and a step can be wide where a state every question passes through
+changes its action (after one cheap vote: ask the cheap member again, or the dear one), so no
+deterministic policy lies between the two neighbours. The rule then runs the two policies of
+the critical value, the one that meets the target and the cheaper one that does not, the
+cheaper on a share `mix` of the questions chosen so that the expected loss is the target
+exactly: both are optimal at that value, so the mix is on the frontier, and it is cheaper than
+the one that meets it alone. Which question runs which is a coin keyed by the question
+(`Drawn.question`: the Ensemble's prompt, an eval's question id; `question_coin`), so a
+question runs the same policy every time (a rerun over a store asks nothing) and a larger share
+keeps the questions of a smaller one. A question without a key runs the policy that meets the
+target. `summary` and `evaluate` report the mix; with `value_usd` given the policy is the one
+deterministic optimum at that value.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,7 +82,7 @@ if TYPE_CHECKING:
     from ..stopping.drawn import Drawn
     from ..stopping.priors import PriorUsed
 
-__all__ = ["MAX_WORK", "CostRule", "CostSummary"]
+__all__ = ["MAX_WORK", "CostRule", "CostSummary", "question_coin"]
 
 #: Largest (states x prior nodes) the rule computes posteriors for (~1 s here).
 MAX_WORK = 4e8
@@ -89,6 +106,16 @@ class CostSummary:
     loss: float
     value_usd: float
     credit: str = "reference"
+    #: the share of questions run on the cheaper policy of a target's randomised optimum
+    #: (0: one deterministic policy); every figure above is the mix's
+    mix: float = 0.0
+
+
+def question_coin(question: str) -> float:
+    """A number in [0, 1) fixed by the question's key: which of a randomised optimum's two
+    policies the question runs (the cheaper one below `CostRule.mix`)."""
+    digest = hashlib.sha256(question.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
 
 
 @dataclass(frozen=True)
@@ -255,16 +282,22 @@ class CostRule:
         self.two_choices = bool(two_choices)
         self._pick = _picks(self._st, self.two_choices)
         self._terminal = _terminal(self._st, self._pick)
+        #: the share of questions run on the cheaper policy (`mix`, see the module docstring)
+        #: and that policy's value (None: one deterministic policy)
+        self.mix = 0.0
+        self.cheaper_value_usd: float | None = None
         if target_loss is not None:
             tl = float(target_loss)
             if not 0 < tl < 1:
                 raise InputError(f"target_loss must lie in (0, 1), got {target_loss!r}")
-            value_usd = self._value_for_loss(tl)
+            value_usd, self.cheaper_value_usd, self.mix = self._value_for_loss(tl)
         v = float(value_usd)  # type: ignore[arg-type]
         if not (math.isfinite(v) and v > 0):
             raise InputError(f"value_usd must be a finite number > 0, got {value_usd!r}")
         self.value_usd = v
         self._T, self._cont = _induction(self._st, self._terminal, pr / v)
+        self._cheaper = None if self.cheaper_value_usd is None else _induction(
+            self._st, self._terminal, pr / self.cheaper_value_usd)
         self.summary = self._summarise()
 
     # -- deciding ----------------------------------------------------------------------------
@@ -278,23 +311,36 @@ class CostRule:
             out += (m * (m + 1) // 2 + x) * int(self._st.stride[g])
         return out
 
+    def runs_cheaper(self, question: str | None) -> bool:
+        """Whether the question (its key) runs the cheaper policy of a randomised optimum:
+        its coin (`question_coin`) below `mix`; never without a key or a mix."""
+        return (question is not None and self._cheaper is not None
+                and question_coin(question) < self.mix)
+
+    def _arrays(self, cheaper: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return self._cheaper if cheaper and self._cheaper is not None else (self._T, self._cont)
+
     def next_member(self, a: Sequence[int], b: Sequence[int],
-                    available: Sequence[bool] | None = None) -> int | None:
+                    available: Sequence[bool] | None = None, *,
+                    question: str | None = None) -> int | None:
         """The member to ask next at counts (a, b), or None: stop and decide. `available`:
-        which members still have budget (invalid and third answers use it up too)."""
+        which members still have budget (invalid and third answers use it up too);
+        `question`: the question's key, which picks its policy when the rule mixes two."""
         s = self.index(a, b)
-        cont = self._cont[s].copy()
+        T, conts = self._arrays(self.runs_cheaper(question))
+        cont = conts[s].copy()
         if available is not None:
             cont[~np.asarray(available, dtype=bool)] = -np.inf
         g = int(np.argmax(cont))
-        return g if cont[g] > self._T[s] + _EPS else None
+        return g if cont[g] > T[s] + _EPS else None
 
     def next(self, drawn: Drawn) -> tuple[int, ...]:
         """The stop-rule interface (`StopPolicy`): one vote of the member to ask next at the
         question's counts (each member's votes for the two leaders, ranked by the rule's λ),
-        among those with budget left; all zeros: stop and decide."""
+        among those with budget left, by the question's policy (`Drawn.question`); all
+        zeros: stop and decide."""
         a, b, _ = drawn.member_counts(self.lams)
-        g = self.next_member(a, b, [m > 0 for m in drawn.left()])
+        g = self.next_member(a, b, [m > 0 for m in drawn.left()], question=drawn.question)
         return tuple(1 if h == g else 0 for h in range(len(self.max_n)))
 
     def win(self, a: Sequence[int], b: Sequence[int]) -> float:
@@ -313,13 +359,29 @@ class CostRule:
         `decide`, for vectorised replay beside `policy`)."""
         return self._pick.copy()
 
-    def policy(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    def policy(self, cheaper: bool = False) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """(action per flat state: −1 stop, else the member asked; P(answer 1 is the
         reference, or with credit "qr" or "planted" P(answer 1 is right), per state), with
-        every member's budget available: for vectorised replay."""
-        best = self._cont.max(axis=1)
-        act = np.where(best > self._T + _EPS, self._cont.argmax(axis=1), -1)
+        every member's budget available: for vectorised replay. `cheaper`: the cheaper policy
+        of a mix (the questions `runs_cheaper` picks; without a mix, the one policy)."""
+        T, cont = self._arrays(cheaper)
+        best = cont.max(axis=1)
+        act = np.where(best > T + _EPS, cont.argmax(axis=1), -1)
         return act, self._st.win.copy()
+
+    def _mixed(self, one: CostSummary, cheap: CostSummary | None) -> CostSummary:
+        """The mix's summary: a share `mix` of `cheap`, the rest `one`."""
+        if cheap is None:
+            return one
+        x = self.mix
+        n = tuple((1 - x) * p + x * q for p, q in zip(one.mean_samples, cheap.mean_samples,
+                                                       strict=True))
+        acc = (1 - x) * one.accuracy + x * cheap.accuracy
+        return CostSummary(mean_samples=n, mean_cost_usd=(1 - x) * one.mean_cost_usd
+                           + x * cheap.mean_cost_usd, accuracy=acc,
+                           reference_accuracy=one.reference_accuracy,
+                           loss=one.reference_accuracy - acc, value_usd=one.value_usd,
+                           credit=one.credit, mix=x)
 
     @property
     def states(self) -> _States:
@@ -356,11 +418,15 @@ class CostRule:
         if not isinstance(prior, JointPrior) or prior.members != len(self.max_n):
             raise InputError(f"evaluate the rule on a JointPrior over its {len(self.max_n)} "
                              "members")
+        one = self._evaluate(prior, self.policy()[0])
+        return self._mixed(one, None if self._cheaper is None else
+                           self._evaluate(prior, self.policy(cheaper=True)[0]))
+
+    def _evaluate(self, prior: JointPrior, act: NDArray[np.int64]) -> CostSummary:
         q, w = prior.nodes()
         truth = prior.reference(self.lams) if prior.p is None else np.asarray(prior.p)
         st = self._st
         S, G = st.A.shape
-        act, _ = self.policy()
         # the credit of stopping in each state, per node: p deciding 1, 1 − p deciding 2
         pick = self._pick
         mass = np.zeros((S, q.shape[0]))
@@ -395,21 +461,28 @@ class CostRule:
         return self._forward(act)[0]
 
     def _summarise(self) -> CostSummary:
-        act, _ = self.policy()
-        acc, draws = self._forward(act)
         ref = self._reference_accuracy()
+        one = self._summary_of(self.policy()[0], ref)
+        return self._mixed(one, None if self._cheaper is None else
+                           self._summary_of(self.policy(cheaper=True)[0], ref))
+
+    def _summary_of(self, act: NDArray[np.int64], ref: float) -> CostSummary:
+        acc, draws = self._forward(act)
         return CostSummary(mean_samples=tuple(map(float, draws)),
                            mean_cost_usd=float(draws @ np.asarray(self.prices)),
                            accuracy=acc, reference_accuracy=ref, loss=ref - acc,
                            value_usd=getattr(self, "value_usd", float("nan")),
                            credit=self.credit)
 
-    def _value_for_loss(self, target: float) -> float:
-        """The smallest value (largest price in accuracy units) whose policy loses at most
-        `target` against the reference under the prior: bisection on its log."""
+    def _value_for_loss(self, target: float) -> tuple[float, float | None, float]:
+        """(value, cheaper value, mix): the smallest value (largest price in accuracy units)
+        whose policy loses at most `target` against the reference under the prior (bisection
+        on its log), and where the next cheaper policy (at the bracket's other end, the same
+        critical value within 1e-8 of its log) loses more, that policy's value and the share
+        of questions it runs so that the mix loses `target` exactly (None, 0: no mix)."""
         top = max(self.prices)
         if top <= 0:
-            return 1.0
+            return 1.0, None, 0.0
         ref = self._reference_accuracy()
 
         def loss(log_c: float) -> float:
@@ -420,17 +493,21 @@ class CostRule:
             return ref - self._forward(act)[0]
 
         lo, hi = math.log(1e-7), math.log(1.0)
-        if loss(lo) > target:
-            return top / math.exp(lo)
+        if loss(lo) > target:  # no value meets it: the most generous one, alone
+            return top / math.exp(lo), None, 0.0
         for _ in range(30):
             mid = (lo + hi) / 2
             if loss(mid) <= target:
                 lo = mid
             else:
                 hi = mid
-        return top / math.exp(lo)
+        meets, short = loss(lo), loss(hi)
+        if short <= target or short - meets <= 1e-12:
+            return top / math.exp(lo), None, 0.0
+        return top / math.exp(lo), top / math.exp(hi), (target - meets) / (short - meets)
 
     def __repr__(self) -> str:
         return (f"CostRule(max_n={list(self.max_n)}, prices={list(self.prices)}, "
                 f"value_usd={self.value_usd:.4g}, credit={self.credit!r}, "
-                f"two_choices={self.two_choices})")
+                f"two_choices={self.two_choices}"
+                + (f", mix={self.mix:.3g}" if self.mix else "") + ")")

@@ -62,10 +62,13 @@ def _labels(row: Any) -> list[str | None]:
 def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
                 orders: Sequence[NDArray[np.int64]],
                 costs: Sequence[NDArray[np.float64]] | None = None, *,
-                options: int | None = None) -> CostReplay:
+                options: int | None = None,
+                questions: Sequence[str] | None = None) -> CostReplay:
     """Replay `rule` on each member's (Q, K_g) answer codes (−1 invalid) along (Q, R, K_g)
     orders; `costs` (Q, K_g) per stored sample (default: the rule's prices); `options`: how
-    many answers there are (codes 0..options − 1), when fixed."""
+    many answers there are (codes 0..options − 1), when fixed; `questions`: each question's
+    key (its id), which picks its policy when the rule mixes two (`CostRule.mix`: the same
+    policy along every order of a question, as the Ensemble runs one policy per prompt)."""
     G = len(codes)
     if len(orders) != G or G != len(rule.max_n):
         raise InputError(f"give codes and orders for each of the rule's {len(rule.max_n)} "
@@ -79,12 +82,15 @@ def replay_cost(rule: CostRule, codes: Sequence[NDArray[np.int64]],
     decision = np.full((Q, R), -1, dtype=np.int64)
     drawn = np.zeros((Q, R, G), dtype=np.int64)
     spent = np.zeros((Q, R))
+    if questions is not None and len(questions) != Q:
+        raise InputError(f"give each of the {Q} questions its key, got {len(questions)}")
     for q in range(Q):
+        key = None if questions is None else str(questions[q])
         for r in range(R):
             seq = [_labels(codes[g][q, orders[g][q, r]]) for g in range(G)]
             n = [0] * G
             while True:  # as the Python API's draw loop asks it: one vote at a time
-                ask = rule.next(SoFar.of([seq[g][:n[g]] for g in range(G)], rule.max_n))
+                ask = rule.next(SoFar.of([seq[g][:n[g]] for g in range(G)], rule.max_n, key))
                 if not any(ask):
                     break
                 n = [x + k for x, k in zip(n, ask, strict=True)]
@@ -123,12 +129,13 @@ def replay_credit(rp: CostReplay, codes: Sequence[NDArray[np.int64]],
 
 def replay_scored(rule: CostRule, codes: Sequence[NDArray[np.int64]],
                   orders: Sequence[NDArray[np.int64]], values: NDArray[np.float64],
-                  costs: Sequence[NDArray[np.float64]] | None = None
+                  costs: Sequence[NDArray[np.float64]] | None = None,
+                  questions: Sequence[str] | None = None
                   ) -> tuple[CostReplay, NDArray[np.float64]]:
     """`replay_cost` over the options of `values` (Q, O), each decision scored by them
     (`replay_credit`): (the replay, (Q, R) credit). The eval's row (`cost_rows`) and the bench
     (tests/bench/bench_cost.py) both replay the rule through this."""
-    rp = replay_cost(rule, codes, orders, costs, options=values.shape[1])
+    rp = replay_cost(rule, codes, orders, costs, options=values.shape[1], questions=questions)
     return rp, replay_credit(rp, codes, orders, rule, values)
 
 
@@ -145,14 +152,16 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
               budgets: Sequence[int], lams: Sequence[float | None], spec: CostSpec,
               orders: int = 20, reps: int = 1000, seed: int = 0,
               two_choices: bool | None = None,
-              tokens: Sequence[NDArray[np.float64]] | None = None) -> list[dict[str, Any]]:
+              tokens: Sequence[NDArray[np.float64]] | None = None,
+              questions: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The adaptive row of the cost rule on a mixed run's samples (see the module docstring).
 
     codes[g], costs[g]: (Q, K_g) answer codes and dollars of member g's stored samples; values
     (Q, O) the credit of deciding each option; budgets: each member's most votes (its n);
     two_choices: the answers are two fixed choices (the rule's `two_choices`; None: O = 2; open
     answers are not, whatever O: an answer nobody gave cannot be decided); tokens[g]: (Q, K_g)
-    completion tokens of each stored sample (NaN: unknown), for the row's `mean_tokens`."""
+    completion tokens of each stored sample (NaN: unknown), for the row's `mean_tokens`;
+    questions: each question's key (its id: which policy it runs when the rule mixes two)."""
     options = [str(i) for i in range(values.shape[1])]
     G = len(codes)
     g_rng = np.random.default_rng(seed)
@@ -171,7 +180,7 @@ def cost_rows(codes: Sequence[NDArray[np.int64]], costs: Sequence[NDArray[np.flo
         budgets=tuple(budgets), lams=tuple(lams), two_choices=two))
     lw = list(rule.lams)
     ords = member_orders(codes, orders, g_rng)
-    rp, credit = replay_scored(rule, codes, ords, values, costs)
+    rp, credit = replay_scored(rule, codes, ords, values, costs, questions)
     acc_q = credit.mean(axis=1)
     # the fixed ensemble on the same orders: every member's n, votes weighed by 2λ (or price)
     n_opt = values.shape[1]
@@ -285,5 +294,6 @@ def mixed_cost_rows(plan: RunPlan, drawn: Drawn) -> list[AdaptiveRow]:
     rows = cost_rows(got.codes, got.costs, got.values, got.weights,
                      budgets=[m.n or 1 for m in plan.members],
                      lams=[m.lam for m in plan.members], spec=cost, reps=plan.bootstrap,
-                     seed=plan.seed, two_choices=got.two_choices, tokens=got.tokens)
+                     seed=plan.seed, two_choices=got.two_choices, tokens=got.tokens,
+                     questions=[q.id for q in drawn.questions])
     return [AdaptiveRow.model_validate(r) for r in rows]

@@ -15,12 +15,14 @@ a `Drawn`: each member's samples so far, in the order drawn, each an `Observatio
 - `tokens` and `cost_usd`: what the sample cost (completion tokens, dollars; None: unknown),
   for rules that count tokens or dollars rather than samples (issue 40.3);
 
-and each member's budget (the most samples it may give the question). `Drawn` reduces that to
-what rules read: the pooled counts of the two leading answers (`top_two`), each member's votes
-for the two leaders (`member_counts`, the cost rule's state), the weighted tallies of soft
-evidence (`tallies`), the tokens and dollars spent so far, and the budget left. The draw loop
-that builds it (`ensemble.drawing`) is the same for fixed n, adaptive stopping and the cost
-rule; rules never see a provider's sample.
+and each member's budget (the most samples it may give the question), and the question's key
+(`question`: the digest of the Ensemble's prompt, an eval's question id; None: unknown), for
+a rule whose policy is randomised per question (the cost rule's target, `ensemble.cost.rule`).
+`Drawn` reduces that to what rules read: the pooled counts of the two leading answers
+(`top_two`), each member's votes for the two leaders (`member_counts`, the cost rule's state),
+the weighted tallies of soft evidence (`tallies`), the tokens and dollars spent so far, and the
+budget left. The draw loop that builds it (`ensemble.drawing`) is the same for fixed n,
+adaptive stopping and the cost rule; rules never see a provider's sample.
 """
 
 from __future__ import annotations
@@ -81,10 +83,12 @@ class Observation:
 @dataclass(frozen=True)
 class Drawn:
     """One question's samples so far: `members[g]` member g's, in the order drawn; `budgets[g]`
-    the most samples member g may give it (one member: the rule's max_n)."""
+    the most samples member g may give it (one member: the rule's max_n); `question` its key
+    (the same every time the question is asked; None: unknown)."""
 
     members: tuple[tuple[Observation, ...], ...]
     budgets: tuple[int, ...]
+    question: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.members) != len(self.budgets) or not self.members:
@@ -92,10 +96,11 @@ class Drawn:
                              f"members, {len(self.budgets)} budgets")
 
     @classmethod
-    def of(cls, keys: Sequence[Sequence[str | None]], budgets: Sequence[int]) -> Drawn:
+    def of(cls, keys: Sequence[Sequence[str | None]], budgets: Sequence[int],
+           question: str | None = None) -> Drawn:
         """Hard votes (answer keys per member, None invalid), unpriced: for tests and replays."""
         return cls(tuple(tuple(Observation(k) for k in row) for row in keys),
-                   tuple(int(b) for b in budgets))
+                   tuple(int(b) for b in budgets), question)
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -163,4 +168,4 @@ class Drawn:
     def head(self, counts: Sequence[int]) -> Drawn:
         """The first `counts[g]` samples of each member (e.g. a question's pilot)."""
         return Drawn(tuple(m[:n] for m, n in zip(self.members, counts, strict=True)),
-                     self.budgets)
+                     self.budgets, self.question)
