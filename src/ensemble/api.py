@@ -414,6 +414,24 @@ class Ensemble(Generic[AnswerT]):
         return f"Ensemble(members={list(self.members)!r}, aggregator={self.aggregator_name!r})"
 
     # -- resources ---------------------------------------------------------------------------
+    def _vote_price(self, m: Member, messages: Sequence[tuple[dict[str, str], ...]]
+                    ) -> Callable[[float], float | None]:
+        """Member m's dollars for one vote on these prompts given its completion tokens: its
+        provider's price of the prompts' mean tokens (counted on the first call: a plan that
+        never asks counts nothing) and those completion tokens."""
+        from .sampling.online import prompt_tokens
+
+        counted: list[float] = []
+
+        def price(completion_tokens: float) -> float | None:
+            provider = self._provider_for(m)
+            if not counted:
+                counts = [prompt_tokens(provider, msgs) for msgs in messages]
+                counted.append(sum(counts) / max(1, len(counts)))
+            return provider.price(round(counted[0]), round(completion_tokens))
+
+        return price
+
     def _provider_for(self, m: Member) -> Provider:
         with self._lock:
             if self._given_provider is not None:
@@ -600,7 +618,9 @@ class Ensemble(Generic[AnswerT]):
         ns = [m.n for m in self.members]
         context = FitContext(budgets=plan.budgets(ns), lams=tuple(m.lam for m in self.members),
                              two_choices=two_fixed_choices(self.choices,
-                                                           is_open=self.answer_kind.is_open))
+                                                           is_open=self.answer_kind.is_open),
+                             vote_price=tuple(self._vote_price(m, messages)
+                                              for m in self.members))
         drawing = await draw_all(self.members, self._params, messages, plan,
                                  observe=self._observe, memory=self.stop_memory,
                                  context=context, parser=self.parser, store=self._get_store(),

@@ -72,14 +72,22 @@ class CostMemory:
     votes: list[int] = field(default_factory=list)
     rule: CostRule | None = None
     fitted_on: int = 0  # the decisions the rule's prior was fitted on
+    #: completion tokens of every sample whose count is known, and how many: the length of a
+    #: vote, which prices a member none of whose samples has been paid for yet
+    tokens: float = 0.0
+    counted: int = 0
 
     def price(self, g: int) -> float | None:
         return self.spent[g] / self.votes[g] if self.votes and self.votes[g] else None
 
+    def mean_tokens(self) -> float | None:
+        """Mean completion tokens of a sample, every member's (None: none counted)."""
+        return self.tokens / self.counted if self.counted else None
+
     def paid(self, drawn: Drawn, skip: Sequence[int] | None = None) -> None:
         """Count what each member's samples cost (those after `skip[g]` of member g's): a
         member's price per vote is its mean. A sample without a price tells none, and a stored
-        sample tells the price as well as a new one."""
+        sample tells the price as well as a new one. Their completion tokens are counted too."""
         if not self.spent:
             self.spent, self.votes = [0.0] * len(drawn.members), [0] * len(drawn.members)
         for g, obs in enumerate(drawn.members):
@@ -88,6 +96,9 @@ class CostMemory:
             if None not in costs:
                 self.spent[g] += float(sum(c or 0.0 for c in costs))
                 self.votes[g] += len(new)
+            known = [o.tokens for o in new if o.tokens is not None]
+            self.tokens += float(sum(known))
+            self.counted += len(known)
 
     def still_fits(self, decisions: int, prices: Sequence[float]) -> bool:
         """The rule built last time serves again until the data grew by a tenth or a price
@@ -123,7 +134,9 @@ class CostSpec:
     pilots, which would believe the first votes. prior: a `JointPrior` to use instead (no
     pilot). prices: USD per vote of each member (default: the mean cost of the member's
     samples drawn so far, i.e. its token usage times its price, from the price table or
-    `price_per_1k`).
+    `price_per_1k`; for a member none of whose samples is in yet, e.g. one the pilot gives no
+    vote, one vote of the others' mean length at its own price on the call's prompts, until
+    its own samples replace it).
     """
 
     value_usd: float | None = None
@@ -194,22 +207,19 @@ class CostSpec:
     def check_members(self, members: int) -> None:
         """InputError unless the spec fits an ensemble of `members` (checked when the
         Ensemble is made, not at its first decision): one price and one pilot per member, and
-        a price for each member no pilot vote prices."""
+        prices with a given prior (no pilot draws a sample that tells a vote's length). A
+        member the pilot gives no vote is priced at its own rates for the others' votes'
+        length (`fit`)."""
         for what, given in (("prices", self.prices), ("pilot", self.pilot)):
             if given is not None and len(given) != members:
                 raise InputError(f"CostSpec({what}={tuple(given)!r}) gives {len(given)} "
                                  f"members, the ensemble has {members} members: give one "
                                  "per member, in the members' order")
-        if self.prices is not None:
-            return
-        unpriced = list(range(members)) if self.prior is not None else \
-            [g for g, p in enumerate(self.pilot or ()) if p == 0]
-        if unpriced:
-            why = "a given prior draws no pilot" if self.prior is not None else \
-                f"pilot={tuple(self.pilot or ())!r} gives it no vote"
-            raise InputError(f"the cost rule cannot price member {unpriced[0]}'s votes at "
-                             f"the first decision of the {members} members ({why}): give "
-                             "CostSpec(prices=(USD per vote of each member)) or a pilot vote")
+        if self.prices is None and self.prior is not None:
+            raise InputError(f"the cost rule cannot price the {members} members' votes at the "
+                             "first decision (a given prior draws no pilot, so no sample "
+                             "tells a vote's length): give CostSpec(prices=(USD per vote of "
+                             "each member)), or a pilot instead of the prior")
 
     def pilot_for(self, max_n: Sequence[int]) -> tuple[int, ...]:
         """Votes per member on a pilot question (at most each member's budget)."""
@@ -287,9 +297,7 @@ class CostSpec:
         for g in range(G):
             price = mem.price(g) if mem.spent else None
             if price is None and self.prices is None:
-                raise InputError(f"the cost rule needs member {g}'s price per vote and its "
-                                 "samples have none: give the member price_per_1k=(in, out) "
-                                 "USD per 1,000 tokens, or CostSpec(prices=...)")
+                price = self._estimate(g, mem, context)
             prices.append(price or 0.0)
         # the pilots' leaders ranked as the rule ranks them: by λ, else by price
         rank = weights or list(self.prices or prices)
@@ -305,6 +313,25 @@ class CostSpec:
                               two_choices=context.two_choices)
             mem.rule, mem.fitted_on = rule, len(data)
         return rule
+
+    @staticmethod
+    def _estimate(g: int, mem: CostMemory, context: FitContext) -> float:
+        """Member g's price per vote before any of its samples is paid for: one vote of the
+        others' mean length (completion tokens) at its own rates, on this call's prompts
+        (`FitContext.vote_price`); once its samples are in, their mean cost replaces it (the
+        rule is refitted when a price moves by 5%)."""
+        length = mem.mean_tokens()
+        rate = context.vote_price[g] if g < len(context.vote_price) else None
+        price = None if length is None or rate is None else rate(length)
+        if price is None and length is None and rate is not None:
+            raise InputError(f"the cost rule needs member {g}'s price per vote, and no sample "
+                             "drawn yet tells a vote's length: give some member a pilot vote, "
+                             "or CostSpec(prices=(USD per vote of each member))")
+        if price is None:
+            raise InputError(f"the cost rule needs member {g}'s price per vote and its "
+                             "samples have none: give the member price_per_1k=(in, out) "
+                             "USD per 1,000 tokens, or CostSpec(prices=...)")
+        return float(price)
 
     def remember(self, memory: StopMemory, pilot: Drawn, drawn: Drawn) -> None:
         """Keep a decided question's per-member counts (the next fits' data: the likelihood

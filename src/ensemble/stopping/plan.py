@@ -71,11 +71,15 @@ class FitContext:
     """What a plan may need to know of the ensemble to fit its policy: each member's budget
     (`StopPlan.budgets`), its λ (ψ_λ units; None unknown) and whether the answers are two
     fixed choices (a lone answer seen can give way to the other: the cost rule's
-    `two_choices`)."""
+    `two_choices`), and `vote_price[g]`: the dollars of one vote of member g on this call's
+    prompts given its completion tokens (its prompt tokens counted when asked, its price the
+    provider's; None, or a call returning None: its price unknown), which prices a member's
+    vote before its first sample (the cost rule with a pilot of 0 votes for it)."""
 
     budgets: tuple[int, ...]
     lams: tuple[float | None, ...]
     two_choices: bool = False
+    vote_price: tuple[Callable[[float], float | None] | None, ...] = ()
 
 
 @runtime_checkable
