@@ -113,6 +113,10 @@ ORDERS = 20
 # the cost rule's value_usd, x GPT-4's mean price per sample: 4 steps per doubling, so the
 # hindsight choice is not coarser than the cascade's (k, j) grid
 VALUES = tuple(float(round(2 ** (e / 4), 4)) for e in range(-8, 29))
+# the rule's target_loss (its default parameter, 0.005 against GPT-4's one vote under the
+# prior), 4 steps per halving from 0.08 to 0.0005: a target between two values' policies is
+# met by the randomised optimum (`CostRule.mix`), which a value alone never runs
+TARGETS = tuple(float(round(0.08 * 2 ** (-e / 4), 6)) for e in range(0, 30))
 TOLERANCE = 1.05
 
 
@@ -224,6 +228,7 @@ class Stored:
     costs: list[np.ndarray]  # per member (Q, K_g) dollars
     values: np.ndarray  # (Q, O) 1 on the right option
     agreement: np.ndarray  # (Q,) the cheap model's leader share over its recorded samples
+    ids: list[str]  # each question's id: its key for the rule's per-question policy (a mix)
 
 
 def stored(run: Path) -> Stored:
@@ -251,7 +256,7 @@ def stored(run: Path) -> Stored:
         values[qi, opts[qi].index(q.correct)] = 1.0
     agree = np.array([np.bincount(r[r >= 0]).max() / len(r) if (r >= 0).any() else 0.0
                       for r in codes[0]])
-    return Stored(codes, costs, values, agree)
+    return Stored(codes, costs, values, agree, [q.id for q in questions])
 
 
 def credit(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -306,18 +311,21 @@ class Policies:
             out[f"router τ={tau:g}"] = (acc.mean(1), usd.mean(1))
         return out
 
-    def cost_rule(self, value: float | None) -> tuple[np.ndarray, np.ndarray, Any]:
+    def cost_rule(self, value: float | None, target_loss: float | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
         """The rule as the eval's row builds it (`costeval.cost_rows`: fitted on every stored
-        sample, lams unknown: the members ranked by price), replayed on the same orders."""
+        sample, lams unknown: the members ranked by price; each question keyed by its id),
+        replayed on the same orders."""
         st = self.st
         stored_q = [Drawn(tuple(tuple(Observation(None if x < 0 else str(int(x)),
                                                   cost_usd=float(c))
                                       for x, c in zip(st.codes[g][q], st.costs[g][q],
                                                       strict=True))
                                 for g in range(2)), BUDGETS) for q in range(self.Q)]
-        rule = CostSpec(value_usd=value).fit(stored_q, StopMemory(), FitContext(
-            budgets=BUDGETS, lams=(None, None), two_choices=False))
-        rp, acc = replay_scored(rule, st.codes, self.orders, st.values, st.costs)
+        rule = CostSpec(value_usd=value, target_loss=target_loss).fit(
+            stored_q, StopMemory(), FitContext(budgets=BUDGETS, lams=(None, None),
+                                               two_choices=False))
+        rp, acc = replay_scored(rule, st.codes, self.orders, st.values, st.costs, st.ids)
         return acc.mean(1), rp.spent.mean(1), (rule, rp)
 
 
@@ -371,7 +379,7 @@ def judge(name: str, pol: Policies, rule_settings: dict, reps: int, seed: int = 
     intervals (each resample re-targets GPT-4's accuracy on it and re-tunes both readings)."""
     dear_acc, dear_usd = pol.dear_alone()
     families = {"cascade (hindsight)": pol.cascades(), "router (hindsight τ)": pol.routers(),
-                "cost rule (hindsight value)": rule_settings}
+                "cost rule (hindsight setting)": rule_settings}
     point = {(f, r): read(s, dear_acc.mean()) for f, s in families.items()
              for r, read in READINGS.items()}
     boot = np.random.default_rng(seed).integers(0, pol.Q, size=(reps, pol.Q))
@@ -429,6 +437,12 @@ def main(argv: list[str] | None = None) -> int:
                 acc, usd, (_, vrp) = pol.cost_rule(v * dear_price)
                 settings[f"value {v:g}x"] = (acc, usd)
                 votes[f"value {v:g}x"] = [float(x) for x in vrp.drawn.mean(axis=(0, 1))]
+            mixes = {}
+            for t in TARGETS:
+                acc, usd, (trule, trp) = pol.cost_rule(None, t)
+                settings[f"target {t:g}"] = (acc, usd)
+                votes[f"target {t:g}"] = [float(x) for x in trp.drawn.mean(axis=(0, 1))]
+                mixes[f"target {t:g}"] = trule.mix
             res = judge(name, pol, settings, a.reps)
             res["cheap_alone_1"] = float(credit(onehot(pol.along[0][..., :1], pol.O).sum(2),
                                                 st.values).mean())
@@ -437,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             res["rule_curve"] = {k: (float(acc.mean()), float(usd.mean()) / res["dear_usd"],
                                      *votes[k])
                                  for k, (acc, usd) in settings.items()}
+            res["rule_mix"] = mixes
             res["seconds"] = time.perf_counter() - t0
             results.append(res)
             report(res)
@@ -460,14 +475,17 @@ def report(res: dict) -> None:
             f"{r['setting']}" for r in (rr["single"], rr["mix"])) + " |")
     weak = res["families"]["cascade (hindsight)"]["single"]["setting"] is None
     if weak:
-        rule = res["families"]["cost rule (hindsight value)"]
+        rule = res["families"]["cost rule (hindsight setting)"]
         print("no cheap-first cascade reaches GPT-4's accuracy (the cheap model is weak): the "
               "cost rule's ratio " + "; ".join(
                   f"{r} {rule[r]['ratio']:.3f} "
                   f"{'meets' if rule[r]['ratio'] <= TOLERANCE else 'FAILS'}"
                   for r in READINGS) + f" the bar of {TOLERANCE}")
-    print("cost rule curve (accuracy / dollars x GPT-4 alone / votes cheap, GPT-4): " + "; ".join(
-        f"{k} {a:.4f}/{u:.2f}/{c:.2f},{d:.2f}" for k, (a, u, c, d) in res["rule_curve"].items()))
+    mix = res.get("rule_mix", {})
+    print("cost rule curve (accuracy / dollars x GPT-4 alone / votes cheap, GPT-4 [/ share of "
+          "questions on the cheaper policy of a target's mix]): " + "; ".join(
+              f"{k} {a:.4f}/{u:.2f}/{c:.2f},{d:.2f}" + (f"/{mix[k]:.2f}" if mix.get(k) else "")
+              for k, (a, u, c, d) in res["rule_curve"].items()))
     print(f"the eval's cost row (default): {json.dumps(res['eval_cost_row'])}")
     print(f"time: {res['seconds']:.0f} s")
 
