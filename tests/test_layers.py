@@ -194,7 +194,8 @@ def test_the_evals_rules_check_sees_what_it_names(tmp_path):
         assert needle in found, (needle, found)
 
 # -- the spec is read once (issue 36.7): evals.plan.resolve; every step takes the plan ----------
-SPEC_HOMES = ("spec.py", "plan.py")  # the spec's own module, and the resolver
+# the spec's own modules (its fields, its check, composing and reading it), and the resolver
+SPEC_HOMES = ("spec.py", "specfields.py", "speccheck.py", "plan.py")
 SPEC_TYPES = {"RunSpec", "MemberSpec", "EnsembleSpec"}
 # what the other modules may import from the spec's module: the type (to pass a spec on), and
 # what makes a spec or reads a file, not what reads a spec
