@@ -79,7 +79,9 @@ async def draw_all(members: Sequence[Member], params: Sequence[SamplingParams],
         try:
             loop = _Loop(samplers, params, messages, budgets, observe, parser)
             heads = [plan.pilot_draw(i, budgets, memory) for i in range(P)]
-            await loop.pilots(heads)
+            await loop.pilots(heads, one=P == 1 and store is None)
+            if getattr(plan, "at_once", False):  # every sample drawn: nothing reads them
+                return Drawing(loop.results(), plan.fit([None] * P, memory, context))
             pilots = [None if p in loop.failed else loop.drawn(p).head(heads[p])
                       for p in range(P)]
             policy = plan.fit(pilots, memory, context)
@@ -127,12 +129,26 @@ class _Loop:
                                                      self.keys[p]))
         return kept[1]
 
-    async def pilots(self, heads: Sequence[Sequence[int]]) -> None:
-        """Every question's pilot: one run per member over the questions that have one."""
+    async def pilots(self, heads: Sequence[Sequence[int]], *, one: bool = False) -> None:
+        """Every question's pilot: one run per member over the questions that have one
+        (`one`: a single question without a store, drawn as the adaptive steps are, without
+        a run's work queue: `ensemble serve`'s request)."""
 
         async def member(g: int) -> None:
             asked = [p for p in range(len(self.messages)) if heads[p][g] > 0]
             if not asked:
+                return
+            if one:
+                req = SampleRequest(self.messages[0], self.params[g], heads[0][g])
+                got, failures = await self.samplers[g].draw(req, 0, heads[0][g],
+                                                            parser=self.parser, watch=True)
+                self.rows[0][g] = [s for s in got if s is not None]
+                if len(self.rows[0][g]) < len(got):
+                    self.failed.add(0)
+                self.failures[g] += failures
+                stopped = self.samplers[g].run_state.stop
+                if stopped is not None:  # as a run's stop names its failures
+                    stopped.failures = list(failures)
                 return
             reqs = [SampleRequest(self.messages[p], self.params[g], heads[p][g]) for p in asked]
             res = await self.samplers[g].run(reqs, parser=self.parser)

@@ -355,7 +355,7 @@ class Sampler:
         return SampleResult(rows=rows, failures=failures, stopped=stopped)
 
     async def draw(self, req: SampleRequest, start: int, k: int, *, request: int = 0,
-                   parser: Parser | None = None
+                   parser: Parser | None = None, watch: bool = False
                    ) -> tuple[list[Sample | None], list[SampleFailure]]:
         """Samples start..start+k−1 of one request (sample i of a prompt is stored sample i):
         read from the store, waited for while another run of the store draws them, or
@@ -366,6 +366,9 @@ class Sampler:
         The step of adaptive drawing: whoever draws decides from the samples so far what to
         draw next (`ensemble.drawing`, the Python API's one draw loop), after a `run` of every
         question's first samples. Online only: a batch returns its answers hours later.
+
+        `watch`: say what the draw waits for when nothing arrived for `status_every` s, as a
+        run does (a whole decision drawn in one step: one question, every sample at once).
         """
         if self.mode == "batch":
             raise InputError("adaptive sampling needs answers as they arrive; batch mode returns "
@@ -375,6 +378,7 @@ class Sampler:
         if parser is not None:
             ctx.parse = parser
         await self._resolve()
+        self._check_logprobs([req])
         if self._probe is None:
             self._probe = asyncio.Lock()
         row: list[Sample | None] = [None] * (start + k)
@@ -384,9 +388,21 @@ class Sampler:
         key = self.key_of(req)
         self.stats.samples_total += k
         per = 1 if ctx.n_ok is False else self.max_n
-        await asyncio.gather(*(
-            self._draw_indices(request, req, key, list(range(i, min(i + per, start + k))), row,
-                               failures) for i in range(start, start + k, per)))
+        watcher = None
+        if watch:
+            ctx.last_progress = time.monotonic()
+            watcher = asyncio.ensure_future(self._watch())
+        try:
+            if k <= per:  # one request (the common case): no gather
+                await self._draw_indices(request, req, key, list(range(start, start + k)), row,
+                                         failures)
+            else:
+                await asyncio.gather(*(
+                    self._draw_indices(request, req, key, list(range(i, min(i + per, start + k))),
+                                       row, failures) for i in range(start, start + k, per)))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         self.stats.failed += sum(len(f.indices) for f in failures)
         return row[start:], failures
 

@@ -125,6 +125,7 @@ class _Fixed:
 
     stop = "fixed"
     requests = HARD
+    at_once = True  # the pilot is the whole draw: the draw loop reads no sample of it
     prior_used: PriorUsed | None = None
 
     def budgets(self, ns: Sequence[int]) -> tuple[int, ...]:
