@@ -12,7 +12,7 @@ from ..errors import ProviderError, RunStopped, SamplingFailed
 from .types import Sample
 
 __all__ = ["RunEstimate", "SampleFailure", "SampleResult", "failure_of", "failure_summary",
-           "raise_for_failures"]
+           "raise_for_failures", "redraw_note"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,16 @@ def failure_summary(failures: Sequence[SampleFailure], n_requests: int, *,
     rest = "; the other samples are stored" if len(reqs) < n_requests else ""
     return (f"{len(reqs)} of {n_requests} prompts failed ({why}): {failures[0].message}{rest}; "
             "rerun to retry the failed ones")
+
+
+def redraw_note(stored: Sequence[Sample]) -> str:
+    """What redrawing samples stored without logprobs costs, from what their first draw did."""
+    tokens = sum(s.completion_tokens or 0 for s in stored)
+    usd = [s.cost_usd for s in stored]
+    cost = (f"cost ${sum(u or 0.0 for u in usd):.4g} for {tokens:,} completion tokens"
+            if usd and all(u is not None for u in usd)
+            else f"took {tokens:,} completion tokens (its price was not stored)")
+    return (f"{len(stored)} of the samples asked for are stored without logprobs; this draw "
+            "reads logprobs (a rule weighs each sample by them), which are part of the store "
+            f"key, so those samples are requested again, with them: their first draw {cost}, "
+            "and a redraw about as much")

@@ -69,6 +69,7 @@ from .results import (
     SampleResult,
     failure_of,
     raise_for_failures,
+    redraw_note,
 )
 from .run import (
     BUSY_POLL,
@@ -388,18 +389,12 @@ class Sampler:
         key = self.key_of(req)
         self.stats.samples_total += k
         per = 1 if ctx.n_ok is False else self.max_n
-        watcher = None
-        if watch:
-            ctx.last_progress = time.monotonic()
-            watcher = asyncio.ensure_future(self._watch())
+        ctx.last_progress = time.monotonic()
+        watcher = asyncio.ensure_future(self._watch()) if watch else None
         try:
-            if k <= per:  # one request (the common case): no gather
-                await self._draw_indices(request, req, key, list(range(start, start + k)), row,
-                                         failures)
-            else:
-                await asyncio.gather(*(
-                    self._draw_indices(request, req, key, list(range(i, min(i + per, start + k))),
-                                       row, failures) for i in range(start, start + k, per)))
+            await asyncio.gather(*(
+                self._draw_indices(request, req, key, list(range(i, min(i + per, start + k))),
+                                   row, failures) for i in range(start, start + k, per)))
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -700,16 +695,3 @@ def _check_mode(mode: str, batch: BatchOptions | None, *, store: Any, refresh: b
         raise InputError("--max-cost cannot be enforced in batch mode (a batch is priced when "
                          "it is done); try a small --limit first, or sample online")
     return mode, batch or BatchOptions()
-
-
-def redraw_note(stored: Sequence[Sample]) -> str:
-    """What redrawing samples stored without logprobs costs, from what their first draw did."""
-    tokens = sum(s.completion_tokens or 0 for s in stored)
-    usd = [s.cost_usd for s in stored]
-    cost = (f"cost ${sum(u or 0.0 for u in usd):.4g} for {tokens:,} completion tokens"
-            if usd and all(u is not None for u in usd)
-            else f"took {tokens:,} completion tokens (its price was not stored)")
-    return (f"{len(stored)} of the samples asked for are stored without logprobs; this draw "
-            "reads logprobs (a rule weighs each sample by them), which are part of the store "
-            f"key, so those samples are requested again, with them: their first draw {cost}, "
-            "and a redraw about as much")
