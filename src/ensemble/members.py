@@ -34,6 +34,7 @@ from typing import Any
 
 from .errors import InputError
 from .providers.options import ProviderOptions, check_keywords
+from .wording import unprintable
 
 __all__ = ["Member", "load_profiles", "profile_for", "resolve_members"]
 
@@ -67,6 +68,9 @@ class Member:
         if not isinstance(model, str) or not model.strip():
             raise InputError("Member: model must be a litellm model string such as "
                              "openai/gpt-4o-mini")
+        problem = unprintable(model, "Member: model")
+        if problem is not None:
+            raise InputError(problem)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InputError(f"Member({model!r}): n must be an integer >= 1, got {n!r}")
         check_keywords(provider, (*ProviderOptions.names(), *_MEMBER_NAMES),

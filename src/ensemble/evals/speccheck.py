@@ -9,6 +9,7 @@ makes, and every plan `evals.plan.resolve` makes, is checked here.
 from __future__ import annotations
 
 from ensemble.errors import InputError
+from ensemble.wording import unprintable
 
 from .intervals import check_bootstrap
 from .specfields import FLAGS, MemberSpec, RunSpec
@@ -25,6 +26,7 @@ def check(spec: RunSpec, where: str | None, *, flags: tuple[str, ...] = ()) -> N
     def name(field: str) -> str:  # as the user gave it: its flag, or FILE: field
         return FLAGS[field] if where is None or field in flags else f"{where}: {field}"
 
+    _check_text(spec, where)
     if spec.kind == "calibration":
         _check_calibration(spec, at)
         return
@@ -94,6 +96,18 @@ def check(spec: RunSpec, where: str | None, *, flags: tuple[str, ...] = ()) -> N
 # what only an eval's spec says: a calibration fits single answers, it takes no vote
 EVAL_ONLY = ("n", "aggregators", "lam1", "calibration", "open", "answer", "bootstrap",
              "adaptive", "max_n", "stop_cost", "value_usd", "cost_credit")
+
+
+def _check_text(spec: RunSpec, where: str | None) -> None:
+    """Members' model strings and labels, shown in tables, reports and the run folder's name,
+    hold no control character (`wording.unprintable`)."""
+    for i, m in enumerate(spec.members):
+        for field, text in (("model", m.model), ("label", m.label)):
+            problem = None if text is None else unprintable(
+                text, f"{where}: members.{i}.{field}" if where is not None
+                else "--model" if field == "model" else f"members.{i}.{field}")
+            if problem is not None:
+                raise InputError(problem)
 
 
 def _check_distinct(spec: RunSpec, at: str) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..errors import InputError
 from ..registry import Names, Registry, own_name, registration
+from ..wording import unprintable
 
 if TYPE_CHECKING:
     from .base import Provider
@@ -93,7 +94,11 @@ def _prefix(model: str) -> str:
 
 
 def provider_for(model: str, options: ProviderOptions) -> Provider:
-    """The provider for a model string (see the module docstring)."""
+    """The provider for a model string (see the module docstring); one InputError line for a
+    model string holding a control character (it is shown in tables, logs and folder names)."""
+    problem = unprintable(model, "model")
+    if problem is not None:
+        raise InputError(problem)
     key = provider_registry.resolve(_prefix(model))  # a prefix two plug-ins claim: one line
     factory = provider_registry.get(key) if key is not None else _default
     return factory(model, options)

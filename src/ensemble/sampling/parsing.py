@@ -92,8 +92,15 @@ def check_choices(choices: Sequence[str], *, what: str = "choices") -> None:
     from .types import check_text
 
     seen: dict[str, str] = {}
+    from ..wording import unprintable
+
     for c in choices:
         check_text(c, what=f"{what} {c!r}")
+        problem = unprintable(c, what)
+        if problem is not None:
+            from ..errors import InputError
+
+            raise InputError(problem)
         other = seen.setdefault(c.strip().casefold(), c)
         if other != c:
             from ..errors import InputError

@@ -51,6 +51,7 @@ from pydantic import (
 from ..errors import InputError
 from ..providers.options import option_fields
 from ..rules import DEFAULT_AGGREGATOR
+from ..wording import unprintable
 
 __all__ = ["LOOPBACK", "REDIS_URL_ENV", "SERVE_KEY_ENV", "SERVE_MAX_CONCURRENCY",
            "EndpointConfig", "FleetConfig", "MemberConfig", "ServeConfig", "ServedModel",
@@ -220,6 +221,13 @@ class ServedModel(EndpointConfig):
         return [v] if isinstance(v, str) else v
 
     def check(self, name: str) -> None:
+        for i, model in ([(None, self.model)] if self.members is None else
+                         [(i, m.model) for i, m in enumerate(self.members)]):
+            problem = None if model is None else unprintable(
+                model, f"served model {name!r}: " + ("model" if i is None else
+                                                      f"members.{i}.model"))
+            if problem is not None:
+                raise InputError(problem)
         if (self.model is None) == (self.members is None):
             raise InputError(f"served model {name!r}: give either model: or members:, "
                              "not both and not neither")
@@ -333,6 +341,9 @@ class ServeConfig(BaseModel):
             if not name.strip() or name != name.strip():
                 raise InputError(f"served model name {name!r} must be non-empty, without "
                                  "surrounding spaces")
+            problem = unprintable(name, "served model name")  # in logs, /v1/models, replies
+            if problem is not None:
+                raise InputError(problem)
             m.check(name)
         if not math.isfinite(self.request_timeout):
             raise InputError("request_timeout must be a finite number of seconds")
@@ -367,6 +378,9 @@ def parse_config(doc: dict[str, Any], *, source: str = "config") -> ServeConfig:
         return ServeConfig.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, InputError):  # a check of ours, which names the field itself
+            raise InputError(f"{source}: {cause}") from None
         where = ".".join(str(x) for x in err["loc"]) or "(top level)"
         raise InputError(f"{source}: {where}: {err['msg']} (see docs/serve.md for the "
                          "config format)") from None

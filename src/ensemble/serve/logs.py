@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..secrets import redact
+from ..wording import escaped
 
 __all__ = ["Outcome", "RequestLog", "RequestRecord", "http_logger"]
 
@@ -50,12 +51,14 @@ class RequestRecord:
             parts.append(self.note)
         if self.error:
             parts.append(f"error={' '.join(self.error.split())}")
-        return " ".join(parts)
+        # a client's model or path, a model's decision: escaped, never acting on the terminal
+        return escaped(" ".join(parts))
 
     def json_line(self) -> str:
         doc = {k: v for k, v in asdict(self).items() if v is not None}
         doc["ms"] = round(doc.pop("seconds") * 1000, 1)
-        return json.dumps(doc, ensure_ascii=False)
+        text = json.dumps(doc, ensure_ascii=False)  # escapes C0 controls, not C1 or bidi ones
+        return text if text.isprintable() else json.dumps(doc)  # then all as \\uXXXX
 
 
 @dataclass

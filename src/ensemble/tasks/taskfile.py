@@ -42,6 +42,7 @@ from pydantic import (
 from ensemble.answers import Choice, resolve_answer
 from ensemble.errors import DataError, InputError
 from ensemble.sampling.parsing import extract_answer
+from ensemble.wording import control_character
 
 from .base import (
     Question,
@@ -163,19 +164,6 @@ def is_task_file(name: str) -> bool:
     """`ensemble eval NAME` names a task file, not a registered task (a path or a .yaml,
     .yml or .json file name: registered names are neither)."""
     return name.lower().endswith(SUFFIXES) or "/" in name or "\\" in name
-
-
-def control_character(text: str) -> str | None:
-    """The first character of `text` that acts on a terminal instead of printing (C0 and C1
-    controls, DEL, line and paragraph separators, bidirectional overrides and isolates), as
-    U+XXXX with its position; None when there is none."""
-    import unicodedata
-
-    for i, ch in enumerate(text, 1):
-        if (unicodedata.category(ch) in ("Cc", "Zl", "Zp")
-                or "\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069"):
-            return f"U+{ord(ch):04X} (character {i})"
-    return None
 
 
 def task_file_title(path: str | Path, spec: TaskFileSpec | None = None) -> str:
