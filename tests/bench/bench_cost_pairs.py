@@ -49,11 +49,15 @@ Compared at equal accuracy (the right answer), against GPT-4 alone at n = 1:
   cheap model's agreement on it (its leader's share of all its recorded samples: a router that
   knows it exactly, better than a trained one can) is at least τ, else GPT-4 (one sample);
   every τ, the cheapest reaching the target chosen in hindsight;
-- the cost rule, its value swept (value_usd = v x GPT-4's mean price per sample), the
-  cheapest value reaching the target chosen in hindsight too.
+- the cost rule, its value swept (value_usd = v x GPT-4's mean price per sample) and its
+  target_loss swept (0.08 down to 0.0005, 4 steps per halving; a target that falls between two
+  values' policies is met by the rule's randomised optimum, `CostRule.mix`, each question's
+  policy keyed by its id), the cheapest setting of either reaching the target chosen in
+  hindsight too.
 For each: the dollars at the target accuracy as a ratio to GPT-4 alone, read two ways, every
 family alike:
-- single setting: the cheapest one setting (one (k, j), one τ, one value) reaching the target;
+- single setting: the cheapest one setting (one (k, j), one τ, one value or target) reaching
+  the target;
 - mix of two: the family's frontier read between two neighbouring settings, as bench_cost reads
   its frontiers (its `frontier`/`interpolate`, imported): a randomised policy that runs one
   setting with probability α and the other otherwise earns and spends the α-mix of the two; a

@@ -97,8 +97,8 @@ def key(answer: str | None) -> str | None:
 
 def join(tmp: Path):
     """(codes per member (Q, K_g), tokens per member (Q, K_g), right (Q, n_opt), reference
-    (Q, n_opt)) with each question's answers coded over the union of both members' answers and
-    the right one (−1: invalid)."""
+    (Q, n_opt), question ids: the rule's per-question key) with each question's answers coded
+    over the union of both members' answers and the right one (−1: invalid)."""
     runs = [replayed(folder, t, k, tmp / name) for name, folder, t, k in MEMBERS]
     questions = list(read_questions(tmp / MEMBERS[0][0]))
     ids = [q.id for q in questions]
@@ -130,7 +130,7 @@ def join(tmp: Path):
     counts = (codes[1][..., None] == np.arange(n_opt)).sum(axis=1)  # the expensive member's 6
     top = (counts == counts.max(axis=1, keepdims=True)) & (counts > 0)
     reference = top / np.maximum(top.sum(axis=1, keepdims=True), 1)
-    return codes, tokens, right, reference
+    return codes, tokens, right, reference, ids
 
 
 # -- scoring helpers -----------------------------------------------------------------------------
@@ -151,8 +151,10 @@ def onehot(c: np.ndarray, n_opt: int) -> np.ndarray:
 
 
 class Scorer:
-    def __init__(self, codes, tokens, right, reference, orders: int, reps: int, seed: int = 0):
+    def __init__(self, codes, tokens, right, reference, orders: int, reps: int, seed: int = 0,
+                 ids: list[str] | None = None):
         self.codes, self.right, self.reference = codes, right, reference
+        self.ids = ids  # each question's key: its policy where the rule mixes two
         self.cost = [t * p / 1e6 for t, p in zip(tokens, PRICE_PER_M, strict=True)]
         self.Q, self.n_opt = right.shape
         g = np.random.default_rng(seed)
@@ -225,7 +227,8 @@ class Scorer:
         rule = replace(CostSpec(value_usd=value_usd), prior=prior).build(
             a=None, b=None, prices=price, max_n=BUDGETS, lams=list(LAMS),
             two_choices=two_fixed_choices([str(i) for i in range(self.n_opt)]))
-        rp = replay_cost(rule, self.codes, self.orders, self.cost, options=self.n_opt)
+        rp = replay_cost(rule, self.codes, self.orders, self.cost, options=self.n_opt,
+                         questions=self.ids)
         right = replay_credit(rp, self.codes, self.orders, rule, self.right)
         ref = replay_credit(rp, self.codes, self.orders, rule, self.reference)
         row = self.row(right, ref, rp.spent, (rp.drawn[..., 0], rp.drawn[..., 1]))
@@ -248,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        codes, tokens, right, reference = join(Path(tmp))
-    sc = Scorer(codes, tokens, right, reference, a.orders, a.reps)
+        codes, tokens, right, reference, ids = join(Path(tmp))
+    sc = Scorer(codes, tokens, right, reference, a.orders, a.reps, ids=ids)
     Q = sc.Q
     inv = [float((c < 0).mean()) for c in codes]
     for name, c in zip(("cheap", "expensive"), codes, strict=True):
@@ -311,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for label, rule, r in summaries:
         s = rule.summary
-        print(f"| {label} (value ${rule.value_usd * 1e6:.2f}e-6) | {s.mean_samples[0]:.2f} / "
+        mix = (f", mixed with value ${rule.cheaper_value_usd * 1e6:.2f}e-6 on {rule.mix:.0%} "
+               "of the questions" if rule.mix else "")
+        print(f"| {label} (value ${rule.value_usd * 1e6:.2f}e-6{mix}) | {s.mean_samples[0]:.2f} / "
               f"{s.mean_samples[1]:.2f} | {r['votes'][0]:.2f} / {r['votes'][1]:.2f} | "
               f"{s.mean_cost_usd / sc.dear_price:.2f} | {r['usd'] / sc.dear_price:.2f} | "
               f"{s.accuracy:.4f} (its reference alone: {s.reference_accuracy:.4f}) | "
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     # the eval's own row (evals.costeval.cost_rows) at the default: the same replay
     costs = sc.cost
     (row,) = cost_rows(codes, costs, right, np.ones(Q), budgets=BUDGETS, lams=list(LAMS),
-                       spec=CostSpec(), orders=a.orders, reps=a.reps, seed=0)
+                       spec=CostSpec(), orders=a.orders, reps=a.reps, seed=0, questions=ids)
     print(f"\nthe eval's row (cost_rows, default): mean_samples_by_member "
           f"{[round(x, 3) for x in row['mean_samples_by_member']]}, mean_cost_usd "
           f"{row['mean_cost_usd']:.3e}, accuracy {row['accuracy']:.4f} "
