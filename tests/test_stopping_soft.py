@@ -104,3 +104,23 @@ def test_the_evals_replay_it_on_each_samples_own_shares():
     assert soft.notes[0].startswith("bayes-soft: one soft sample counts as")
     assert hard.notes[0].startswith("bayes-soft: stops on the hard counts: 0 of the 30")
     assert not np.array_equal(soft.question_samples, hard.question_samples)
+
+
+@pytest.mark.parametrize("votes, cost", [(40, 0.004), (60, 0.0004), (120, 0.001)])
+def test_its_table_over_the_reachable_states_is_bayes_backward_induction(votes, cost):
+    """The soft rule's table (one per order of an eval's replay, so computed on the states
+    it reads only) equals the bayes rule's backward induction wherever a state can occur:
+    r votes left at a of m with m + r <= votes, a <= m."""
+    from ensemble.stopping import BetaPrior, GridPrior
+    from ensemble.stopping.bayes import stop_table
+    from ensemble.stopping.soft import reachable_stop_table
+
+    r = np.arange(votes + 1)[:, None, None]
+    m = np.arange(votes + 1)[None, :, None]
+    a = np.arange(votes + 1)[None, None, :]
+    can = (m + r <= votes) & (a <= m)
+    for prior in (BetaPrior(0.3), BetaPrior(2.7), GridPrior.of([0.1, 0.3, 0.5], [1, 2, 1])):
+        full = stop_table(prior, votes, cost)
+        fast = reachable_stop_table(prior, votes, cost)
+        np.testing.assert_array_equal(fast[can], full[can])
+        assert 0.2 < full[can].mean() < 0.99  # both actions occur

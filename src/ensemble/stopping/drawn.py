@@ -30,14 +30,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from ..errors import InputError
 
 if TYPE_CHECKING:
     from ..rules import Evidence
 
-__all__ = ["Drawn", "Observation", "member_counts"]
+__all__ = ["Drawn", "Observation", "Prefixes", "member_counts"]
 
 
 def member_counts(answers: Sequence[Sequence[str | None]], weights: Sequence[float]
@@ -169,3 +172,51 @@ class Drawn:
         """The first `counts[g]` samples of each member (e.g. a question's pilot)."""
         return Drawn(tuple(m[:n] for m, n in zip(self.members, counts, strict=True)),
                      self.budgets, self.question)
+
+
+@dataclass(frozen=True)
+class Prefixes:
+    """Every prefix of many questions' samples along given orders (one member), as arrays:
+    what a policy reads to say at once where it stops along each (`plan.PrefixPolicy`), the
+    same as `Drawn` says of one prefix. Leading axes (...) index questions and orders; m the
+    prefix length, 0..budget.
+
+    counts[..., m, o]: hard votes for option o among the first m samples; invalid[..., m]:
+    replies among them that could not be read; tallies[..., m, o]: the summed credit of the
+    first m (`Drawn.tallies`: each sample's shares where it has them, else 1 to its answer),
+    accumulated in draw order (so equal, to the last bit, to what `Drawn` sums); None when
+    no sample has shares.
+    """
+
+    counts: NDArray[np.int16]
+    invalid: NDArray[np.int16]
+    tallies: NDArray[np.float64] | None
+    budget: int
+
+    @property
+    def drawn(self) -> NDArray[np.int64]:
+        """The prefix lengths 0..budget (the last axis of `invalid`)."""
+        return np.arange(self.budget + 1)
+
+    def top_two(self, *, count_invalid: bool = False
+                ) -> tuple[NDArray[np.int16], NDArray[np.int16]]:
+        """(top, second)[..., m]: `Drawn.top_two`'s counts of the two leading answers of each
+        prefix (invalid replies one more answer with `count_invalid`)."""
+        c = self.counts
+        if count_invalid:
+            c = np.concatenate([c, self.invalid[..., None]], axis=-1)
+        return top_two_of(c)
+
+    def leading_tallies(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(lead, second)[..., m]: the two highest `tallies` of each prefix (0 where fewer)."""
+        if self.tallies is None:
+            raise InputError("these prefixes carry no soft evidence (tallies)")
+        return top_two_of(self.tallies)
+
+
+def top_two_of(x: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
+    """The highest and second-highest value along the last axis (0 where it has one entry)."""
+    if x.shape[-1] == 1:
+        return x[..., 0], np.zeros_like(x[..., 0])
+    part = np.partition(x, x.shape[-1] - 2, axis=-1)
+    return part[..., -1], part[..., -2]

@@ -42,13 +42,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import InputError
 from ..rules import HARD
-from .drawn import Drawn
+from .drawn import Drawn, Prefixes
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from .priors import PriorUsed
 
-__all__ = ["HISTORY_MAX", "FitContext", "StopMemory", "StopPlan", "StopPolicy", "check_next",
-           "fixed_plan"]
+__all__ = ["HISTORY_MAX", "FitContext", "PrefixPolicy", "StopMemory", "StopPlan", "StopPolicy",
+           "check_next", "fixed_plan"]
 
 #: The most recent decisions a memory keeps (a long-lived Ensemble, `ensemble serve`, neither
 #: grows nor slows without bound).
@@ -64,6 +67,22 @@ class StopPolicy(Protocol):
     def next(self, drawn: Drawn) -> tuple[int, ...]:
         """Samples to draw next from each member (all 0: stop and decide)."""
         ...
+
+
+@runtime_checkable
+class PrefixPolicy(Protocol):
+    """A policy that can also say, at once, where it stops along many questions' orders of
+    samples (one member): what a replay of stored samples asks (`ensemble.evals.adaptive`),
+    instead of a `next` call per question, order and step. `stops_along(prefixes)[..., m]` is
+    True where `next` would ask for nothing more after the first m samples (and at the
+    budget); it must agree with `next` step for step, batches aside (`next` may ask for
+    several samples at once only where it cannot stop in between). A rule declares it by
+    having it (bayes-soft: its tallies read from arrays); the others replay through `next`.
+    """
+
+    def next(self, drawn: Drawn) -> tuple[int, ...]: ...
+
+    def stops_along(self, prefixes: Prefixes) -> NDArray[np.bool_]: ...
 
 
 @dataclass(frozen=True)

@@ -37,18 +37,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..rules import Requests
-from .bayes import DEFAULT_PILOT, BayesRule, stop_table
-from .drawn import Drawn
+from .bayes import DEFAULT_PILOT, BayesRule
+from .drawn import Drawn, Prefixes
 from .priors import Prior
 from .registry import register_stop_rule
 from .table import MAX_N_LIMIT
 
-__all__ = ["MIN_PILOTS", "R_MAX", "SoftBayesRule", "SoftFit", "fit_gain", "pilot_stats"]
+__all__ = ["MIN_PILOTS", "R_MAX", "SoftBayesRule", "SoftFit", "fit_gain", "pilot_stats",
+           "reachable_stop_table"]
 
 MIN_PILOTS = 30  # pilots with shares before r is fitted
 R_MAX = 10.0  # one soft sample is worth at most this many votes (and r·max_n at most 200:
 # the table grows as (r·max_n)³, `MAX_N_LIMIT`)
 _GRID = 4  # r is rounded to quarters (tables are cached per r)
+_EPS = 1e-12  # stop when stopping is worth at least as much as going on (`bayes`'s)
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,33 @@ def fit_gain(stats: Sequence[tuple[float, float, list[tuple[float, float]]] | No
 
 @lru_cache(maxsize=32)
 def _soft_table(prior: Prior, votes: int, cost: float) -> NDArray[np.bool_]:
-    """stop[r, m, a] of the binary Bayes problem over `votes` votes at `cost` per vote."""
-    table = stop_table(prior, votes, cost)
+    """stop[r, m, a] of the binary Bayes problem over `votes` votes at `cost` per vote, for
+    the states `stops_at` reads (m + r ≤ votes, a ≤ m; the others are left True)."""
+    table = reachable_stop_table(prior, votes, cost)
     table.setflags(write=False)
     return table
+
+
+def reachable_stop_table(prior: Prior, votes: int, cost: float) -> NDArray[np.bool_]:
+    """`bayes.stop_table` on the states that can occur, r votes left at a of m with
+    m + r ≤ votes and a ≤ m (the others left True): the same backward induction, element
+    for element the same arithmetic, over a triangle of each step's (m, a) instead of the
+    square, ~3x faster at 200 votes (one such table per order of an eval's replay)."""
+    V = votes
+    pred, win = prior.state_tables(V)
+    val = np.maximum(win, 1.0 - win)
+    stop = np.ones((V + 1, V + 1, V + 1), dtype=bool)
+    W = val.copy()  # value with r votes left, over (m, a); rows m ≤ V − r + 1 are current
+    for r in range(1, V + 1):
+        h = V - r + 1  # states m = 0..V − r, a = 0..m (columns past m are never read)
+        up = W[1:h + 1, 1:h + 1]
+        down = W[1:h + 1, :h]
+        p = pred[:h, :h]
+        cont = -cost + p * up + (1.0 - p) * down
+        st = val[:h, :h] >= cont - _EPS
+        W[:h, :h] = np.where(st, val[:h, :h], cont)
+        stop[r, :h, :h] = st
+    return stop
 
 
 @register_stop_rule
@@ -173,6 +198,21 @@ class SoftBayesRule(BayesRule):
         a = np.clip(np.rint(r * np.maximum(t1, t2)), 0, m).astype(np.int64)
         out = stop[left, m, a] | (n >= M)
         return np.where(n < self.pilot, False, out)
+
+    def stops_along(self, prefixes: Prefixes) -> NDArray[np.bool_]:
+        """Where `next` stops along many orders at once (`plan.PrefixPolicy`: a replay in
+        `ensemble eval` reads it): [..., m] True where it asks for nothing more after the
+        first m samples. The soft state while the logprobs are trusted, else the hard table
+        (whose batches only skip states where it cannot stop)."""
+        n = prefixes.drawn
+        M = self.max_n
+        if not self.gain.on:
+            top, second = prefixes.top_two(count_invalid=self.count_invalid)
+            m = np.minimum(n, M)
+            stop = self.table[m, np.minimum(top, M), np.minimum(second, M)] == 0
+            return stop | (n >= M)
+        lead, second_t = prefixes.leading_tallies()
+        return self.stops_at(np.broadcast_to(n, lead.shape), lead, second_t) | (n >= M)
 
     def next(self, drawn: Drawn) -> tuple[int, ...]:
         """One more sample while the soft state does not stop (over several members: one
