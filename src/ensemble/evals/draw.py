@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,11 @@ async def draw(task: Task, questions: Sequence[Question], members: Sequence[Draw
                            on_status=policy.on_status,
                            **sampler_mode(model=first.model, options=first.options,
                                           batch=policy.batch, router=policy.router)) as s:
-            results[i] = await s.run(reqs, parser=task.parse)
+            # each reply read by its own question's parser where questions differ in kind
+            # (what the scoring does: answers_of), so the live bar counts what is scored
+            parsers = ([partial(task.parse_for, q) for g in groups[i] for q in qs]
+                       if task.layout.per_question_choices else None)
+            results[i] = await s.run(reqs, parser=task.parse, parsers=parsers)
             stats[i] = s.stats
             identity[i] = s.provider.identity
             names[i] = s.provider_name

@@ -231,7 +231,7 @@ class _BatchRun:
             missing = {i for ri in ris for i, x in enumerate(self.rows[ri]) if x is None}
             if not missing:
                 continue
-            got = self.store.get(key, missing, parser=self.s.parse)
+            got = self.store.get(key, missing, parser=self.s.parser_for(key))
             for ri in ris:
                 self.s.fill(self.rows[ri], got, cached=initial)
 

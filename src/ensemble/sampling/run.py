@@ -83,6 +83,7 @@ class RunContext:
         self.progress = progress
         self.cooldown = cooldown or (lambda: 0.0)
         self.parse: Parser = default_parser
+        self.parsers: dict[str, Parser] = {}  # a request's own parser, by its store key
         self.stop: RunStopped | None = None
         self.last_progress = time.monotonic()
         # replies the store could not take (a full disk), kept to write again: (samples,
@@ -112,11 +113,16 @@ class RunContext:
         else:
             log.info("%s", line)
 
-    def answer(self, text: str | None) -> str | None:
+    def parser_for(self, key: str | None) -> Parser:
+        """The parser of the request whose store key is `key`: its own (`Sampler.run`'s
+        `parsers`: a file mixing kinds of question), else the run's."""
+        return self.parsers.get(key, self.parse) if key is not None else self.parse
+
+    def answer(self, text: str | None, key: str | None = None) -> str | None:
         if not text:
             return None
         try:
-            return self.parse(text)
+            return self.parser_for(key)(text)
         except Exception as exc:  # noqa: BLE001 - a parser bug makes an invalid answer, not a crash
             self.note(f"the answer parser raised {type(exc).__name__}; answer counted invalid")
             return None
@@ -248,7 +254,7 @@ class RunContext:
                  if completion_tokens is not None and None not in own
                  and sum(x or 0 for x in own) == completion_tokens
                  else [each + (j < extra) for j in range(share)])
-        answers = [self.answer(ch.text) for ch in choices]
+        answers = [self.answer(ch.text, key) for ch in choices]
         return [Sample(key=key, index=start + j, text=ch.text, answer=answers[j],
                        finish_reason=ch.finish_reason,
                        prompt_tokens=prompt_tokens if j == 0 else 0,
@@ -257,7 +263,7 @@ class RunContext:
                        logprobs=ch.logprobs, source=source,
                        answer_lp=ch.answer_lp if ch.answer_lp is not None
                        else None if ch.logprobs is None
-                       else compact_logprobs(ch.logprobs, answers[j], self.parse))
+                       else compact_logprobs(ch.logprobs, answers[j], self.parser_for(key)))
                 for j, ch in enumerate(choices)]
 
     def took(self, n: int, invalid: int, *, cached: int = 0, shared: int = 0) -> None:

@@ -289,16 +289,18 @@ class Sampler:
         raise_for_failures(result, len(requests), stored=self.store is not None)
         return result.rows  # type: ignore[return-value]
 
-    async def run(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None
-                  ) -> SampleResult:
-        """Draw every missing sample; return the rows and the failures (see the module doc)."""
+    async def run(self, requests: Sequence[SampleRequest], *, parser: Parser | None = None,
+                  parsers: Sequence[Parser] | None = None) -> SampleResult:
+        """Draw every missing sample; return the rows and the failures (see the module doc).
+        `parsers`: each request's own parser (questions of different kinds), else `parser`."""
         ctx = self.run_state
         for r in requests:
             if not isinstance(r, SampleRequest):
                 raise InputError(f"requests must be SampleRequest objects, got {type(r).__name__}")
-        if parser is not None:
-            ctx.parse = parser
+        ctx.parse = parser if parser is not None else ctx.parse
         await self._resolve()
+        ctx.parsers = {} if parsers is None else {
+            self.key_of(r): p for r, p in zip(requests, parsers, strict=True)}
         self._check_logprobs(requests)
         if self.mode == "batch":  # the provider's Batch API: ensemble/sampling/batch.py
             from .batch import run_batch
@@ -377,7 +379,7 @@ class Sampler:
                              "batch run (eval --adaptive replays the drawn samples)")
         ctx = self.run_state
         if parser is not None:
-            ctx.parse = parser
+            ctx.parse, ctx.parsers = parser, {}
         await self._resolve()
         self._check_logprobs([req])
         if self._probe is None:
@@ -454,12 +456,12 @@ class Sampler:
             key = self.key_of(req)
             have: dict[int, Sample] = {}
             if self.store is not None and not self.refresh:
-                have = self.store.get(key, range(req.k), parser=ctx.parse)
+                have = self.store.get(key, range(req.k), parser=ctx.parser_for(key))
                 if len(have) < req.k and not req.params.logprobs:
                     # samples drawn with logprobs (for a soft rule) serve a request without
                     for other in with_logprobs(req):
                         more = self.store.get(self.key_of(other), range(req.k),
-                                              parser=ctx.parse)
+                                              parser=ctx.parser_for(key))
                         have.update({i: s for i, s in more.items() if i not in have})
             for s in have.values():
                 if s.cost_usd is None:
@@ -515,7 +517,7 @@ class Sampler:
             return list(unit.indices)
         claim = self.store.claim([(unit.key, unit.indices)], holder=self.holder, ttl=LEASE_TTL)[0]
         if claim.done:
-            got = self.store.get(unit.key, claim.done, parser=self.run_state.parse)
+            got = self.store.get(unit.key, claim.done, parser=self.run_state.parser_for(unit.key))
             self.run_state.fill(rows[unit.ri], got, shared=True)
         # this process's own leases come back as claimed: those another request of this run
         # is drawing now wait for its reply (read from the store when it is stored)
@@ -535,7 +537,7 @@ class Sampler:
         if self.store is None or self.refresh:
             return {}
         claim = self.store.claim([(key, indices)], holder=self.holder, ttl=LEASE_TTL)[0]
-        return (self.store.get(key, claim.done, parser=self.run_state.parse) if claim.done
+        return (self.store.get(key, claim.done, parser=self.run_state.parser_for(key)) if claim.done
                 else {})
 
     def _check_price_known(self) -> None:
