@@ -228,7 +228,9 @@ class CostRule:
     (P(it is right) under quantal response, read through the members' λ: give `lams`) or
     "planted" (the prior's own P(answer 1 is right) per node, `JointPrior.p`).
     Give `value_usd` (dollars one right decision is worth) or `target_loss` (the largest
-    expected accuracy loss under the prior against `reference`: "strongest" or "fixed").
+    expected accuracy loss under the prior against `reference`: "strongest" or "fixed"; met
+    exactly, by running the cheaper of the critical value's two policies on a share `mix` of
+    the questions, each by its key: see the module docstring).
     two_choices: the answers are two fixed choices, so that a lone answer seen can give way to
     the other (True); False for more options or open answers, where only answers seen can be
     decided (the terminal value of a state with one answer seen is then its w).
