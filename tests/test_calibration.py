@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from ensemble.calibration import fit_joint, fit_lambda, fit_probabilities
+from ensemble.calibration import (
+    LOGPROB_INTERVAL,
+    ONE_SIDED_INTERVAL,
+    PROFILE_INTERVAL,
+    fit_joint,
+    fit_lambda,
+    fit_probabilities,
+)
 from ensemble.errors import InputError
 from ensemble.jsonio import loads
 from ensemble.qr import psi
@@ -138,6 +145,13 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path, cli):
     assert doc["recommendation"]["aggregator"] in ("majority", "robust")
     lpd = json.loads(lp.stdout)
     assert lpd["mode"] == "logprob"
+    # each fit says what its interval is, in the JSON and under the report's table
+    assert {f["interval"] for f in doc["fits"]} == {PROFILE_INTERVAL, ONE_SIDED_INTERVAL}
+    assert {f["interval"] for f in lpd["fits"]} == {LOGPROB_INTERVAL}
+    assert "clustered by question" in LOGPROB_INTERVAL
+    report = (tmp_path / "l" / "report.md").read_text()
+    assert f"95% interval at t = 0.5, 1: {LOGPROB_INTERVAL}." in report
+    assert LOGPROB_INTERVAL in (tmp_path / "l" / "report.html").read_text()
     for fs, fl in zip((f5, f1), lpd["fits"], strict=True):
         assert fs["ci"][0] <= fl["lam"] <= fs["ci"][1]  # logprob agrees with sampling
     html = (tmp_path / "c" / "report.html").read_text()

@@ -37,8 +37,25 @@ it is part of the model's scores and a constant b when it is added after the tem
 default each temperature gets its own bias in both models, so the test is about λ alone.
 
 Logprob mode fits the same model to per-question probabilities P(L) read from one request's top
-logprobs (quasi-binomial: the probabilities are treated as proportions, the scale estimated
-from Pearson's χ²).
+logprobs (quasi-binomial: each question's P(L), its belief q, is a proportion with mean μ and
+variance φ·μ(1 − μ); a belief in [0, 1] has φ ≤ 1, φ = 1 being a hard vote). The questions are
+the independent units (one belief per question and temperature), and the interval is built for
+beliefs piled near 0 and 1, where few questions carry the information about λ:
+
+    λ̂ ± t_{ν, 0.975} · SE,   SE² = max(cluster-robust variance, φ̂ · [(XᵀWX)⁻¹]_λλ)
+
+- the **cluster-robust** (sandwich) variance, clustered by question (with statsmodels'
+  small-sample factor for clusters), assumes nothing about how the beliefs spread;
+- the **model-based** variance uses the scale φ̂ = Σ(q − μ̂)² / Σ μ̂(1 − μ̂) · N/(N − d): the
+  ratio of sums, not Pearson's mean of ratios Σ(q − μ̂)²/(μ̂(1 − μ̂))/(N − d), whose terms at
+  μ̂ near 0 or 1 are mostly ~0 and rarely huge, so that in most runs it is far below φ (the
+  interval of Pearson's scale covered 57-78% at λ = 4-8 in tests/bench/bench_logprob_coverage.py);
+- ν = (Σ v)² / Σ v² − d, v = μ̂(1 − μ̂) (Satterthwaite's degrees of freedom of a residual sum
+  of squares with variances ∝ v): the number of questions whose beliefs can vary, small when
+  λ is large and most questions are answered with near certainty.
+
+Coverage across κ (the chains' concentration), λ, temperature and 50-400 questions:
+docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -53,11 +70,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import InputError
 
-__all__ = ["BIAS_FORMS", "JointFit", "LambdaFit", "fit_joint", "fit_lambda", "fit_probabilities"]
+__all__ = ["BIAS_FORMS", "LOGPROB_INTERVAL", "ONE_SIDED_INTERVAL", "PROFILE_INTERVAL", "JointFit",
+           "LambdaFit", "fit_joint", "fit_lambda", "fit_probabilities"]
 
 _CHI2_95 = 3.841458820694124  # χ²₁ 0.95 quantile: two-sided 95% profile interval
 _CHI2_90 = 2.705543454095404  # χ²₁ 0.90 quantile: one-sided 95% bound
 _LAM_MAX = 1e4
+
+# what a fit's interval is (LambdaFit.interval; calibration.json's `fits[].interval`)
+PROFILE_INTERVAL = "95% profile-likelihood interval (bias profiled out), answers as binomial counts"
+ONE_SIDED_INTERVAL = "one-sided 95% profile-likelihood bound (separated: no upper end)"
+LOGPROB_INTERVAL = ("95% interval, clustered by question: λ ± t(ν)·SE, SE the larger of the "
+                    "cluster-robust and the quasi-binomial standard errors")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +108,8 @@ class LambdaFit:
     deviance_pvalue: float | None = None  # parametric bootstrap, upper tail
     gof_reps: int = 0  # bootstrap draws behind the p-values (0: χ²₁ reference, no deviance p)
     boot_seed: int | None = None  # the bootstrap's seed (fit_lambda(..., rng=boot_seed) repeats it)
+    interval: str = PROFILE_INTERVAL  # what `ci` is (the module's constants)
+    df_interval: float | None = None  # logprob mode: the t quantile's degrees of freedom ν
 
     @property
     def lower_bound(self) -> float:
@@ -301,7 +327,7 @@ def _separated_fit(sign: float, x: NDArray[np.float64], k: NDArray[np.float64],
     return LambdaFit(lam=lam, se=None, ci=ci, bias=None, bias_se=None, separated=True,
                      n_questions=nq, n_valid=nv, deviance=None, df=nq - (2 if bias else 1),
                      gof_pvalue=None, dispersion=None, mode=mode, t=t, mirrored=mirror,
-                     notes=tuple(notes))
+                     notes=tuple(notes), interval=ONE_SIDED_INTERVAL)
 
 
 def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bias: bool = True,
@@ -391,29 +417,52 @@ def fit_lambda(posteriors: ArrayLike, ones: ArrayLike, totals: ArrayLike, *, bia
 
 def fit_probabilities(posteriors: ArrayLike, probs: ArrayLike, *, bias: bool = True,
                       t: float | None = None) -> LambdaFit:
-    """Logprob mode: fit the model to per-question probabilities P(X = 1) (quasi-binomial)."""
+    """Logprob mode: fit the model to per-question probabilities P(X = 1), one per question
+    (quasi-binomial), with the interval of the module docstring (`LOGPROB_INTERVAL`): λ̂ ±
+    t_ν · SE, SE the larger of the cluster-robust (by question) and the quasi-binomial one."""
     import statsmodels.api as sm
+    from scipy.stats import t as student
 
     p = np.asarray(posteriors, dtype=float)
     q = np.clip(np.asarray(probs, dtype=float), 1e-9, 1 - 1e-9)
-    if p.shape != q.shape or p.size < 3:
+    if p.shape != q.shape or p.ndim != 1 or p.size < 3:
         raise InputError("need a probability for each of at least three questions")
     x = 2 * (2 * p - 1)
     exog = np.column_stack([x, np.ones_like(x)]) if bias else x[:, None]
+    nq, d = int(p.size), exog.shape[1]
+    if nq <= d:
+        raise InputError(f"need more than {d} questions to fit λ"
+                         f"{' and the bias' if bias else ''} from logprobs")
     import warnings
 
     with warnings.catch_warnings():
         # probabilities near 0 or 1 trip statsmodels' separation heuristic; the fit is fine
         warnings.simplefilter("ignore")
-        res = sm.GLM(q, exog, family=sm.families.Binomial()).fit(scale="X2")
-    lam, se = float(res.params[0]), float(res.bse[0])
-    return LambdaFit(lam=lam, se=se, ci=(lam - 1.959964 * se, lam + 1.959964 * se),
-                     bias=float(res.params[1]) if bias else None,
-                     bias_se=float(res.bse[1]) if bias else None, separated=False,
-                     n_questions=int(p.size), n_valid=int(p.size), deviance=float(res.deviance),
-                     df=int(res.df_resid), gof_pvalue=None, dispersion=float(res.scale),
-                     mode="logprob", t=t, mirrored=False,
-                     notes=("quasi-binomial fit to logprob probabilities; Wald interval",))
+        res = sm.GLM(q, exog, family=sm.families.Binomial()).fit()
+    lam = float(res.params[0])
+    mu = np.asarray(res.fittedvalues, dtype=float)
+    v = mu * (1 - mu)
+    bread = np.linalg.pinv(exog.T @ (exog * v[:, None]))  # (XᵀWX)⁻¹
+    # The sandwich by hand, one cluster per question, with statsmodels' small-sample factor
+    # G/(G−1)·(N−1)/(N−d): its own cov_type="cluster" goes through the link's derivative,
+    # 1/(μ(1 − μ)), and is NaN as soon as a fitted μ rounds to 0 or 1 (large λ̂).
+    score = exog * (q - mu)[:, None]
+    robust = bread @ (score.T @ score) @ bread * (nq / (nq - 1)) * ((nq - 1) / (nq - d))
+    phi = float(((q - mu) ** 2).sum() / v.sum() * nq / (nq - d))  # ratio of sums (docstring)
+    var = np.maximum(phi * np.diag(bread), np.diag(robust))
+    se, b_se = float(math.sqrt(var[0])), (float(math.sqrt(var[1])) if bias else None)
+    nu = max(1.0, float(v.sum() ** 2 / (v ** 2).sum()) - d)
+    # beliefs that are exactly ψ (κ = ∞) give SE ≈ 0: the fit's own precision is the floor
+    half = max(float(student.ppf(0.975, nu)) * se, 1e-6 * max(1.0, abs(lam)))
+    return LambdaFit(lam=lam, se=se, ci=(lam - half, lam + half),
+                     bias=float(res.params[1]) if bias else None, bias_se=b_se,
+                     separated=False, n_questions=nq, n_valid=nq,
+                     deviance=float(res.deviance), df=int(res.df_resid), gof_pvalue=None,
+                     dispersion=phi, mode="logprob", t=t, mirrored=False,
+                     notes=(f"quasi-binomial fit to one logprob belief per question (scale "
+                            f"{phi:.3g}); the interval's t quantile has ν = {nu:.1f} degrees "
+                            "of freedom",),
+                     interval=LOGPROB_INTERVAL, df_interval=nu)
 
 
 BIAS_FORMS = ("per-t", "fixed", "scaled")

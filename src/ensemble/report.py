@@ -29,11 +29,14 @@ GLOSSARY: dict[str, str] = {
     "λ": "the model's rationality at this temperature: how closely its answers follow the "
          "evidence. λ = 0 is a coin flip whatever the evidence; the larger λ, the more often it "
          "picks the more likely box; λ = ∞ means it always does.",
-    "SE": "standard error of λ (the binomial GLM's); a rough ± for λ when the interval is "
+    "SE": "standard error of λ (the binomial GLM's; for logprobs the larger of the "
+          "cluster-robust and the quasi-binomial one); a rough ± for λ when the interval is "
           "symmetric.",
-    "95% interval": "the values of λ the answers are consistent with (profile likelihood). When "
-                    "the row is separated it is one-sided, [bound, ∞]: λ is at least the bound "
-                    "with 95% confidence, and the data cannot give an upper end.",
+    "95% interval": "the values of λ the answers are consistent with (the line under the table "
+                    "says how it was computed: profile likelihood for sampled answers, "
+                    "clustered by question for logprobs). When the row is separated it is "
+                    "one-sided, [bound, ∞]: λ is at least the bound with 95% confidence, and "
+                    "the data cannot give an upper end.",
     "bias b": "a constant preference for L on the logit scale, whatever the evidence: b > 0 "
               "favours L, b < 0 favours R, 0 is none. Not estimated when the row is separated.",
     "separated": "yes when every answer agrees with a threshold on the posterior (the model "

@@ -198,7 +198,8 @@ def _write(plan: RunPlan, qs: list[Question], fits: list[LambdaFit], joint: Join
                              bias_se=f.bias_se, separated=f.separated,
                              n_questions=f.n_questions, n_valid=f.n_valid, deviance=f.deviance,
                              gof_pvalue=f.gof_pvalue, deviance_pvalue=f.deviance_pvalue,
-                             gof_reps=f.gof_reps, boot_seed=f.boot_seed, notes=list(f.notes))
+                             gof_reps=f.gof_reps, boot_seed=f.boot_seed, notes=list(f.notes),
+                             interval=f.interval)
               for f in fits],
         joint=_joint_doc(joint),
         recommendation=rec,

@@ -135,6 +135,24 @@ def _recommendation_lines(rec: Recommendation | None) -> tuple[list[str], list[s
     return lines, code
 
 
+def _fit_rows(fits: Sequence[LambdaFit]) -> list[tuple[str, ...]]:
+    """The λ table's rows, one per temperature (the GLOSSARY's columns)."""
+    return [(f"{f.t:g}", fmt_number(f.lam), fmt_number(f.se),
+             (f"≥ {fmt_number(f.ci[0])} (one-sided)" if f.separated and f.lam > 0 else
+              f"≤ {fmt_number(f.ci[1])} (one-sided)" if f.separated else
+              f"[{fmt_number(f.ci[0])}, {fmt_number(f.ci[1])}]"),
+             fmt_number(f.bias), "yes" if f.separated else "no", str(f.n_questions),
+             str(f.n_valid), fmt_pvalue(f.gof_pvalue), fmt_pvalue(f.deviance_pvalue))
+            for f in fits]
+
+
+def _interval_lines(fits: Sequence[LambdaFit]) -> list[str]:
+    """What the table's intervals are, said under it: one line per kind, with its rows' t."""
+    return [f"95% interval at t = "
+            f"{', '.join(f'{f.t or 0.0:g}' for f in fits if f.interval == k)}: {k}"
+            for k in dict.fromkeys(f.interval for f in fits)]
+
+
 def write_report(out: Path, doc: CalibrationSummary, *, fits: Sequence[LambdaFit],
                  joint: JointFit | None, panels: Sequence[dict[str, Any]]) -> dict[str, Path]:
     """Write report.md (+ PNGs beside it) and a self-contained report.html into `out`, from a
@@ -147,18 +165,13 @@ def write_report(out: Path, doc: CalibrationSummary, *, fits: Sequence[LambdaFit
     lam_t = lambda_t_png(fits, joint)
     (out / "qr_curves.png").write_bytes(curves)
     (out / "lambda_t.png").write_bytes(lam_t)
-    rows = [(f"{f.t:g}", fmt_number(f.lam), fmt_number(f.se),
-             (f"≥ {fmt_number(f.ci[0])} (one-sided)" if f.separated and f.lam > 0 else
-              f"≤ {fmt_number(f.ci[1])} (one-sided)" if f.separated else
-              f"[{fmt_number(f.ci[0])}, {fmt_number(f.ci[1])}]"),
-             fmt_number(f.bias), "yes" if f.separated else "no", str(f.n_questions),
-             str(f.n_valid), fmt_pvalue(f.gof_pvalue), fmt_pvalue(f.deviance_pvalue))
-            for f in fits]
+    rows = _fit_rows(fits)
     head = tuple(GLOSSARY)
     meta_rows = _meta_rows(doc.meta)
     law = _law_lines(joint)
     rec_lines, code = _recommendation_lines(doc.recommendation)
     notes = sorted({n for f in fits for n in f.notes})
+    kinds = _interval_lines(fits)
     used = [h for h in head if h not in ("t", "questions", "valid answers")]
 
     md = [f"# Calibration of {model}", ""]
@@ -166,6 +179,7 @@ def write_report(out: Path, doc: CalibrationSummary, *, fits: Sequence[LambdaFit
     md += ["", md_text(UNITS), "", "## λ at each temperature", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
+    md += [line for k in kinds for line in ("", f"{md_text(k)}.")]
     md += ["", "How to read it:", ""] + [f"- **{h}**: {md_text(GLOSSARY[h])}" for h in used]
     md += ["", "## λ across temperatures", ""] + [md_text(x) + "\n" for x in law]
     md += ["![quantal-response curves](qr_curves.png)", "", "![λ against t](lambda_t.png)", ""]
@@ -219,6 +233,7 @@ img {{ max-width: 100%; border: 1px solid #eee; }}
 <p class="units">{h(UNITS)}</p>
 <h2>λ at each temperature</h2>
 {table}
+{"".join(f"<p>{h(k)}.</p>" for k in kinds)}
 <p>How to read it (hover a column's name for the same text):</p>
 {gloss}
 <h2>λ across temperatures</h2>

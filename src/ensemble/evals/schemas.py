@@ -8,7 +8,8 @@ Numbers that may be infinite (λ) are plain floats here; on disk they follow ens
 encoding (null plus a `k_inf` sign marker), which the reader reverses.
 
 Each document says its format in `schema_version` (`ensemble.jsonio.upgrade`): summary.json
-is format 3 (its adaptive rows' `mean_tokens` since 3), calibration.json format 2; a document
+is format 3 (its adaptive rows' `mean_tokens` since 3), calibration.json format 3 (each fit
+says what its interval is since 3); a document
 without one (written before formats were
 numbered, format 1) is migrated on reading (`read_document`), filling in what the versions of
 that time did not write yet, and one too early to bring forward, or newer than this ensemble,
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 SUMMARY_VERSION = 3  # summary.json (1: before formats were numbered; 3: mean_tokens in rows)
-CALIBRATION_VERSION = 2  # calibration.json (1: before formats were numbered)
+CALIBRATION_VERSION = 3  # calibration.json (1: before formats were numbered; 3: fits' interval)
 
 
 class _Model(BaseModel):
@@ -362,6 +363,9 @@ class CalibrationFit(_Model):
     gof_reps: int | None
     boot_seed: int | None
     notes: list[str]
+    # what `ci` is (ensemble.calibration's PROFILE_INTERVAL, ONE_SIDED_INTERVAL,
+    # LOGPROB_INTERVAL); None: written before format 3, when it was not said
+    interval: str | None = None
 
 
 class CalibrationJoint(_Model):
@@ -489,7 +493,7 @@ def read_document(model: type[EvalSummary] | type[CalibrationSummary], text: str
     if model is EvalSummary:
         current, steps = SUMMARY_VERSION, {1: _summary_from_1, 2: _summary_from_2}
     else:
-        current, steps = CALIBRATION_VERSION, {1: _calibration_from_1}
+        current, steps = CALIBRATION_VERSION, {1: _calibration_from_1, 2: _calibration_from_2}
     doc = upgrade(json.loads(text), current=current, migrations=steps, where=where, fix=fix)
     return model.model_validate(from_jsonable(doc))
 
@@ -497,6 +501,13 @@ def read_document(model: type[EvalSummary] | type[CalibrationSummary], text: str
 def _summary_from_2(doc: dict[str, Any]) -> dict[str, Any]:
     """summary.json of format 2 (2026-11-26 to 27): its adaptive rows lack `mean_tokens`, which
     reads as unknown (None): nothing to change."""
+    return doc
+
+
+def _calibration_from_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """calibration.json of format 2 (2026-11-25 to 27): its fits do not say what their interval
+    is, which reads as unknown (None): nothing to change. (Its logprob fits' Wald intervals
+    were too narrow: docs/calibration.md, "Logprob mode".)"""
     return doc
 
 
