@@ -644,7 +644,10 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                out.append(self._decide(rows, policy, question_key(messages[ri])))
+                # the prompt's key picks a mixing rule's policy (the cost rule's): only it reads it
+                key = question_key(messages[ri]) if policy is not None and getattr(
+                    self.stop_spec, "decides", False) else None
+                out.append(self._decide(rows, policy, key))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:

@@ -117,7 +117,7 @@ class _Loop:
         self.failures: list[list[SampleFailure]] = [[] for _ in range(G)]
         self.failed: set[int] = set()
         self._seen: dict[int, tuple[tuple[int, ...], Drawn]] = {}
-        self.keys = [question_key(m) for m in messages]
+        self._keys: dict[int, str] = {}  # question_key, made when a rule first reads p
 
     def drawn(self, p: int) -> Drawn:
         """Question p's samples as its rule reads them (rebuilt only when some were added:
@@ -125,8 +125,8 @@ class _Loop:
         counts = tuple(len(r) for r in self.rows[p])
         kept = self._seen.get(p)
         if kept is None or kept[0] != counts:
-            kept = self._seen[p] = (counts, Drawn(self.observe(self.rows[p]), self.budgets,
-                                                     self.keys[p]))
+            key = self._keys.get(p) or self._keys.setdefault(p, question_key(self.messages[p]))
+            kept = self._seen[p] = (counts, Drawn(self.observe(self.rows[p]), self.budgets, key))
         return kept[1]
 
     async def pilots(self, heads: Sequence[Sequence[int]], *, one: bool = False) -> None:

@@ -47,12 +47,19 @@ def vote_column(kind: Any, column: Sequence[Any],
         keys = [k if k in kind.choices else None for k in keys]
     keys = merge_same(kind, keys)
     originals: dict[str, Counter[str]] = {}
+    strings: dict[str, str] = {}  # an original's JSON -> the original, where it is a string
     for k, x in zip(keys, column, strict=True):
         if k is not None:
-            originals.setdefault(k, Counter())[json.dumps(x)] += 1
+            text = json.dumps(x)
+            if isinstance(x, str):
+                strings[text] = x
+            cnt = originals.get(k)
+            if cnt is None:  # (setdefault would build a Counter per value)
+                cnt = originals[k] = Counter()
+            cnt[text] += 1
     v = aggregate(keys)
-    spell = {k: {(json.loads(s) if isinstance(json.loads(s), str) else s): c
-                 for s, c in cnt.items()} for k, cnt in originals.items()}
+    # each spelling as itself where it is a string, as its JSON otherwise
+    spell = {k: {strings.get(s, s): c for s, c in cnt.items()} for k, cnt in originals.items()}
     typed: Any = None
     if v.decision is not None:
         if isinstance(kind, Choice):

@@ -331,7 +331,10 @@ class Plan:
                 k = key(x)
                 if k is not None:
                     keys.setdefault(k, x)
-                    spelled.setdefault(k, Counter())[json.dumps(x)] += 1
+                    cnt = spelled.get(k)
+                    if cnt is None:
+                        cnt = spelled[k] = Counter()
+                    cnt[json.dumps(x)] += 1
             held.update(keys.keys())
             order.update(dict.fromkeys(keys))
             flat += list(keys)
@@ -422,7 +425,13 @@ class JsonSchema(OpenKind):
         return None if value is MISSING else json.dumps(value, sort_keys=True)
 
     def canonical(self, raw: str) -> str | None:
-        value = _value_in(raw)
+        return self._key(_value_in(raw))
+
+    def parse(self, text: str) -> str | None:
+        # extract then canonical, without writing the value out and reading it back
+        return self._key(_value_in(text or ""))
+
+    def _key(self, value: Any) -> str | None:
         if value is MISSING or not self._validator.is_valid(value):
             return None  # the client would reject it: it abstains
         return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -52,8 +52,12 @@ def member_keys(kind: AnswerKind, rows: Sequence[Sequence[str | None]]
 def spellings(merged: Sequence[str | None], raws: Sequence[str | None]
               ) -> dict[str, dict[str, int]]:
     """Per representative key, how often each raw spelling voted for it."""
-    out: dict[str, Counter[str]] = {}
+    out: dict[str, dict[str, int]] = {}
     for key, raw in zip(merged, raws, strict=True):
         if key is not None:
-            out.setdefault(key, Counter())[raw if raw is not None else key] += 1
-    return {k: dict(c) for k, c in out.items()}
+            spelled = out.get(key)
+            if spelled is None:
+                spelled = out[key] = {}
+            raw = raw if raw is not None else key
+            spelled[raw] = spelled.get(raw, 0) + 1
+    return out
