@@ -546,10 +546,10 @@ class Ensemble(Generic[AnswerT]):
         return tuple(out)
 
     def _decide(self, rows: Sequence[Sequence[Sample]], policy: StopPolicy | None = None,
-                question: str | None = None) -> Decision[AnswerT]:
+                messages: Sequence[dict[str, str]] = ()) -> Decision[AnswerT]:
         """The Decision over each member's samples: the aggregator's, or with a stopping rule
         that decides (the cost rule) the rule's own, the aggregator's reported alongside
-        (`question`: the prompt's key, which picked its policy where the rule mixes two)."""
+        (`messages`: the prompt's, whose key picked its policy where the rule mixes two)."""
         choices = None if self.answer_kind.is_open else self.choices
         evidence = ([evidence_of(s, options=choices) for row in rows for s in row]
                     if self.aggregator_info.requests.logprobs else None)
@@ -567,6 +567,7 @@ class Ensemble(Generic[AnswerT]):
         if policy is None or not getattr(plan, "decides", False):
             return d
         from .decision import CostRuleOutcome
+        from .drawing import question_key
         from .spending import CostVote
 
         tie, invalid, rng = self._tie
@@ -582,7 +583,8 @@ class Ensemble(Generic[AnswerT]):
             tied=choice.tied, value_usd=float(getattr(policy, "value_usd", float("nan"))),
             aggregator=d.aggregator, aggregator_decision=d.decision,
             mix=float(getattr(policy, "mix", 0.0)),
-            cheaper=bool(getattr(policy, "runs_cheaper", lambda q: False)(question))))
+            cheaper=bool(getattr(policy, "runs_cheaper", lambda q: False)(
+                question_key(messages)))))
 
     @overload
     async def adecide_many(self, prompts: Sequence[Prompt], *,
@@ -611,7 +613,7 @@ class Ensemble(Generic[AnswerT]):
                              f"{type(prompts).__name__}")
         messages = [self._messages(p) for p in prompts]
         from .cost.spec import two_fixed_choices
-        from .drawing import draw_all, question_key
+        from .drawing import draw_all
         from .stopping.plan import FitContext, fixed_plan
 
         plan = self.stop_spec if self.stop_spec is not None else fixed_plan()
@@ -644,10 +646,7 @@ class Ensemble(Generic[AnswerT]):
                 why = mine[0].message if mine else str(stopped)
                 out.append(SamplingFailed(why, failures=mine))
             else:
-                # the prompt's key picks a mixing rule's policy (the cost rule's): only it reads it
-                key = question_key(messages[ri]) if policy is not None and getattr(
-                    self.stop_spec, "decides", False) else None
-                out.append(self._decide(rows, policy, key))
+                out.append(self._decide(rows, policy, messages[ri]))
         return out
 
     async def adecide(self, prompt: Prompt) -> Decision[AnswerT]:
@@ -692,9 +691,8 @@ def _with_tools(kind: AnswerKind, tools: Sequence[dict[str, Any]] | None,
 _PARAM_FIELDS = ("top_p", "max_tokens", "sampling_seed", "stop_sequences", "logprobs",
                  "top_logprobs")
 _ENSEMBLE_NAMES = ("model", "members", "temperature", "n", "aggregator", "choices", "answer",
-                   "parser",
-                   "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n", "system",
-                   "store", "options", "provider", "providers", "extra_body", "tools",
+                   "parser", "tie", "invalid", "seed", "lam", "calibration", "stop", "max_n",
+                   "system", "store", "options", "provider", "providers", "extra_body", "tools",
                    "tool_choice")
 
 
