@@ -51,7 +51,9 @@ def test_distinct_schemas_share_one_provider_and_a_bounded_cache():
 def test_the_default_concurrency_does_not_throttle_32_clients():
     assert parse_config({"models": {"m": {"model": "openai/x"}}}).models["m"] \
         .provider_options()["max_concurrency"] == SERVE_MAX_CONCURRENCY >= 32
-    with SimulatedServer(seed=5, lam1=2.0, latency=0.2) as up:
+    # each upstream reply takes 1 s: all 32 are in flight at once even on a loaded machine
+    # (at 0.2 s the first replies could come back before the last requests were sent)
+    with SimulatedServer(seed=5, lam1=2.0, latency=1.0) as up:
         cfg = parse_config({"port": 0, "models": {"box": {
             "model": "openai/sim-expert", "api_base": up.base_url, "n": 3,
             "choices": ["L", "R"]}}})
