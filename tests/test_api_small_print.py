@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ensemble import Ensemble, Member
+from ensemble.cost import JointPrior
 from ensemble.cost.spec import CostSpec
 from ensemble.errors import InputError
 from ensemble.testing import SimulatedServer
@@ -77,7 +78,9 @@ def test_a_pilot_of_no_votes_is_refused_when_made():
     (CostSpec(prices=(1e-4,)), "prices"),
     (CostSpec(prices=(1e-4, 2e-4, 3e-4)), "prices"),
     (CostSpec(pilot=(2, 2, 2)), "pilot"),
-    (CostSpec(pilot=(2, 0)), "member 1"),
+    # a member the pilot gives no vote is priced at its own rates (tests/cost/test_vote_price.py),
+    # but a given prior draws no pilot, so no sample tells a vote's length
+    (CostSpec(prior=JointPrior.of([[0.9, 0.95]])), "given prior draws no pilot"),
 ])
 def test_a_cost_spec_that_does_not_fit_the_members_is_refused_at_construction(url, spec,
                                                                               expect):
