@@ -160,6 +160,7 @@ class _BatchRun:
                                                              for r in self.submitting]))
         try:
             s.start_progress()
+            s.drawing()  # the store is read (above)
             self.next_status = time.monotonic() + s.status_every
             while True:
                 await self._resolve_submitting()

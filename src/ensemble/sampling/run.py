@@ -96,6 +96,7 @@ class RunContext:
         self._t_start = 0.0
         self._done_start = 0
         self._bar_at = 0.0
+        self._reading = False
 
     # -- words ---------------------------------------------------------------------------------
     def note(self, msg: str) -> None:
@@ -339,14 +340,29 @@ class RunContext:
 
         # the bar itself takes what the numbers leave (bar_width None, expand): at 80 columns
         # a fixed 40-cell bar cut the counts and the time left ("1200…", "0:00:…")
+        # started before the store is read (a rerun's read of 80000 samples took 2-3 s of
+        # silence): the stored samples fill the bar, under "stored", then "sampling" (`drawing`)
         self._bar = Progress(
-            TextColumn("[bold]sampling[/]"), BarColumn(bar_width=None), MofNCompleteColumn(),
+            TextColumn("[bold]{task.fields[phase]}[/]"), BarColumn(bar_width=None),
+            MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"),
             TimeRemainingColumn(), console=Console(stderr=True), transient=False, expand=True)
         self._bar.start()
+        self._reading = self.store is not None  # no rate while stored samples fill the bar
         self._task_id = self._bar.add_task("sampling", total=self.stats.samples_total,
                                            completed=self.stats.samples_done, rate="",
-                                           info="")
+                                           info="", phase="stored" if self._reading else
+                                           "sampling")
+        self._t_start = time.perf_counter()
+        self._done_start = self.stats.samples_done
+        self._bar_at = 0.0
+
+    def drawing(self) -> None:
+        """The store is read: the bar now counts samples drawn (their rate from here on)."""
+        if self._bar is None:
+            return
+        self._reading = False
+        self._bar.update(self._task_id, phase="sampling", rate="", info="")
         self._t_start = time.perf_counter()
         self._done_start = self.stats.samples_done
         self._bar_at = 0.0
@@ -356,7 +372,8 @@ class RunContext:
             return
         now = time.perf_counter()
         self._bar.update(self._task_id, advance=k)
-        if now - self._bar_at < 0.2:  # the text fields are costly: refresh them 5 times a second
+        # the text fields are costly: refresh them 5 times a second (none while reading)
+        if self._reading or now - self._bar_at < 0.2:
             return
         self._bar_at = now
         s = self.stats

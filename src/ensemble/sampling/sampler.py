@@ -299,8 +299,7 @@ class Sampler:
                 raise InputError(f"requests must be SampleRequest objects, got {type(r).__name__}")
         ctx.parse = parser if parser is not None else ctx.parse
         await self._resolve()
-        ctx.parsers = {} if parsers is None else {
-            self.key_of(r): p for r, p in zip(requests, parsers, strict=True)}
+        ctx.parsers = dict(zip(map(self.key_of, requests), parsers, strict=True)) if parsers else {}
         self._check_logprobs(requests)
         if self.mode == "batch":  # the provider's Batch API: ensemble/sampling/batch.py
             from .batch import run_batch
@@ -313,14 +312,16 @@ class Sampler:
         ctx.last_progress = time.monotonic()
         rows: list[list[Sample | None]] = [[None] * r.k for r in requests]
         failures: list[SampleFailure] = []
-        units = self._plan(requests, rows)
-        if units and self.max_cost is not None:
-            self._check_price_known()
-        self._probe = asyncio.Lock()
-        ctx.start_progress()
-        queue = UnitQueue(units)
+        self.stats.samples_total += sum(r.k for r in requests)
         helpers: list[asyncio.Task[None]] = []
+        ctx.start_progress()  # before the store is read: a rerun's read takes seconds
         try:
+            units = self._plan(requests, rows)
+            if units and self.max_cost is not None:
+                self._check_price_known()
+            self._probe = asyncio.Lock()
+            ctx.drawing()
+            queue = UnitQueue(units)
             if queue.pending:
                 n_workers = min(queue.pending, self.options.limits.max_concurrency)
                 if self.store is not None:
@@ -468,7 +469,6 @@ class Sampler:
                     self.stats.stored_cost_usd = None
                 elif self.stats.stored_cost_usd is not None:
                     self.stats.stored_cost_usd += s.cost_usd
-            self.stats.samples_total += req.k
             ctx.fill(rows[ri], have, cached=True)
             missing = [i for i in range(req.k) if i not in have]
             if missing and req.params.logprobs and self.store is not None and not self.refresh:
