@@ -132,13 +132,32 @@ def cell(kappa: float, lam1: float, t: float, nq: int, reps: int, rng: np.random
             "median_width": float(np.median(widths)), "ms_per_rep": ms}
 
 
+def beliefs_of_run(out: Path) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """t -> (posteriors, P(L)) of a logprob calibration's folder, from questions.jsonl and
+    samples.jsonl (each sample's compact top logprobs, renormalised over L and R, as the fit
+    reads them; the file rounds logprobs to 4 decimals)."""
+    post = {}
+    for line in (out / "questions.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        post[rec["id"]] = float(rec["posterior"])
+    got: dict[float, list[tuple[float, float]]] = {}
+    for line in (out / "samples.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        top = {str(tok).strip().upper(): math.exp(lp) for tok, lp in rec["lp"]["top"]}
+        q = top.get("L", 0.0) / (top.get("L", 0.0) + top.get("R", 0.0))
+        got.setdefault(float(rec["t"]), []).append((post[rec["id"]], q))
+    return {t: (np.array([a for a, _ in v]), np.array([b for _, b in v]))
+            for t, v in got.items()}
+
+
 def wire(runs: int, lam1: float, limit: int) -> None:
     """`ensemble calibrate --mode logprob` against SimulatedServer(lam1, seed=i), t 0.5 and 1:
-    the share of its intervals covering λ₁/t."""
+    the share of its intervals covering λ₁/t (new: calibration.json's; old: recomputed from the
+    run's own beliefs and fit)."""
     from ensemble.cli import main
     from ensemble.testing import SimulatedServer
 
-    hits = {0.5: 0, 1.0: 0}
+    hits = {0.5: [0, 0], 1.0: [0, 0]}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
@@ -150,12 +169,17 @@ def wire(runs: int, lam1: float, limit: int) -> None:
                            str(limit), "--seed", str(i), "--out", str(out), "--json"])
             assert rc == 0, f"calibrate exited {rc}"
             doc = json.loads((out / "calibration.json").read_text())
+            drawn = beliefs_of_run(out)
             for f in doc["fits"]:
-                hits[f["t"]] += covers(f["ci"], lam1 / f["t"])
+                lam = lam1 / f["t"]
+                hits[f["t"]][1] += covers(f["ci"], lam)
+                p, q = drawn[f["t"]]
+                hits[f["t"]][0] += covers(old_interval(p, q, f["lam"], f["bias"]), lam)
     took = time.perf_counter() - start
-    for t, h in hits.items():
+    for t, (old, new) in hits.items():
         print(f"wire: SimulatedServer(lam1={lam1:g}) κ = 1, t = {t:g} (λ = {lam1 / t:g}), "
-              f"{limit} questions, {runs} calibrations: new {wilson(h, runs)}")
+              f"{limit} questions, {runs} calibrations: old {wilson(old, runs)}, "
+              f"new {wilson(new, runs)}")
     print(f"wire: {took / max(runs, 1):.1f} s per calibration")
 
 
