@@ -151,6 +151,7 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path, cli):
     assert "clustered by question" in LOGPROB_INTERVAL
     report = (tmp_path / "l" / "report.md").read_text()
     assert f"95% interval at t = 0.5, 1: {LOGPROB_INTERVAL}." in report
+    assert "λ(t) = λ₁/t is not fitted in logprob mode" in report and lpd["joint"] is None
     assert LOGPROB_INTERVAL in (tmp_path / "l" / "report.html").read_text()
     for fs, fl in zip((f5, f1), lpd["fits"], strict=True):
         assert fs["ci"][0] <= fl["lam"] <= fs["ci"][1]  # logprob agrees with sampling

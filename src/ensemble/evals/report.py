@@ -73,8 +73,11 @@ def _test_how(joint: Any) -> str:
     return f"({how}; {form})" if form else f"({how})"
 
 
-def _law_lines(joint: Any) -> list[str]:
+def _law_lines(joint: Any, *, mode: str = "sample") -> list[str]:
     """The λ₁/t paragraph(s): the test's result, and what to do about it."""
+    if joint is None and mode == "logprob":
+        return ["λ(t) = λ₁/t is not fitted in logprob mode: the joint fit and its test read "
+                "sampled answers (--mode sample). Use the λ measured at each temperature."]
     if joint is None:
         return ["λ(t) = λ₁/t could not be tested: that needs two temperatures > 0 whose answers "
                 "are not separated. Use the λ measured at each temperature."]
@@ -168,7 +171,7 @@ def write_report(out: Path, doc: CalibrationSummary, *, fits: Sequence[LambdaFit
     rows = _fit_rows(fits)
     head = tuple(GLOSSARY)
     meta_rows = _meta_rows(doc.meta)
-    law = _law_lines(joint)
+    law = _law_lines(joint, mode=doc.mode)
     rec_lines, code = _recommendation_lines(doc.recommendation)
     notes = sorted({n for f in fits for n in f.notes})
     kinds = _interval_lines(fits)
