@@ -20,13 +20,15 @@ def register(subparsers: Any) -> None:
     _common(ls)
     ls.add_argument("--offline", action="store_true",
                     help="show what the store recorded, without asking the provider")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true",
+                    help="print the batches as one JSON document on stdout")
     ls.set_defaults(func=run_list, _parser=ls)
     cx = sub.add_parser("cancel", help="cancel a run's batches still in flight")
     _common(cx)
     cx.add_argument("--id", nargs="+", metavar="BATCH",
                     help="cancel only these batch ids (default: every live batch of the run)")
-    cx.add_argument("--json", action="store_true")
+    cx.add_argument("--json", action="store_true",
+                    help="print what was cancelled as one JSON document on stdout")
     cx.set_defaults(func=run_cancel, _parser=cx)
 
 

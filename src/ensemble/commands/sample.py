@@ -20,17 +20,24 @@ from ..cliargs import (
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("sample", help="draw k samples of a prompt and count the answers")
+    p = subparsers.add_parser(
+        "sample", help="draw k samples of a prompt and count the answers",
+        description="Draw k samples of one prompt from a model and count the answers (one "
+                    "table: answer, count, share). An answer is read from the reply's "
+                    "<answer>...</answer> (else a closing phrase or \\boxed{}); --choices and "
+                    "--answer say what counts as one. "
+                    "Nothing is kept unless --store names a sample store.")
     add_provider_args(p)
-    p.add_argument("--t", type=temperature, default=1.0, help="temperature")
-    p.add_argument("-k", type=positive_int, default=5, help="number of samples")
+    p.add_argument("--t", type=temperature, default=1.0, help="temperature (default 1.0)")
+    p.add_argument("-k", type=positive_int, default=5, help="number of samples (default 5)")
     p.add_argument("--choices", nargs="+", metavar="C",
                    help="allowed answers: --choices L R, or comma-separated L,R")
     p.add_argument("--answer", choices=("choice", "number", "math", "text"), default=None,
                    help="what an answer is: number (1,250 and $1,250 count as 1250), math "
                         "(symbolic equivalence), text (case and punctuation-insensitive); "
                         "default: a choice among --choices, else the raw <answer> text")
-    p.add_argument("--max-tokens", type=positive_int)
+    p.add_argument("--max-tokens", type=positive_int,
+                   help="completion token limit per sample (default: the provider's)")
     p.add_argument("--store", help="SQLite store path (resumable); default: none")
     p.add_argument("--refresh", action="store_true", help="re-draw stored samples")
     p.add_argument("--max-cost", type=positive_float, metavar="USD",
@@ -39,8 +46,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, tokens and price, and exit without sending")
     add_mode_args(p)
-    p.add_argument("--progress", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", action="store_true",
+                   help="show a progress bar on stderr (on a terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout (the samples and the counts)")
     p.add_argument("prompt", nargs="?", help="the prompt text")
     p.set_defaults(func=run, _parser=p)
 

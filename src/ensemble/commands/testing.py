@@ -10,7 +10,10 @@ from ..cliargs import lam_value, nonneg_float, nonneg_int, probability
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("testing", help="the simulated expert server for tests")
+    p = subparsers.add_parser("testing", help="the simulated expert server for tests",
+                              description="A simulated OpenAI-compatible expert (quantal "
+                                          "response at a λ you set, faults on demand): try "
+                                          "every command offline, no key, no network.")
     p.set_defaults(_parser=p)
     sub = p.add_subparsers(dest="testing_command", metavar="WHAT", parser_class=type(p))
     s = sub.add_parser("serve", help="serve a simulated OpenAI-compatible expert on 127.0.0.1",
@@ -27,7 +30,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--latency", type=nonneg_float, default=0.0, help="seconds per request")
     s.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of the simulated draws (an integer >= 0, default 0)")
-    s.add_argument("--fault-rate", type=probability, default=0.0)
+    s.add_argument("--fault-rate", type=probability, default=0.0,
+                   help="share of requests answered with a fault of --faults (default 0)")
     s.add_argument("--faults", default="429,500,503,malformed,drop",
                    help="comma-separated kinds: 429,500,503,timeout,slow,malformed,drop,short_n")
     s.add_argument("--fail-first", type=nonneg_int, default=0, help="fail the first K requests")

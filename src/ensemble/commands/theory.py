@@ -57,8 +57,8 @@ def register(subparsers: Any) -> None:
     r.set_defaults(func=run_regret, _parser=r)
 
     o = sub.add_parser(ROBUST, help="the optimal robust (minimax-regret) aggregator")
-    o.add_argument("--n", type=positive_int)
-    o.add_argument("--lam", type=lam_value)
+    o.add_argument("--n", type=positive_int, help="number of experts")
+    o.add_argument("--lam", type=lam_value, help="their rationality λ (inf allowed)")
     o.add_argument("--group", type=group_value, action="append", metavar="N:λ", help=GROUP_HELP)
     _common(o)
     o.set_defaults(func=run_robust, _parser=o)
@@ -66,15 +66,19 @@ def register(subparsers: Any) -> None:
     u = sub.add_parser("utility", help="utility of majority / omniscient under a signal structure")
     u.add_argument("--joint", required=True,
                    help="JSON rows [P(s, ω=0), P(s, ω=1)], e.g. '[[0.375, 0], [0.375, 0.25]]'")
-    u.add_argument("--lam", type=lam_value, required=True)
-    u.add_argument("--n", type=positive_int, required=True)
+    u.add_argument("--lam", type=lam_value, required=True,
+                   help="the experts' rationality λ (inf allowed)")
+    u.add_argument("--n", type=positive_int, required=True, help="number of experts")
     _common(u)
     u.set_defaults(func=run_utility, _parser=u)
 
     c = sub.add_parser("regret-curve", help="worst-case regret against λ, majority vs robust")
-    c.add_argument("--n", type=positive_int, nargs="+", default=[1, 3, 5])
-    c.add_argument("--lam-max", type=lam_value, default=5.0)
-    c.add_argument("--points", type=positive_int, default=51)
+    c.add_argument("--n", type=positive_int, nargs="+", default=[1, 3, 5],
+                   help="numbers of experts, one curve each (default 1 3 5)")
+    c.add_argument("--lam-max", type=lam_value, default=5.0,
+                   help="the curve runs from λ = 0 to this (default 5)")
+    c.add_argument("--points", type=positive_int, default=51,
+                   help="values of λ on the curve (default 51; each solves an LP per n)")
     _common(c, plot=True)
     c.set_defaults(func=run_curve, _parser=c)
 

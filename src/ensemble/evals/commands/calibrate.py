@@ -63,7 +63,9 @@ def register(subparsers: Any) -> None:
                                  "runs/calibrate-jsonl-DATA-MODEL for --task jsonl)")
     add_run_policy_args(p)
     add_mode_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print calibration.json's document (`ensemble schema calibration`) on "
+                        "stdout instead of the tables, and no progress bar")
     p.set_defaults(func=run, _parser=p)
 
 

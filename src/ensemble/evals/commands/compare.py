@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--bootstrap", type=int, default=1000,
                    help="bootstrap resamples of the shared questions (default 1000, at least 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the comparison as one JSON document on stdout")
     p.set_defaults(func=run, _parser=p)
 
 

@@ -107,7 +107,9 @@ def register(subparsers: Any) -> None:
                         "(bayes: default 0.004)")
     add_run_policy_args(p)
     add_mode_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (summary.json's document; `ensemble schema "
+                        "eval-summary`) on stdout instead of the tables, and no progress bar")
     p.set_defaults(func=run, _parser=p)
 
 

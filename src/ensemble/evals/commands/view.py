@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--page-size", type=positive_int, default=20,
                    help="questions per page (default 20)")
     p.add_argument("--open", action="store_true", help="open the page in the web browser")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the page's path and size (questions, samples, bytes) as JSON")
     p.set_defaults(func=run, _parser=p)
 
 

@@ -1,0 +1,53 @@
+"""`ensemble COMMAND --help` as a new user reads it (defects3's walk): every option says what it
+does, and every command says what it is for. Before: `theory robust --n/--lam` (41.31),
+`sample --max-tokens/--progress/--json` and the --json of eval, calibrate, compare, view,
+models list and batches were listed bare, `sample --help` had no description, and its --t and
+-k did not say their defaults. Read from the help text itself (argparse's layout: an option
+at two spaces, its help beside it or on the lines below)."""
+
+from __future__ import annotations
+
+import re
+
+
+def _commands(run_cli, *path: str) -> list[tuple[str, ...]]:
+    """Every command under `path` (itself included), from the help's listing of them."""
+    text = run_cli(*path, "--help").stdout
+    found = [path]
+    listing = text.split("positional arguments:", 1)[1].split("options:", 1)[0] \
+        if "positional arguments:" in text else ""
+    if re.search(r"^  (COMMAND|WHAT)$", listing, re.M):
+        for name in re.findall(r"^    ([a-z][a-z-]*)", listing, re.M):
+            found += _commands(run_cli, *path, name)
+    return found
+
+
+def _bare_options(text: str) -> list[str]:
+    lines = text.split("options:", 1)[1].splitlines() if "options:" in text else []
+    bare = []
+    for i, line in enumerate(lines):
+        if not line.startswith("  -"):
+            continue
+        beside = re.search(r"\S {2,}\S", line[2:])
+        below = i + 1 < len(lines) and lines[i + 1].startswith(" " * 8)
+        if not beside and not below:
+            bare.append(line.strip())
+    return bare
+
+
+def test_every_option_says_what_it_does_and_every_command_what_it_is_for(run_cli):
+    bare, silent = [], []
+    for path in _commands(run_cli):
+        text = run_cli(*path, "--help").stdout
+        bare += [f"ensemble {' '.join(path)} {o}" for o in _bare_options(text)]
+        body = text.split("\n\n", 1)[1]  # what follows the usage lines
+        if len(path) == 1 and body.startswith(("positional arguments:", "options:")):
+            silent.append(" ".join(path))
+    assert bare == [], bare
+    assert silent == [], silent
+
+
+def test_sample_says_what_it_does_and_its_defaults(run_cli):
+    out = run_cli("sample", "--help").stdout
+    assert not out.split("\n\n", 1)[1].startswith("positional"), out  # a description first
+    assert "default 1.0" in out and "default 5" in out, out
