@@ -51,3 +51,19 @@ def test_sample_says_what_it_does_and_its_defaults(run_cli):
     out = run_cli("sample", "--help").stdout
     assert not out.split("\n\n", 1)[1].startswith("positional"), out  # a description first
     assert "default 1.0" in out and "default 5" in out, out
+
+
+def test_the_default_run_folder_is_the_one_the_help_describes(run_cli, tmp_path):
+    """`--out`'s help said runs/TASK-MODEL; a run against an --api-base is in
+    runs/TASK-MODEL@ENDPOINT (the README's demo opens such a folder)."""
+    from ensemble.testing import SimulatedServer
+
+    help_text = " ".join(run_cli("eval", "--help").stdout.split())
+    assert "runs/TASK-MODEL, with -DATA for a --data file and @ENDPOINT" in help_text
+    with SimulatedServer(seed=1) as srv:
+        port = srv.base_url.rsplit(":", 1)[1].split("/")[0]
+        r = run_cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+                    srv.base_url, "--t", "1", "--n", "1", "--samples", "1", "--limit", "2",
+                    "--bootstrap", "100", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "runs" / f"boxball-openai-sim-expert@127.0.0.1-{port}-v1").is_dir()

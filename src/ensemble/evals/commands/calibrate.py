@@ -59,8 +59,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--target-accuracy", type=probability, metavar="A",
                    help="with --eval-dir: recommend the fewest samples per decision whose "
                         "eval accuracy reaches A")
-    p.add_argument("--out", help="run directory (default runs/calibrate-MODEL; "
-                                 "runs/calibrate-jsonl-DATA-MODEL for --task jsonl)")
+    p.add_argument("--out", help="run folder (default runs/calibrate-MODEL, runs/calibrate-"
+                                 "jsonl-DATA-MODEL for --task jsonl, with @ENDPOINT for an "
+                                 "--api-base: the same command finds it again and resumes)")
     add_run_policy_args(p)
     add_mode_args(p)
     p.add_argument("--json", action="store_true",

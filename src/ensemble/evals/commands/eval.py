@@ -83,7 +83,10 @@ def register(subparsers: Any) -> None:
                    help="seed of the question subset (--limit) and of the bootstrap "
                         "(default 0)")
     p.add_argument("--data", help="data file (mathqa: test.json; jsonl: .jsonl/.csv)")
-    p.add_argument("--out", help="run directory (default runs/TASK-MODEL)")
+    p.add_argument("--out", help="run folder (default runs/TASK-MODEL, with -DATA for a --data "
+                                 "file and @ENDPOINT for an --api-base, e.g. runs/boxball-"
+                                 "openai-sim-expert@127.0.0.1-8000-v1: the same command "
+                                 "finds it again and resumes there)")
     p.add_argument("--bootstrap", type=int,
                    help="bootstrap resamples of the questions for the task's interval "
                         "(default 1000, at least 100)")
