@@ -430,10 +430,7 @@ def fit_probabilities(posteriors: ArrayLike, probs: ArrayLike, *, bias: bool = T
         raise InputError("need a probability for each of at least three questions")
     x = 2 * (2 * p - 1)
     exog = np.column_stack([x, np.ones_like(x)]) if bias else x[:, None]
-    nq, d = int(p.size), exog.shape[1]
-    if nq <= d:
-        raise InputError(f"need more than {d} questions to fit λ"
-                         f"{' and the bias' if bias else ''} from logprobs")
+    nq, d = int(p.size), exog.shape[1]  # nq >= 3 > d
     import warnings
 
     with warnings.catch_warnings():
@@ -445,10 +442,10 @@ def fit_probabilities(posteriors: ArrayLike, probs: ArrayLike, *, bias: bool = T
     v = mu * (1 - mu)
     bread = np.linalg.pinv(exog.T @ (exog * v[:, None]))  # (XᵀWX)⁻¹
     # The sandwich by hand, one cluster per question, with statsmodels' small-sample factor
-    # G/(G−1)·(N−1)/(N−d): its own cov_type="cluster" goes through the link's derivative,
-    # 1/(μ(1 − μ)), and is NaN as soon as a fitted μ rounds to 0 or 1 (large λ̂).
+    # G/(G−1)·(N−1)/(N−d) = N/(N−d) (G = N): its own cov_type="cluster" goes through the
+    # link's derivative, 1/(μ(1 − μ)), and is NaN as soon as a fitted μ rounds to 0 or 1.
     score = exog * (q - mu)[:, None]
-    robust = bread @ (score.T @ score) @ bread * (nq / (nq - 1)) * ((nq - 1) / (nq - d))
+    robust = bread @ (score.T @ score) @ bread * (nq / (nq - d))
     phi = float(((q - mu) ** 2).sum() / v.sum() * nq / (nq - d))  # ratio of sums (docstring)
     var = np.maximum(phi * np.diag(bread), np.diag(robust))
     se, b_se = float(math.sqrt(var[0])), (float(math.sqrt(var[1])) if bias else None)
