@@ -23,13 +23,13 @@ go to the error file (unexecuted ones with code `batch_expired` / `batch_cancell
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .seeds import stable_uniform
 from .wire import ChatServer, error_doc, error_response
 
 __all__ = ["BatchPlan", "SimulatedBatchAPI"]
@@ -69,8 +69,7 @@ class BatchPlan:
             raise InputError("expire_first must be >= 0 and the file limits >= 1")
 
     def _u(self, *parts: Any) -> float:
-        h = hashlib.sha256(":".join(str(p) for p in (self.seed, *parts)).encode()).digest()
-        return int.from_bytes(h[:8], "big") / 2**64
+        return stable_uniform(self.seed, *parts)
 
 
 @dataclass

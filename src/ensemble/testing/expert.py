@@ -83,6 +83,7 @@ import numpy as np
 from ..boxball import posterior_from_prompt
 from ..errors import InputError
 from .openexpert import OpenAnswers, StructuredPlan
+from .seeds import seeded_rng
 from .toolexpert import FormatPlan, ToolPlan, forced_tool, tool_call_of
 
 __all__ = ["BELIEF_MODES", "BIAS_FORMS", "CHAIN_KAPPA", "LINKS", "ChainBeliefs", "MCModel",
@@ -230,11 +231,6 @@ def _qr_options(k: int, read: int, lam: float) -> np.ndarray:
     return probs / probs.sum()
 
 
-def _u64(*parts: Any) -> int:
-    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "big")
-
-
 def _schema_of(response_format: Any) -> Mapping[str, Any] | None:
     if not isinstance(response_format, Mapping):
         return None
@@ -314,7 +310,7 @@ class SimulatedExpert:
         return float(expit(z))  # = psi(p, λ) when bias = 0
 
     def _rng(self, *parts: Any) -> np.random.Generator:
-        return np.random.default_rng(_u64(self.seed, *parts))
+        return seeded_rng(self.seed, *parts)
 
     def reply(self, messages: Sequence[Mapping[str, Any]], temperature: float, index: int, *,
               short: bool = False, key: str | None = None,
@@ -388,7 +384,7 @@ class SimulatedExpert:
         """The draws of a question's difficulty: shared by every expert of the difficulty seed,
         else the expert's own."""
         if self.difficulty_seed is not None:
-            return np.random.default_rng(_u64(self.difficulty_seed, "mc", question))
+            return seeded_rng(self.difficulty_seed, "mc", question)
         return self._rng("mc", question)
 
     def _rho(self, question: str) -> float:

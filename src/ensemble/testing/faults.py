@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
+
+from .seeds import stable_uniform
 
 __all__ = ["FAULT_KINDS", "FaultPlan"]
 
@@ -42,8 +43,7 @@ class FaultPlan:
             raise InputError(f"fault rate must lie in [0, 1], got {self.rate}")
 
     def _u(self, number: int, salt: str) -> float:
-        h = hashlib.sha256(f"{self.seed}:{salt}:{number}".encode()).digest()
-        return int.from_bytes(h[:8], "big") / 2**64
+        return stable_uniform(self.seed, salt, number)
 
     def fault_for(self, number: int) -> str | None:
         """The fault injected into request `number`, or None."""

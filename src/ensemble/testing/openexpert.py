@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .seeds import seeded_rng
+
 __all__ = ["FORMS", "WORDS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number",
            "wrong_value"]
 
@@ -98,7 +100,7 @@ class OpenAnswers:
         right = float(self.answers[question])
         rho = self.accuracy
         if rho is None:
-            rho = float(_rng(seed, "open", question).beta(self.a, self.b))
+            rho = float(seeded_rng(seed, "open", question).beta(self.a, self.b))
         step = max(1.0, round(abs(right) * 0.1, 2))
         wrongs = tuple(round(right + (j + 1) * step * (1 if j % 2 == 0 else -1), 2)
                        for j in range(self.wrong))
@@ -107,7 +109,7 @@ class OpenAnswers:
     def reply(self, question: str, temperature: float, rng: np.random.Generator,
               seed: int) -> str:
         right, rho, wrongs = self.truth(question, seed)
-        draw = _rng(seed, "open-frozen", question) if temperature <= 0 else rng
+        draw = seeded_rng(seed, "open-frozen", question) if temperature <= 0 else rng
         if draw.random() < rho:
             x = right
         else:
@@ -144,7 +146,7 @@ class StructuredPlan:
                    ) -> list[dict[str, Any]]:
         """The 5 objects a prompt's samples cycle through (sample i is row i mod 5, the rows
         shifted by the prompt), and so the planted split: see the class docstring."""
-        rng = _rng(seed, "split", prompt)
+        rng = seeded_rng(seed, "split", prompt)
         props = {k: _deref(p, schema) for k, p in (schema.get("properties") or {}).items()}
         names = list(props)
         wins = {k: self.values[k] if k in self.values else _draw(props[k], rng) for k in names}
@@ -196,13 +198,6 @@ class StructuredPlan:
             else:
                 out[name] = want if "enum" in prop else _respell(want, rng)
         return out
-
-
-def _rng(seed: int, *parts: Any) -> np.random.Generator:
-    import hashlib
-
-    h = hashlib.sha256(":".join(str(p) for p in (seed, *parts)).encode()).digest()
-    return np.random.default_rng(int.from_bytes(h[:8], "big"))
 
 
 def _deref(prop: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

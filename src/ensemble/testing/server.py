@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
 import json
 import threading
 import time
@@ -58,6 +57,7 @@ from .expert import (
 )
 from .faults import FaultPlan
 from .openexpert import OpenAnswers, StructuredPlan
+from .seeds import stable_uniform
 from .toolexpert import FormatPlan, ToolPlan, bad_tool_history
 from .wire import SSE_HEADERS, error_doc, error_response
 
@@ -205,8 +205,7 @@ class SimulatedServer:
         """Whether the server refuses this prompt for good (the `refuse_rate` share, by hash)."""
         if self.refuse_rate <= 0:
             return False
-        h = hashlib.sha256(f"{self.seed}:refuse:{prompt}".encode()).digest()
-        return int.from_bytes(h[:8], "big") / 2**64 < self.refuse_rate
+        return stable_uniform(self.seed, "refuse", prompt) < self.refuse_rate
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property

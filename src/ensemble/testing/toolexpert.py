@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from .openexpert import WORDS, StructuredPlan, wrong_value
+from .seeds import seeded_rng
 
 __all__ = ["FormatPlan", "ToolPlan", "bad_tool_history", "dspy_fields", "forced_tool",
            "tool_call_of"]
@@ -49,13 +50,6 @@ _DSPY_RESPOND = re.compile(r"Respond with the corresponding output fields(.*)", 
 _DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _INSPECT = re.compile(r"ANSWER: \$(\w+)")
 _LETTERS = re.compile(r"^\s*([A-Z])\)", re.MULTILINE)
-
-
-def _rng(seed: int, *parts: Any) -> np.random.Generator:
-    import hashlib
-
-    h = hashlib.sha256(":".join(str(p) for p in (seed, *parts)).encode()).digest()
-    return np.random.default_rng(int.from_bytes(h[:8], "big"))
 
 
 def _function(tool: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -122,7 +116,7 @@ class ToolPlan:
         if prompt in self.calls:
             name, args = self.calls[prompt]
             return name, dict(args)
-        rng = _rng(seed, "tool", prompt)
+        rng = seeded_rng(seed, "tool", prompt)
         fn = _function(tools[int(rng.integers(len(tools)))])
         props = (fn.get("parameters") or {}).get("properties") or {}
         return str(fn.get("name")), {k: _draw(p, rng) for k, p in props.items()}
@@ -145,7 +139,8 @@ class ToolPlan:
                 name = sorted(n for n in by_name if n != name)[int(rng.integers(len(by_name)
                                                                                  - 1))]
                 props = (by_name[name].get("parameters") or {}).get("properties") or {}
-                args = {k: _draw(p, _rng(seed, "tool", prompt, name)) for k, p in props.items()}
+                args = {k: _draw(p, seeded_rng(seed, "tool", prompt, name))
+                        for k, p in props.items()}
             props = (by_name.get(name, {}).get("parameters") or {}).get("properties") or {}
             written = {k: _noisy(props.get(k, {}), v, rng.random() < self.accuracy, rng)
                        for k, v in args.items()}
@@ -219,7 +214,7 @@ class FormatPlan:
     def planted(self, prompt: str, name: str, seed: int, options: Sequence[str] = ()) -> str:
         if name in self.values:
             return str(self.values[name])
-        rng = _rng(seed, "format", prompt, name)
+        rng = seeded_rng(seed, "format", prompt, name)
         pool = list(options) or list(WORDS)
         return pool[int(rng.integers(len(pool)))]
 
