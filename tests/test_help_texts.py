@@ -67,3 +67,14 @@ def test_the_default_run_folder_is_the_one_the_help_describes(run_cli, tmp_path)
                     "--bootstrap", "100", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "runs" / f"boxball-openai-sim-expert@127.0.0.1-{port}-v1").is_dir()
+
+
+def test_evals_limit_help_counts_boxball_as_it_is(run_cli):
+    """It said each of the 216 scenarios asks 2 questions (432); a colour a scenario cannot
+    show asks none: 400."""
+    from ensemble.tasks.boxball import BoxBallTask
+
+    task = BoxBallTask()
+    help_text = " ".join(run_cli("eval", "--help").stdout.split())
+    assert f"of its {task.population()}" in help_text
+    assert f"{len(task.questions())} in all" in help_text

@@ -76,9 +76,9 @@ def register(subparsers: Any) -> None:
                         "least n + 1 to separate the answers' noise from the questions')")
     p.add_argument("--limit", type=positive_int, metavar="L",
                    help="run a random subset (seeded by --seed) of L questions of the task; for "
-                        "boxball L scenarios of its 216 (each asks 2 questions, one per ball "
-                        "colour); the intervals 'for the task' then include the variation "
-                        "between questions")
+                        "boxball L scenarios of its 216 (each asks a question per ball colour it "
+                        "can show, 1 or 2: 400 in all); the intervals 'for the task' then "
+                        "include the variation between questions")
     p.add_argument("--seed", type=int,
                    help="seed of the question subset (--limit) and of the bootstrap "
                         "(default 0)")
