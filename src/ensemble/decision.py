@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic
 
 from .aggregators import Vote
-from .answers import AnswerKind, FieldVoter, ToolCall, spellings, vote_keys
+from .answers import AnswerKind, ToolCall, spellings, vote_keys, votes_fields
 from .rules import Evidence, TraceSummary
 from .sampling.types import Sample
 from .stopping.priors import PriorUsed
@@ -244,7 +244,7 @@ def tally(rows: Sequence[Sequence[Sample]], *, kind: AnswerKind,
     if kind.is_open:
         spelled = spellings(answers, [kind.extract(s.text or "") if a is not None else None
                                       for s, a in zip(samples, answers, strict=True)])
-        if isinstance(kind, FieldVoter):
+        if votes_fields(kind):
             decision, fields = kind.vote_fields(answers, vote)
         elif v.decision is not None:
             decision = kind.value(v.decision, spelled.get(v.decision, {}))

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
-from .base import AnswerKind, FieldVoter, OpenKind, answer_span
+from .base import AnswerKind, FieldVoter, OpenKind, answer_span, votes_fields
 from .columns import Exact
 from .formats import ClientFormat, dspy_sections
 from .jsonmode import JsonObject, object_in
@@ -61,6 +61,7 @@ __all__ = [
     "resolve_answer",
     "spellings",
     "tools_of",
+    "votes_fields",
     "vote_keys",
 ]
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..providers.toolcalls import read_tool_calls
-from .base import AnswerKind, FieldVoter, OpenKind
+from .base import AnswerKind, OpenKind, votes_fields
 from .columns import vote_column
 from .jsonmode import vote_objects
 from .kinds import Choice
@@ -253,7 +253,7 @@ class ToolCalls(OpenKind):
         reply."""
         if decision is None or isinstance(decision, (ToolCall, tuple)):
             return None
-        if isinstance(self.text, FieldVoter):
+        if votes_fields(self.text):
             key = self.text.answer_key(decision)
         else:
             key_of = getattr(self.text, "key_of", None)
@@ -273,7 +273,7 @@ class ToolCalls(OpenKind):
         if won == "text":
             texts = [d if k == "text" and isinstance(d, str) else None
                      for d, k in zip(docs, kinds, strict=True)]
-            if isinstance(self.text, FieldVoter):  # a typed answer: voted by its parts
+            if votes_fields(self.text):  # a typed answer: voted by its parts
                 decision, parts = self.text.vote_fields(texts, aggregate)
                 fields.update({f"text.{name}": v for name, v in parts.items()})
                 return decision, fields

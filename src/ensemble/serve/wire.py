@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..answers import FieldVoter
+from ..answers import votes_fields
 from ..answers.formats import FREE_TEXT
 from ..decision import plain
 from ..errors import InputError
@@ -299,7 +299,7 @@ def _voted_choices(d: Decision[Any], kind: object) -> list[ChatChoice] | None:
         return [ChatChoice(index=0, message=ChatMessage(content=None, tool_calls=[
             tool_call_out(c.to_openai()) for c in d.tool_calls]),
             finish_reason="tool_calls")]
-    if d.decision is None or not d.fields or not isinstance(kind, FieldVoter):
+    if d.decision is None or not d.fields or not votes_fields(kind):
         return None
     text = kind.render(d.decision)
     if text is None:
@@ -355,7 +355,7 @@ def completion_doc(name: str, d: Decision[Any], members: Sequence[Member], *, n:
     one sample's text: null)."""
     choices = _voted_choices(d, kind)
     if choices is None:
-        won = kind.answer_key(d.decision) if isinstance(kind, FieldVoter) \
+        won = kind.answer_key(d.decision) if votes_fields(kind) \
             and d.decision is not None else None
         choices = [ChatChoice(index=i, message=_sample_message(s),
                               logprobs=s.logprobs if logprobs else None,
