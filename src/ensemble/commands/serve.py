@@ -165,9 +165,24 @@ def run_serve(args: argparse.Namespace) -> int:
               "it spends your upstream budget; give --api-key or set ENSEMBLE_SERVE_API_KEY",
               file=sys.stderr, flush=True)
 
+    less_often_collected()
     try:
         serve_until_signal(server.serve_forever(on_ready=lambda url: print(url, flush=True)))
     except OSError as exc:
         raise InputError(f"cannot serve on {config.host}:{config.port}: {exc.strerror}; pick "
                          "another --port (0: a free one)") from None
     return 0
+
+
+def less_often_collected() -> None:
+    """The served process's cyclic garbage collector runs a tenth as often: at Python's default
+    (a young collection per 700 net allocations, a full one per 70,000) a request's few
+    thousand short-lived objects set off collections every few requests, the full ones
+    walking every object imported at start; a served request leaves few cycles behind.
+    Measured on serve's own Python per request (canned upstream replies, 400 requests of
+    each kind, 3 alternated pairs): 0.95 -> 0.83 ms (-11 to -14%)."""
+    import gc
+
+    gen0, gen1, gen2 = gc.get_threshold()
+    if gen0:  # 0: collection turned off by the user; leave it so
+        gc.set_threshold(max(gen0, 7000), gen1, gen2)
