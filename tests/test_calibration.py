@@ -16,6 +16,7 @@ from ensemble.calibration import (
 )
 from ensemble.errors import InputError
 from ensemble.jsonio import loads
+from ensemble.profile import CalibrationProfile
 from ensemble.qr import psi
 from ensemble.tasks import get_task
 from ensemble.testing import SimulatedServer
@@ -148,6 +149,8 @@ def test_calibrate_end_to_end_recovers_planted_lambda(tmp_path, cli):
     # each fit says what its interval is, in the JSON and under the report's table
     assert {f["interval"] for f in doc["fits"]} == {PROFILE_INTERVAL, ONE_SIDED_INTERVAL}
     assert {f["interval"] for f in lpd["fits"]} == {LOGPROB_INTERVAL}
+    prof = CalibrationProfile.load(tmp_path / "l")  # profile.json says it too
+    assert {f.interval for f in prof.fits} == {LOGPROB_INTERVAL}
     assert "clustered by question" in LOGPROB_INTERVAL
     report = (tmp_path / "l" / "report.md").read_text()
     assert f"95% interval at t = 0.5, 1: {LOGPROB_INTERVAL}." in report

@@ -35,7 +35,7 @@ from .errors import InputError
 __all__ = ["PROFILE_FILE", "CalibrationProfile", "TemperatureFit", "public_api_base"]
 
 PROFILE_FILE = "profile.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: each fit says what its interval is (`TemperatureFit.interval`)
 
 
 class TemperatureFit(BaseModel):
@@ -53,6 +53,9 @@ class TemperatureFit(BaseModel):
     n_questions: int = 0
     n_valid: int = 0
     gof_pvalue: float | None = None
+    interval: str | None = Field(
+        None, description="what `ci` is (profile likelihood for sampled answers, clustered by "
+                          "question for logprobs); None: written before format 2")
 
 
 class CalibrationProfile(BaseModel):
@@ -152,7 +155,8 @@ class CalibrationProfile(BaseModel):
         except ValueError as exc:
             raise InputError(f"calibration profile {p} is not JSON ({exc}); rerun "
                              "`ensemble calibrate` to rewrite it") from None
-        doc = from_jsonable(upgrade(raw, current=SCHEMA_VERSION, where=f"calibration profile {p}",
+        doc = from_jsonable(upgrade(raw, current=SCHEMA_VERSION, migrations={1: _from_1},
+                                    where=f"calibration profile {p}",
                                     fix="rerun `ensemble calibrate` to rewrite it"))
         try:
             return cls.model_validate(doc)
@@ -176,6 +180,12 @@ class CalibrationProfile(BaseModel):
     def json_schema(cls) -> dict[str, Any]:
         """The JSON schema of the profile (the file adds `k_inf` siblings for ±∞)."""
         return cls.model_json_schema()
+
+
+def _from_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A profile of format 1 (to 2026-11-27): its fits do not say what their interval is,
+    which reads as unknown (None): nothing to change."""
+    return doc
 
 
 def public_api_base(url: str | None) -> str | None:

@@ -121,7 +121,7 @@ def _profile(meta: CalibrationMeta, fits: list[LambdaFit], joint: JointFit | Non
         fits=[TemperatureFit(t=float(f.t or 0.0), lam=f.lam, ci=f.ci, se=f.se,
                              separated=f.separated, bias=f.bias, bias_se=f.bias_se,
                              n_questions=f.n_questions, n_valid=f.n_valid,
-                             gof_pvalue=f.gof_pvalue) for f in fits],
+                             gof_pvalue=f.gof_pvalue, interval=f.interval) for f in fits],
         questions=meta.questions, samples_per_question=meta.samples_per_question,
         valid_answers=valid, seed=meta.seed, created=meta.created,
         version=meta.version, data=meta.data)
