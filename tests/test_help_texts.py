@@ -78,3 +78,21 @@ def test_evals_limit_help_counts_boxball_as_it_is(run_cli):
     help_text = " ".join(run_cli("eval", "--help").stdout.split())
     assert f"of its {task.population()}" in help_text
     assert f"{len(task.questions())} in all" in help_text
+
+
+def test_docs_cli_says_which_commands_take_json(run_cli):
+    """docs/cli.md: every command that reports something takes --json, all but the two servers
+    and `models pull` (it left out `serve`); and its schema row lists every schema name."""
+    from pathlib import Path
+
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "cli.md").read_text().split())
+    assert "all but `serve` and `testing serve`, which run a server, and `models pull`" in doc
+    servers = {("serve",), ("testing", "serve"), ("models", "pull")}
+    for path in _commands(run_cli)[1:]:
+        text = run_cli(*path, "--help").stdout
+        if re.search(r"^  (COMMAND|WHAT)$", text, re.M):
+            continue  # a group of commands
+        assert ("--json" in text) == (path not in servers), path
+    names = re.search(r"\{([a-z,-]+)\}", run_cli("schema", "--help").stdout).group(1)
+    row = re.search(r"`ensemble schema ([a-z|\\-]+)`", doc).group(1).replace("\\", "")
+    assert sorted(row.split("|")) == sorted(names.split(","))
