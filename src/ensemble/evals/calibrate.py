@@ -23,7 +23,7 @@ from ensemble.rules import ROBUST, aggregator_info, declared, main_vote
 from ensemble.tasks import Question
 
 from .draw import Drawn
-from .plan import RunOptions, RunPlan, resolve
+from .plan import RunOptions, RunPlan, resolve_to_draw
 from .runner import draw_plan
 from .schemas import (
     CALIBRATION_VERSION,
@@ -50,14 +50,7 @@ async def run_calibration(spec: RunSpec, options: RunOptions | None = None
     """Draw the calibration's samples, fit λ per temperature and jointly, recommend, and write
     the profile, the report and calibration.json; returns calibration.json's document. The
     spec is read once, into its plan. A dry run is `runner.estimate_run`."""
-    plan = resolve(spec, options)
-    if plan.kind != "calibration":
-        raise InputError("this spec is an eval's: run it with `ensemble eval --spec`, or "
-                         "evals.runner.run_eval")
-    if plan.dry_run:
-        raise InputError("a dry run sends nothing and writes nothing: call "
-                         "evals.runner.estimate_run(spec, options)")
-    return await calibrate_plan(plan)
+    return await calibrate_plan(resolve_to_draw(spec, options, "calibration"))
 
 
 async def calibrate_plan(plan: RunPlan) -> CalibrationSummary:

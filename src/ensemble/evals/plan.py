@@ -46,7 +46,8 @@ from .spec import (
 
 __all__ = ["DRAW_FIELDS", "MEMBER_FIELDS", "Fit", "PlanMember", "RunOptions", "RunPlan",
            "Stopping", "calibration_identity", "folder_identity", "member_label",
-           "profile_lam1", "recorded_spec", "resolve", "spec_identity", "spec_text"]
+           "profile_lam1", "recorded_spec", "resolve", "resolve_to_draw", "spec_identity",
+           "spec_text"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,32 @@ class RunPlan:
 def member_label(m: MemberSpec) -> str:
     """A member's name in the tables: its label, or `model@t=T`."""
     return m.label or f"{m.model}@t={m.temperature:g}"
+
+
+# what a drawing entry point says of a spec it does not draw: (one of the other kind, a dry run)
+_REFUSALS = {
+    "eval": ("this spec is a calibration's: run it with `ensemble calibrate --spec`, or "
+             "evals.calibrate.run_calibration",
+             "a dry run sends nothing and writes no summary: call estimate_run(spec, options) "
+             "for what the run would request and cost"),
+    "calibration": ("this spec is an eval's: run it with `ensemble eval --spec`, or "
+                    "evals.runner.run_eval",
+                    "a dry run sends nothing and writes nothing: call "
+                    "evals.runner.estimate_run(spec, options)"),
+}
+
+
+def resolve_to_draw(spec: RunSpec, options: RunOptions | None, kind: str) -> RunPlan:
+    """The plan of a run of `kind` that draws (`runner.run_eval`, `calibrate.run_calibration`),
+    or one InputError line for a spec of the other kind or a dry run (`runner.estimate_run`
+    plans those)."""
+    plan = resolve(spec, options)
+    other_kind, dry = _REFUSALS[kind]
+    if plan.kind != kind:
+        raise InputError(other_kind)
+    if plan.dry_run:
+        raise InputError(dry)
+    return plan
 
 
 def resolve(spec: RunSpec, options: RunOptions | None = None) -> RunPlan:

@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ensemble.errors import InputError
 from ensemble.tasks import Task
 
 from .draw import Drawn, draw, estimate
 from .outputs import write_outputs
-from .plan import RunOptions, RunPlan, resolve
+from .plan import RunOptions, RunPlan, resolve, resolve_to_draw
 from .schemas import (
     SUMMARY_VERSION,
     CostSummary,
@@ -54,14 +53,7 @@ async def run_eval(spec: RunSpec, options: RunOptions | None = None) -> EvalSumm
     """Draw what is missing, score every cell, write the outputs; return the summary. The
     spec is read once, into its plan (`evals.plan.resolve`). A dry run (`RunOptions(dry_run=
     True)`) is `estimate_run`, which sends nothing: here it is refused."""
-    plan = resolve(spec, options)
-    if plan.kind != "eval":
-        raise InputError("this spec is a calibration's: run it with `ensemble calibrate "
-                         "--spec`, or evals.calibrate.run_calibration")
-    if plan.dry_run:
-        raise InputError("a dry run sends nothing and writes no summary: call "
-                         "estimate_run(spec, options) for what the run would request and cost")
-    return await run_plan(plan)
+    return await run_plan(resolve_to_draw(spec, options, "eval"))
 
 
 def estimate_run(spec: RunSpec, options: RunOptions | None = None) -> dict[str, Any]:
