@@ -60,7 +60,7 @@ def test_a_model_string_is_refused_by_sample(run_cli, server):
     line = _refused(run_cli("sample", "--model", "openai/sim\x1b[2Jexpert", "--api-base",
                             server.base_url, "--choices", "L,R", "-k", "1", "Box?"),
                     server, asked)
-    assert r"'openai/sim\x1b[2Jexpert'" in line, line  # escaped, so the user sees what it is
+    assert r"--model 'openai/sim\x1b[2Jexpert'" in line, line  # escaped: the user sees it
 
 
 def test_an_allowed_answer_is_refused(run_cli, server):

@@ -64,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.results import raise_for_failures
     from ..sampling.sampler import Sampler
     from ..sampling.types import SampleRequest
+    from ..wording import unprintable
 
+    if (problem := unprintable(args.model, "--model")) is not None:  # shown in its title
+        raise InputError(problem)
     choices, prompt = _split_choices(args.choices, args.prompt)
     if not prompt and args.choices:
         read = ", ".join(repr(c) for c in choices or ())
