@@ -23,10 +23,7 @@ the question, the choices, and the paper's answer format (<answer></answer>).
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +34,12 @@ from ensemble.sampling.parsing import extract_answer
 from .base import (
     Question,
     TaskLayout,
-    fit_csv_cells,
     read_questions,
     record_choices,
     register_task,
     seeded_subset,
 )
+from .records import data_records
 
 __all__ = ["FIELDS", "OPEN_SUFFIX", "PROMPT_SUFFIX", "JsonlTask"]
 
@@ -95,69 +92,13 @@ class JsonlTask:
 
         return self.open_kind if any(not q.choices for q in self.questions()) else Choice()
 
-    # -- reading -----------------------------------------------------------------------------
-    def _text(self) -> str:
-        try:
-            return self.path.read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise DataError("file not found", path=str(self.path)) from None
-        except IsADirectoryError:
-            raise DataError("is a directory, expected a .jsonl or .csv file",
-                            path=str(self.path)) from None
-        except UnicodeDecodeError:
-            raise DataError("not UTF-8 text", path=str(self.path)) from None
-        except OSError as exc:
-            raise DataError(f"cannot read ({exc.strerror})", path=str(self.path)) from None
-
-    def _rows(self) -> Iterator[tuple[int, Any]]:
-        text = self._text()
-        if self.path.suffix.lower() == ".csv":
-            yield from self._csv_rows(text)
-            return
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                # "\ud800" is valid JSON but no text: it could never be sent to a model
-                json.dumps(row, ensure_ascii=False).encode("utf-8")
-            except json.JSONDecodeError as exc:
-                yield i, DataError(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                   path=str(self.path), row=i)
-            except UnicodeEncodeError:
-                yield i, DataError("holds a lone surrogate escape such as \\ud800 (not text); "
-                                   "fix or drop that escape", path=str(self.path), row=i)
-            else:
-                yield i, row
-
-    def _csv_rows(self, text: str) -> Iterator[tuple[int, Any]]:
-        fit_csv_cells(text)
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = reader.fieldnames or []
-        for col in ("question", "choices"):
-            if col not in header:
-                raise DataError(f"the header has no {col!r} column (columns: "
-                                f"{', '.join(header) or 'none'})", path=str(self.path), row=1,
-                                field=col)
-        start = reader.line_num + 1
-        try:
-            for rec in reader:
-                if None in rec:  # more cells than header columns
-                    yield start, DataError("more cells than header columns",
-                                           path=str(self.path), row=start)
-                elif any((v or "").strip() for v in rec.values()):
-                    yield start, rec
-                start = reader.line_num + 1
-        except csv.Error as exc:
-            raise DataError(f"malformed CSV ({exc})", path=str(self.path),
-                            row=reader.line_num) from None
-
     # -- questions ---------------------------------------------------------------------------
     def questions(self) -> list[Question]:
         """The questions (all, or the seeded subset of `limit`), in file order."""
         if self._qs is not None:
             return self._qs
-        out = read_questions(self._rows(), self._question, path=str(self.path), id_field="id",
+        out = read_questions(data_records(self.path, columns=("question", "choices")),
+                             self._question, path=str(self.path), id_field="id",
                              skip_invalid=self.skip_invalid, skipped=self.skipped,
                              empty="no questions in the file")
         self._total = len(out)

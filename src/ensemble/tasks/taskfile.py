@@ -22,11 +22,8 @@ the file (and the row and field of the data) and the fix.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,12 +45,12 @@ from .base import (
     Question,
     TaskBase,
     TaskLayout,
-    fit_csv_cells,
     read_questions,
     record_choices,
     register_task,
     seeded_subset,
 )
+from .records import data_records
 
 __all__ = ["SUFFIXES", "TASK_FILE", "TaskFile", "TaskFileSpec", "is_task_file", "load_task_file",
            "task_file_title"]
@@ -296,7 +293,7 @@ class TaskFile(TaskBase):
         """One question per record (all, or the seeded subset of `limit`), in file order."""
         if self._qs is not None:
             return self._qs
-        out = read_questions(_records(self.data_path), self._question,
+        out = read_questions(data_records(self.data_path, json_list=True), self._question,
                              path=str(self.data_path), id_field=self.spec.id,
                              skip_invalid=self.skip_invalid, skipped=self.skipped,
                              empty="no records in the file")
@@ -378,47 +375,3 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value))
     return "" if value is None else str(value)
-
-
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    """(row, record or the DataError of that row) of a .jsonl, .json (a list) or .csv file;
-    rows are numbered as lines (JSONL; CSV: the line where the record starts, the header
-    line 1) or as list items from 1 (JSON)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DataError("not UTF-8 text", path=str(path)) from None
-    except OSError as exc:
-        raise DataError(f"cannot read ({exc.strerror})", path=str(path)) from None
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        fit_csv_cells(text)
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        start = 2
-        try:
-            for rec in reader:
-                yield start, (DataError("more cells than header columns", path=str(path),
-                                        row=start) if None in rec else rec)
-                start = reader.line_num + 1
-        except csv.Error as exc:
-            raise DataError(f"malformed CSV ({exc})", path=str(path), row=reader.line_num
-                            ) from None
-        return
-    if suffix == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(path)
-                            ) from None
-        if not isinstance(doc, list):
-            raise DataError("a .json data file is a list of records (or write JSONL)",
-                            path=str(path))
-        yield from enumerate(doc, start=1)
-        return
-    for i, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                yield i, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield i, DataError(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                   path=str(path), row=i)
