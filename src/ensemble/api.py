@@ -574,8 +574,7 @@ class Ensemble(Generic[AnswerT]):
         by_rule = CostVote(policy, plan.choose,  # type: ignore[union-attr]
                            tie=tie, invalid=invalid, rng=rng, open=self.answer_kind.is_open)
         out = tally(rows, kind=self.answer_kind, lams=lams, stop=stop,
-                    aggregate=lambda keys, groups: by_rule(keys, choices=choices,
-                                                           groups=groups))
+                    aggregate=lambda keys, groups: by_rule(keys, choices=choices, groups=groups))
         choice, vote = by_rule.made[0]  # the whole answer's (parts follow)
         win = None if vote.decision is None else choice.win.get(vote.decision)
         return replace(out, stop_prior=used, cost_rule=CostRuleOutcome(
