@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from ensemble.cli import main
 from ensemble.evals.plan import resolve
 from ensemble.evals.spec import calibration_spec, one_model
 from ensemble.testing import SimulatedServer
@@ -21,77 +20,57 @@ def server():
         yield s
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _ok(capsys, *args) -> dict:
-    rc, out, err = _cli(capsys, *args, "--json")
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def _refused(capsys, *args) -> str:
-    rc, _, err = _cli(capsys, *args)
-    lines = err.strip().splitlines()
-    assert rc != 0 and len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 def _calibrate(server, out, *more) -> tuple[str, ...]:
     return ("calibrate", "--model", "openai/sim-expert", "--api-base", server.base_url,
             "--t", "0.5", "1", "--samples", "3", "--limit", "12", "--out", out, *more)
 
 
-def test_a_calibration_records_its_spec_and_repeats_from_it(server, tmp_path, capsys):
+def test_a_calibration_records_its_spec_and_repeats_from_it(server, tmp_path, cli):
     out = tmp_path / "cal"
-    first = _ok(capsys, *_calibrate(server, out, "--n-budget", "3"))
+    first = cli.ok(*_calibrate(server, out, "--n-budget", "3"))
     spec = json.loads((out / "spec.json").read_text())
     assert spec["kind"] == "calibration" and spec["schema_version"] == 2
     assert spec["fit"]["n_budget"] == 3 and spec["samples"] == 3 and spec["limit"] == 12
     assert [m["temperature"] for m in spec["members"]] == [0.5, 1.0]
     asked = server.stats.requests
-    again = _ok(capsys, "calibrate", "--spec", out)  # runs in its folder, from its store
+    again = cli.ok("calibrate", "--spec", out)  # runs in its folder, from its store
     assert server.stats.requests == asked and again["requests"] == 0
     assert again["fits"] == first["fits"] and again["recommendation"] == first["recommendation"]
     # a flag given replaces the file's field; the run is still the same one (more samples)
-    more = _ok(capsys, "calibrate", "--spec", out, "--samples", "4")
+    more = cli.ok("calibrate", "--spec", out, "--samples", "4")
     assert more["meta"]["samples_per_question"] == 4 and more["requests"] > 0
 
 
-def test_the_two_kinds_refuse_each_others_specs_in_one_line(server, tmp_path, capsys):
+def test_the_two_kinds_refuse_each_others_specs_in_one_line(server, tmp_path, cli):
     cal = tmp_path / "cal"
-    _ok(capsys, *_calibrate(server, cal))
-    line = _refused(capsys, "eval", "--spec", cal)
+    cli.ok(*_calibrate(server, cal))
+    line = cli.refused("eval", "--spec", cal)
     assert "calibration's spec" in line and "ensemble calibrate --spec" in line
     ev = tmp_path / "ev"
-    _ok(capsys, "eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+    cli.ok("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
         server.base_url, "--t", "1", "--n", "1", "--samples", "1", "--limit", "2",
         "--bootstrap", "100", "--out", ev)
-    line = _refused(capsys, "calibrate", "--spec", ev)
+    line = cli.refused("calibrate", "--spec", ev)
     assert "an eval's spec" in line and "ensemble eval --spec" in line
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"kind": "calibration", "n": [1, 3],
                                "members": [{"model": "openai/sim-expert", "temperature": 1}]}))
-    assert "a calibration takes no n" in _refused(capsys, "calibrate", "--spec", bad)
+    assert "a calibration takes no n" in cli.refused("calibrate", "--spec", bad)
     bad.write_text(json.dumps({"task": "boxball", "n": [1], "fit": {"mode": "logprob"},
                                "members": [{"model": "openai/sim-expert", "temperature": 1}]}))
-    assert "fit is a calibration's" in _refused(capsys, "eval", "--spec", bad)
-    assert "give --model, --t" in _refused(capsys, "calibrate")
+    assert "fit is a calibration's" in cli.refused("eval", "--spec", bad)
+    assert "give --model, --t" in cli.refused("calibrate")
 
 
-def test_a_calibration_stopped_before_its_summary_is_its_own_run(server, tmp_path, capsys):
+def test_a_calibration_stopped_before_its_summary_is_its_own_run(server, tmp_path, cli):
     out = tmp_path / "cal"
-    _ok(capsys, *_calibrate(server, out))
+    cli.ok(*_calibrate(server, out))
     (out / "calibration.json").unlink()  # as if it stopped after the draw
-    line = _refused(capsys, "eval", "boxball", "--model", "openai/sim-expert", "--api-base",
+    line = cli.refused("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
                     server.base_url, "--t", "1", "--n", "1", "--out", out)
     assert "ensemble calibrate, stopped before its summary" in line
     asked = server.stats.requests
-    assert _ok(capsys, *_calibrate(server, out))["requests"] == 0
+    assert cli.ok(*_calibrate(server, out))["requests"] == 0
     assert server.stats.requests == asked
 
 

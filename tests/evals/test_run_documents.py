@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from ensemble.cli import main
 from ensemble.evals.records import VoteRecord, read_votes
 from ensemble.evals.rundir import read_run
 from ensemble.evals.schemas import CalibrationSummary, EvalSummary
@@ -24,35 +23,15 @@ def servers():
         yield a, b
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _ok(capsys, *args) -> dict:
-    rc, out, err = _cli(capsys, *args, "--json")
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def _refused(capsys, *args) -> str:
-    rc, out, err = _cli(capsys, *args)
-    lines = err.strip().splitlines()
-    assert rc != 0 and len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 def _one(server, out, *more):
     return ("eval", "boxball", "--model", "openai/sim-expert", "--api-base", server.base_url,
             "--t", "1", "--n", "1", "3", "--samples", "3", "--limit", "3", "--bootstrap", "100",
             "--out", out, *more)
 
 
-def test_one_model_and_mixed_ensemble_write_the_same_fields(servers, tmp_path, capsys):
+def test_one_model_and_mixed_ensemble_write_the_same_fields(servers, tmp_path, cli):
     a, b = servers
-    one = _ok(capsys, *_one(a, tmp_path / "one"))
+    one = cli.ok(*_one(a, tmp_path / "one"))
     spec = tmp_path / "mixed.json"
     spec.write_text(json.dumps({"task": "boxball", "samples": 3, "limit": 3, "bootstrap": 100,
                                 "members": [
@@ -60,7 +39,7 @@ def test_one_model_and_mixed_ensemble_write_the_same_fields(servers, tmp_path, c
                                      "n": 2, "temperature": 1.0, "lam": 3.0},
                                     {"model": "openai/sim-expert", "api_base": b.base_url,
                                      "n": 1, "temperature": 1.0, "lam": 3.0, "label": "b"}]}))
-    mixed = _ok(capsys, "eval", "--spec", spec, "--out", tmp_path / "mixed")
+    mixed = cli.ok("eval", "--spec", spec, "--out", tmp_path / "mixed")
     # one builder: every field of the model, in both, and nothing else
     assert set(one) == set(mixed) == set(EvalSummary.model_fields)
     assert one["ensemble"] is None and mixed["ensemble"]["members"][1]["label"] == "b"
@@ -81,24 +60,24 @@ def test_one_model_and_mixed_ensemble_write_the_same_fields(servers, tmp_path, c
     assert all(isinstance(v.tie, bool) for v in votes)
 
 
-def test_a_field_no_model_declares_is_refused_on_reading(servers, tmp_path, capsys):
+def test_a_field_no_model_declares_is_refused_on_reading(servers, tmp_path, cli):
     a, _ = servers
-    _ok(capsys, *_one(a, tmp_path / "r"))
+    cli.ok(*_one(a, tmp_path / "r"))
     path = tmp_path / "r" / "summary.json"
     doc = json.loads(path.read_text())
     path.write_text(json.dumps({**doc, "surprise": 1}))
-    line = _refused(capsys, "view", tmp_path / "r")
+    line = cli.refused("view", tmp_path / "r")
     assert "summary.json" in line and "surprise" in line and "rerun" in line
     path.write_text(json.dumps(doc))
     votes = tmp_path / "r" / "votes.jsonl"
     first, *rest = votes.read_text().splitlines()
     votes.write_text("\n".join([json.dumps({**json.loads(first), "extra": 2}), *rest]) + "\n")
-    assert "not a valid VoteRecord" in _refused(capsys, "view", tmp_path / "r")
+    assert "not a valid VoteRecord" in cli.refused("view", tmp_path / "r")
 
 
-def test_a_calibration_summary_is_typed(servers, tmp_path, capsys):
+def test_a_calibration_summary_is_typed(servers, tmp_path, cli):
     a, _ = servers
-    doc = _ok(capsys, "calibrate", "--model", "openai/sim-expert", "--api-base", a.base_url,
+    doc = cli.ok("calibrate", "--model", "openai/sim-expert", "--api-base", a.base_url,
               "--t", "0.5", "1", "--samples", "3", "--limit", "12", "--out", tmp_path / "cal")
     assert set(doc) == set(CalibrationSummary.model_fields)
     run = read_run(tmp_path / "cal")
@@ -106,24 +85,24 @@ def test_a_calibration_summary_is_typed(servers, tmp_path, capsys):
     assert [f.t for f in run.doc.fits] == [0.5, 1.0]
 
 
-def test_out_holding_a_run_of_another_endpoint_is_refused(servers, tmp_path, capsys):
+def test_out_holding_a_run_of_another_endpoint_is_refused(servers, tmp_path, cli):
     # issue 32, item 2: the second run overwrote summary.json, view.html and spec.json
     a, b = servers
     out = tmp_path / "shared"
-    _ok(capsys, *_one(a, out))
+    cli.ok(*_one(a, out))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     asked = b.stats.requests
-    line = _refused(capsys, *_one(b, out))
+    line = cli.refused(*_one(b, out))
     assert str(out) in line and "holds another run" in line and "api_base" in line
     assert a.base_url.rsplit(":", 1)[1] in line  # names the run that is there
     assert b.stats.requests == asked
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     # the same run again resumes there; a higher spending cap continues it
-    _ok(capsys, *_one(a, out))
-    _ok(capsys, *_one(a, out, "--max-cost", "5"))
+    cli.ok(*_one(a, out))
+    cli.ok(*_one(a, out, "--max-cost", "5"))
 
 
-def test_out_holding_a_run_of_another_data_file_is_refused(servers, tmp_path, capsys):
+def test_out_holding_a_run_of_another_data_file_is_refused(servers, tmp_path, cli):
     a, _ = servers
     rows = [{"id": f"q{i}", "question": f"Is {i} even?", "choices": ["yes", "no"],
              "answer": "yes" if i % 2 == 0 else "no"} for i in range(4)]
@@ -131,18 +110,18 @@ def test_out_holding_a_run_of_another_data_file_is_refused(servers, tmp_path, ca
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = ("eval", "jsonl", "--model", "openai/sim-expert", "--api-base", a.base_url, "--t", "1",
            "--n", "1", "--samples", "1", "--bootstrap", "100", "--out", tmp_path / "run")
-    _ok(capsys, *run, "--data", tmp_path / "q.jsonl")
-    line = _refused(capsys, *run, "--data", tmp_path / "q2.jsonl")
+    cli.ok(*run, "--data", tmp_path / "q.jsonl")
+    line = cli.refused(*run, "--data", tmp_path / "q2.jsonl")
     assert "holds another run" in line and "data" in line and "q.jsonl" in line
 
 
-def test_compare_pairs_the_rules_beside_the_main_vote(servers, tmp_path, capsys):
+def test_compare_pairs_the_rules_beside_the_main_vote(servers, tmp_path, cli):
     # issue 32, item 3: the robust and lam-weighted cells vanished from compare
     a, b = servers
     rules = ("--aggregator", "robust", "lam-weighted", "--lam", "3")
-    sa = _ok(capsys, *_one(a, tmp_path / "a", *rules))
-    sb = _ok(capsys, *_one(b, tmp_path / "b", *rules))
-    doc = _ok(capsys, "compare", tmp_path / "a", tmp_path / "b")
+    sa = cli.ok(*_one(a, tmp_path / "a", *rules))
+    sb = cli.ok(*_one(b, tmp_path / "b", *rules))
+    doc = cli.ok("compare", tmp_path / "a", tmp_path / "b")
     got = {(r["t"], r["n"], r["aggregator"]): r for r in doc["results"]}
     cells = {(r["t"], r["n"], r["aggregator"]) for r in sa["results"]}
     assert set(got) == cells  # every shared (t, n, rule) cell
@@ -154,7 +133,7 @@ def test_compare_pairs_the_rules_beside_the_main_vote(servers, tmp_path, capsys)
         assert got[key]["utility_b"] == pytest.approx(own_b["utility"], abs=1e-12)
 
 
-def test_a_calibration_of_another_endpoint_is_refused(servers, tmp_path, capsys):
+def test_a_calibration_of_another_endpoint_is_refused(servers, tmp_path, cli):
     # issue 32, item 5: accepted silently; the Python API refuses the same mismatch
     a, b = servers
     prof = {"model": "openai/sim-expert", "api_base": a.base_url, "lam1": 3.0, "fits": [],
@@ -163,7 +142,7 @@ def test_a_calibration_of_another_endpoint_is_refused(servers, tmp_path, capsys)
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(prof))
     asked = b.stats.requests
-    line = _refused(capsys, *_one(b, tmp_path / "r", "--aggregator", "robust",
+    line = cli.refused(*_one(b, tmp_path / "r", "--aggregator", "robust",
                                   "--calibration", path))
     assert str(path) in line and "no calibration profile for openai/sim-expert at" in line
     assert a.base_url in line and b.base_url in line
@@ -174,5 +153,5 @@ def test_a_calibration_of_another_endpoint_is_refused(servers, tmp_path, capsys)
     with pytest.raises(InputError, match="no calibration profile for openai/sim-expert at"):
         Ensemble("openai/sim-expert", api_base=b.base_url, calibration=path)
     # the profile of the endpoint evaluated gives its λ₁
-    s = _ok(capsys, *_one(a, tmp_path / "ok", "--aggregator", "robust", "--calibration", path))
+    s = cli.ok(*_one(a, tmp_path / "ok", "--aggregator", "robust", "--calibration", path))
     assert s["lam1"] == 3.0 and "robust" in s["aggregators"]

@@ -33,20 +33,6 @@ def server():
         yield s
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _refused(capsys, *args) -> str:
-    rc, _, err = _cli(capsys, *args)
-    lines = err.strip().splitlines()
-    assert rc != 0 and len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 def _eval(server, out, *more) -> tuple[str, ...]:
     return ("eval", "boxball", "--model", "openai/sim-expert", "--api-base", server.base_url,
             "--t", "1", "--n", "1", "3", "--samples", "3", "--limit", "2", "--bootstrap", "100",
@@ -79,22 +65,20 @@ def test_every_document_a_run_writes_says_its_format(runs):
     assert read_run(ev).doc.schema_version == SUMMARY_VERSION
 
 
-def test_the_json_document_of_eval_says_its_format_too(server, tmp_path, capsys):
-    rc, out, err = _cli(capsys, *_eval(server, tmp_path / "r", "--json"))
-    assert rc == 0, err
-    doc = json.loads(out)
+def test_the_json_document_of_eval_says_its_format_too(server, tmp_path, cli):
+    doc = cli.ok(*_eval(server, tmp_path / "r"))
     assert doc["schema_version"] == SUMMARY_VERSION and set(doc) == set(EvalSummary.model_fields)
 
 
 @pytest.mark.parametrize("name", READABLE)
-def test_run_folders_of_earlier_versions_still_read(name, tmp_path, capsys):
+def test_run_folders_of_earlier_versions_still_read(name, tmp_path, cli):
     folder = shutil.copytree(LEGACY / name, tmp_path / name)
     run = read_run(folder)
     assert run.doc.schema_version == (SUMMARY_VERSION if run.kind == "eval"
                                       else CALIBRATION_VERSION)
     assert run.samples and run.questions
-    rc, _, err = _cli(capsys, "view", folder, "--out", tmp_path / "page.html")
-    assert rc == 0 and (tmp_path / "page.html").stat().st_size > 0, err
+    r = cli("view", folder, "--out", tmp_path / "page.html")
+    assert r.returncode == 0 and (tmp_path / "page.html").stat().st_size > 0, r.stderr
     if run.kind == "calibration":
         assert run.doc.endpoint == "http://127.0.0.1:18765/v1" == run.doc.meta.endpoint
         prof = CalibrationProfile.load(folder)  # written by that version
@@ -125,14 +109,12 @@ def test_an_infinite_member_lambda_of_the_first_mixed_runs_stays_infinite():
 
 
 def test_a_summary_too_early_to_migrate_is_one_line_and_its_command_rewrites_it(
-        server, tmp_path, capsys):
+        server, tmp_path, cli):
     folder = shutil.copytree(LEGACY / "eval-2026-11-23-fc85605", tmp_path / "old")
-    line = _refused(capsys, "view", folder)
+    line = cli.refused("view", folder)
     assert "summary.json" in line and "early version" in line and "rerun" in line
     # the rerun it advises is not refused by the folder check that reads the same document
-    rc, out, err = _cli(capsys, *_eval(server, folder, "--json"))
-    assert rc == 0, err
-    assert json.loads(out)["schema_version"] == SUMMARY_VERSION
+    assert cli.ok(*_eval(server, folder))["schema_version"] == SUMMARY_VERSION
     assert read_run(folder).summary.schema_version == SUMMARY_VERSION
 
 
@@ -141,45 +123,43 @@ def _bump(path: Path, **more) -> None:
     path.write_text(json.dumps({**doc, "schema_version": 99, **more}))
 
 
-def test_documents_of_a_newer_version_are_one_line(runs, tmp_path, capsys):
+def test_documents_of_a_newer_version_are_one_line(runs, tmp_path, cli):
     ev = shutil.copytree(runs / "eval", tmp_path / "eval")
     cal = shutil.copytree(runs / "cal", tmp_path / "cal")
     _bump(ev / "summary.json", surprise=1)  # a newer format may have fields this one lacks
-    line = _refused(capsys, "view", ev)
+    line = cli.refused("view", ev)
     assert "summary.json" in line and "newer" in line and "99" in line and "upgrade" in line
     # and the folder is not overwritten by an older ensemble's run
-    assert "newer" in _refused(capsys, "eval", "boxball", "--model", "openai/sim-expert",
+    assert "newer" in cli.refused("eval", "boxball", "--model", "openai/sim-expert",
                                "--t", "1", "--n", "1", "--out", ev)
     _bump(cal / "calibration.json")
-    assert "newer" in _refused(capsys, "view", cal)
+    assert "newer" in cli.refused("view", cal)
     _bump(cal / "profile.json", lam2=1.0)
-    line = _refused(capsys, "eval", "boxball", "--model", "openai/sim-expert", "--t", "1",
+    line = cli.refused("eval", "boxball", "--model", "openai/sim-expert", "--t", "1",
                     "--n", "1", "--aggregator", "robust", "--calibration", cal, "--dry-run")
     assert "profile.json" in line and "newer" in line
 
 
-def test_a_record_line_of_a_newer_version_is_one_line(runs, tmp_path, capsys):
+def test_a_record_line_of_a_newer_version_is_one_line(runs, tmp_path, cli):
     ev = shutil.copytree(runs / "eval", tmp_path / "eval")
     lines = (ev / "samples.jsonl").read_text().splitlines()
     lines[1] = json.dumps({**json.loads(lines[1]), "schema_version": 2, "weight": 0.5})
     (ev / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    line = _refused(capsys, "view", ev)
+    line = cli.refused("view", ev)
     assert "samples.jsonl, row 2" in line and "newer" in line
 
 
 def test_a_spec_without_a_version_runs_and_one_of_a_newer_version_is_refused(
-        server, tmp_path, capsys):
+        server, tmp_path, cli):
     spec = {"task": "boxball", "n": [1], "samples": 2, "limit": 2, "bootstrap": 100,
             "members": [{"model": "openai/sim-expert", "api_base": server.base_url,
                          "temperature": 1.0}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    rc, out, err = _cli(capsys, "eval", "--spec", tmp_path / "spec.json", "--out",
-                        tmp_path / "run", "--json")
-    assert rc == 0, err
+    cli.ok("eval", "--spec", tmp_path / "spec.json", "--out", tmp_path / "run")
     recorded = json.loads((tmp_path / "run" / "spec.json").read_text())
     assert recorded["schema_version"] == SPEC_VERSION
     (tmp_path / "newer.json").write_text(json.dumps({**spec, "schema_version": 99}))
-    line = _refused(capsys, "eval", "--spec", tmp_path / "newer.json")
+    line = cli.refused("eval", "--spec", tmp_path / "newer.json")
     assert "newer.json" in line and "newer" in line and "schema_version 99" in line
     (tmp_path / "bad.json").write_text(json.dumps({**spec, "schema_version": "one"}))
-    assert "not a format number" in _refused(capsys, "eval", "--spec", tmp_path / "bad.json")
+    assert "not a format number" in cli.refused("eval", "--spec", tmp_path / "bad.json")
