@@ -84,3 +84,12 @@ def test_limit_counts_questions_in_a_calibration_and_items_in_an_eval():
     assert cal.members[0].samples == 20  # a calibration's default samples
     logprob = resolve(calibration_spec("m", [1.0], mode="logprob"))
     assert logprob.members[0].samples == 1 and logprob.build(logprob.questions[0], 1.0, 1).k == 1
+
+
+def test_api_base_is_refused_for_a_calibration_spec_whose_members_name_theirs(tmp_path, cli):
+    spec = calibration_spec("openai/sim-expert", [1.0], api_base="http://127.0.0.1:9/v1",
+                            limit=2)
+    (tmp_path / "spec.json").write_text(spec.model_dump_json(exclude_none=True))
+    line = cli.refused("calibrate", "--spec", tmp_path / "spec.json", "--api-base",
+                       "http://127.0.0.1:8/v1")
+    assert "every member of --spec" in line and "drop --api-base" in line

@@ -287,12 +287,7 @@ def from_flags(given: dict[str, Any], *, file: RunSpec | None = None, where: str
     if task and file.task and task != file.task:
         raise InputError(f"{where} is a run of {file.task}, the command's TASK {task}: give one "
                          "(or make them the same)")
-    doc = file.model_dump(exclude_none=True)
-    if api_base:
-        if all(m.api_base for m in file.members):
-            raise InputError(f"every member of {where} names its api_base: drop --api-base")
-        for m in doc["members"]:
-            m.setdefault("api_base", api_base)
+    doc = _file_doc(file, where, api_base)
     if task:
         doc["task"] = task
     return _validated({**doc, **given}, where, flags=tuple(given))
@@ -343,16 +338,23 @@ def calibration_command_spec(given: dict[str, Any], *, path: str | None, model: 
     if file.kind != "calibration":
         raise InputError(f"{where} is an eval's spec: run it with `ensemble eval --spec "
                          f"{path}`")
+    doc = _file_doc(file, where, api_base)
+    doc["fit"] = {**doc.get("fit", {}), **fit}
+    spec = _validated({**doc, **given}, where, flags=tuple(given))
+    check(spec, where)
+    return spec
+
+
+def _file_doc(file: RunSpec, where: str, api_base: str | None) -> dict[str, Any]:
+    """A spec file's fields, `--api-base` given to the members that name none (refused when
+    every member names its own: the flag would change nothing)."""
     doc = file.model_dump(exclude_none=True)
     if api_base:
         if all(m.api_base for m in file.members):
             raise InputError(f"every member of {where} names its api_base: drop --api-base")
         for m in doc["members"]:
             m.setdefault("api_base", api_base)
-    doc["fit"] = {**doc.get("fit", {}), **fit}
-    spec = _validated({**doc, **given}, where, flags=tuple(given))
-    check(spec, where)
-    return spec
+    return doc
 
 
 def _task_file(spec: RunSpec) -> RunSpec:
