@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -266,3 +267,17 @@ def test_calibrate_prints_the_paste_line_whole_and_says_it_is_fitting(tmp_path, 
     assert line in r.stdout.splitlines()  # one line, whole
     assert "ensemble: fitting λ at t = 0.5, 1" in r.stderr
     assert doc["joint"]["gof_reps"] == 999 and doc["joint"]["boot_seed"] is not None
+
+
+def test_calibrate_names_its_report_and_profile_one_path_a_line(tmp_path, cli):
+    """At 80 columns "report: PATH · profile: PATH" folded at the separator (defects3's walk):
+    each path is now a line of its own, whole, to copy."""
+    out = tmp_path / "a-folder-with-a-long-name-so-that-the-paths-pass-eighty-columns"
+    with SimulatedServer(lam1=4.0, seed=3) as srv:
+        r = cli("calibrate", "--model", "openai/sim-expert", "--api-base", srv.base_url,
+                "--t", "1", "--samples", "2", "--limit", "20", "--out", str(out),
+                env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"report: {out / 'report.html'}" in lines, r.stdout
+    assert f"profile: {out / 'profile.json'}" in lines, r.stdout

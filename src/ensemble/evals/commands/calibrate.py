@@ -129,4 +129,7 @@ def _print(doc: CalibrationSummary) -> None:
             con.print(rec.target.text)
         # code to paste: printed whole (soft-wrapped by the terminal, never broken by us)
         con.print(rec.ensemble, markup=False, highlight=False, soft_wrap=True)
-    con.print(f"report: {doc.report['html']} · profile: {doc.profile}")
+    # one path a line, whole (soft-wrapped by the terminal): "a · b" folded at 80 columns left
+    # the separator at a line's end and the profile's path on the next
+    con.print(f"report: {doc.report['html']}", soft_wrap=True, highlight=False)
+    con.print(f"profile: {doc.profile}", soft_wrap=True, highlight=False)
