@@ -9,39 +9,18 @@ from ensemble.calibration import JointFit, LambdaFit
 from ensemble.errors import InputError
 from ensemble.report import inline_html, lambda_t_figure
 
+# a fit of 10 questions, and one whose data are separated (λ infinite): the tests change fields
+FIT = LambdaFit(lam=3.0, se=0.2, ci=(2.6, 3.4), bias=-0.2, bias_se=0.05, separated=False,
+                n_questions=10, n_valid=100, deviance=8.0, df=8, gof_pvalue=0.4, dispersion=1.0,
+                t=1.0)
+SEPARATED = LambdaFit(lam=math.inf, se=None, ci=(40.0, math.inf), bias=None, bias_se=None,
+                      separated=True, n_questions=10, n_valid=100, deviance=None, df=9,
+                      gof_pvalue=None, dispersion=None, t=0.0)
+
 
 def test_html_escapes_text_and_embeds_images(tmp_path):
-    fit = LambdaFit(
-        lam=3.0,
-        se=0.2,
-        ci=(2.6, 3.4),
-        bias=-0.2,
-        bias_se=0.05,
-        separated=False,
-        n_questions=10,
-        n_valid=100,
-        deviance=8.0,
-        df=8,
-        gof_pvalue=0.4,
-        dispersion=1.0,
-        t=1.0,
-        notes=("<script>alert(1)</script>",),
-    )
-    sep = LambdaFit(
-        lam=math.inf,
-        se=None,
-        ci=(40.0, math.inf),
-        bias=None,
-        bias_se=None,
-        separated=True,
-        n_questions=10,
-        n_valid=100,
-        deviance=None,
-        df=9,
-        gof_pvalue=None,
-        dispersion=None,
-        t=0.0,
-    )
+    fit = dataclasses.replace(FIT, notes=("<script>alert(1)</script>",))
+    sep = SEPARATED
     p = np.linspace(0, 1, 10)
     panels = [
         {"t": 0.0, "fit": sep, "posteriors": p, "proportions": (p > 0.5).astype(float)},
@@ -73,21 +52,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     exe = shutil.which("chromium")
     if exe is None:
         pytest.skip("chromium not installed (apt-get install chromium) - render check skipped")
-    fit = LambdaFit(
-        lam=3.0,
-        se=0.2,
-        ci=(2.6, 3.4),
-        bias=-0.2,
-        bias_se=0.05,
-        separated=False,
-        n_questions=10,
-        n_valid=100,
-        deviance=8.0,
-        df=8,
-        gof_pvalue=0.4,
-        dispersion=1.0,
-        t=1.0,
-    )
+    fit = FIT
     p = np.linspace(0, 1, 10)
     paths = write_report(
         tmp_path,
@@ -165,36 +130,9 @@ META = {
 
 
 def _fits():
-    a = LambdaFit(
-        lam=7.0,
-        se=0.4,
-        ci=(6.2, 7.9),
-        bias=-0.1,
-        bias_se=0.05,
-        separated=False,
-        n_questions=400,
-        n_valid=8000,
-        deviance=300.0,
-        df=398,
-        gof_pvalue=0.5,
-        dispersion=1.0,
-        t=0.5,
-    )
-    b = LambdaFit(
-        lam=3.0,
-        se=0.2,
-        ci=(2.6, 3.4),
-        bias=-0.1,
-        bias_se=0.05,
-        separated=False,
-        n_questions=400,
-        n_valid=8000,
-        deviance=300.0,
-        df=398,
-        gof_pvalue=0.004,
-        dispersion=1.0,
-        t=1.0,
-    )
+    a = dataclasses.replace(FIT, lam=7.0, se=0.4, ci=(6.2, 7.9), bias=-0.1, n_questions=400,
+                            n_valid=8000, deviance=300.0, df=398, gof_pvalue=0.5, t=0.5)
+    b = dataclasses.replace(a, lam=3.0, se=0.2, ci=(2.6, 3.4), gof_pvalue=0.004, t=1.0)
     return [a, b]
 
 
@@ -385,36 +323,9 @@ def test_lambda_plot_starts_at_zero_and_clips_intervals():
     import matplotlib.pyplot as plt
 
     fits = _fits() + [
-        LambdaFit(
-            lam=math.inf,
-            se=None,
-            ci=(40.0, math.inf),
-            bias=None,
-            bias_se=None,
-            separated=True,
-            n_questions=10,
-            n_valid=100,
-            deviance=None,
-            df=9,
-            gof_pvalue=None,
-            dispersion=None,
-            t=0.0,
-        ),
-        LambdaFit(
-            lam=1.0,
-            se=5.0,
-            ci=(-30.0, 200.0),
-            bias=0.0,
-            bias_se=0.1,
-            separated=False,
-            n_questions=10,
-            n_valid=100,
-            deviance=1.0,
-            df=8,
-            gof_pvalue=0.5,
-            dispersion=1.0,
-            t=2.0,
-        ),
+        SEPARATED,
+        dataclasses.replace(FIT, lam=1.0, se=5.0, ci=(-30.0, 200.0), bias=0.0, bias_se=0.1,
+                            deviance=1.0, gof_pvalue=0.5, t=2.0),
     ]
     fig = lambda_t_figure(fits, None)
     ax = fig.axes[0]
