@@ -7,6 +7,7 @@ at two spaces, its help beside it or on the lines below)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -64,9 +65,11 @@ def test_the_default_run_folder_is_the_one_the_help_describes(run_cli, tmp_path)
         port = srv.base_url.rsplit(":", 1)[1].split("/")[0]
         r = run_cli("eval", "boxball", "--model", "openai/sim-expert", "--api-base",
                     srv.base_url, "--t", "1", "--n", "1", "--samples", "1", "--limit", "2",
-                    "--bootstrap", "100", "--json", cwd=tmp_path)
+                    "--bootstrap", "100", cwd=tmp_path, env={**os.environ, "COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "runs" / f"boxball-openai-sim-expert@127.0.0.1-{port}-v1").is_dir()
+    folder = f"runs/boxball-openai-sim-expert@127.0.0.1-{port}-v1"
+    assert (tmp_path / folder).is_dir()
+    assert f"outputs in {folder}" in r.stdout.splitlines(), r.stdout  # a line of its own
 
 
 def test_evals_limit_help_counts_boxball_as_it_is(run_cli):

@@ -195,7 +195,10 @@ def _table(summary: EvalSummary) -> None:
               + f"from store {samples.from_store} of {samples.total} · "
               + (f"shared {samples.shared} · " if samples.shared else "")
               + f"tokens {_tokens_text(summary)} · "
-              f"cost {cost} · {summary.wall_time_s:.1f} s · outputs in {summary.run_dir}")
+              f"cost {cost} · {summary.wall_time_s:.1f} s")
+    # the folder on a line of its own, whole: folded into the line above at 80 columns it
+    # began a line with "· outputs in" and could break the path
+    con.print(f"outputs in {summary.run_dir}", soft_wrap=True, highlight=False)
 
 
 def _tokens_text(summary: EvalSummary) -> str:
