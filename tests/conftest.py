@@ -122,6 +122,14 @@ class CliRun:
     stdout: str
     stderr: str
 
+    def refusal(self) -> str:
+        """The one stderr line of a refused command, asserting the house rule for bad input:
+        a non-zero exit, one line, no traceback."""
+        lines = self.stderr.strip().splitlines()
+        assert self.returncode != 0 and len(lines) == 1 and "Traceback" not in self.stderr, \
+            self.stderr
+        return lines[0]
+
 
 @pytest.fixture
 def run_cli(capfd):

@@ -11,31 +11,25 @@ from ensemble.serve import VotingServer, parse_config
 from ensemble.testing import SimulatedServer
 
 
-def _one_line(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def test_sample_says_what_choices_read_when_no_prompt_is_left(run_cli):
     """`sample --choices L "prompt"` said "--choices took every word after it"."""
-    line = _one_line(run_cli("sample", "--model", "openai/x", "--choices", "L", "prompt"))
+    line = run_cli("sample", "--model", "openai/x", "--choices", "L", "prompt").refusal()
     assert "--choices read 'L', 'prompt' as the allowed answers" in line
     assert "--choices L,R \"the prompt\"" in line and "took every word" not in line
 
 
 def test_sample_refuses_a_single_choice(run_cli):
     """`sample --choices L "Which box?"` drew samples to count among one answer."""
-    line = _one_line(run_cli("sample", "--model", "openai/x", "--choices", "L", "Which box?"))
+    line = run_cli("sample", "--model", "openai/x", "--choices", "L", "Which box?").refusal()
     assert "two or more allowed answers" in line and "['L']" in line
 
 
 def test_eval_open_with_answer_says_open_sets_the_kind(run_cli, tmp_path):
     """`eval mathqa --open --answer number` said "takes no --answer (open answers: mathqa
     --open, ...)": the user had given --open."""
-    line = _one_line(run_cli("eval", "mathqa", "--open", "--answer", "number", "--model",
-                             "openai/x", "--t", "1", "--n", "1", "--limit", "2",
-                             "--out", tmp_path / "run"))
+    line = run_cli("eval", "mathqa", "--open", "--answer", "number", "--model",
+                   "openai/x", "--t", "1", "--n", "1", "--limit", "2",
+                   "--out", tmp_path / "run").refusal()
     assert "with --open its answers are of kind 'number' already" in line
     assert "drop --answer" in line and "mathqa --open," not in line
 

@@ -27,10 +27,7 @@ class Cli:
 
     def refused(self, *args: object) -> str:
         """The one stderr line of a command that must be refused (non-zero, no traceback)."""
-        r = self.run_cli(*args)
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-        return lines[0]
+        return self.run_cli(*args).refusal()
 
 
 @pytest.fixture

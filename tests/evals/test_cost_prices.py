@@ -34,16 +34,10 @@ def _spec(path, url, *, prices, adaptive=True):
     return path
 
 
-def _one_line(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def test_a_member_without_a_price_is_refused_before_drawing(server, tmp_path, run_cli):
     spec = _spec(tmp_path / "spec.json", server.base_url, prices=[[0.15, 0.6], None])
     asked = server.stats.requests
-    line = _one_line(run_cli("eval", "--spec", spec, "--out", tmp_path / "run"))
+    line = run_cli("eval", "--spec", spec, "--out", tmp_path / "run").refusal()
     assert "dear" in line and "price_per_1k" in line and "cost" in line
     assert server.stats.requests == asked  # nothing drawn, nothing paid
 

@@ -30,12 +30,6 @@ def _cli(run_cli):
     return run
 
 
-def _one_line(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def server():
     with SimulatedServer(lam1=3.0, seed=5) as srv:
@@ -62,17 +56,17 @@ def _eval(_cli, server, *args):
 
 def test_bad_options_are_refused_before_any_request(server, run, tmp_path, _cli):
     before = _requests(server)
-    assert "--seed must be an integer >= 0" in _one_line(
-        _eval(_cli, server, "--t", "1", "--n", "1", "--seed", "-1", "--out", tmp_path / "s"))
-    assert "--t 0.5 is given twice" in _one_line(
-        _eval(_cli, server, "--t", "0.5", "0.5", "--n", "1", "--out", tmp_path / "d"))
-    line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
-                          server.base_url, "--t", "0.5", "1", "--samples", "2", "--limit", "3",
-                          "--eval-dir", tmp_path / "nonexistent", "--out", tmp_path / "c"))
+    r = _eval(_cli, server, "--t", "1", "--n", "1", "--seed", "-1", "--out", tmp_path / "s")
+    assert "--seed must be an integer >= 0" in r.refusal()
+    r = _eval(_cli, server, "--t", "0.5", "0.5", "--n", "1", "--out", tmp_path / "d")
+    assert "--t 0.5 is given twice" in r.refusal()
+    line = _cli("calibrate", "--model", "openai/sim-expert", "--api-base",
+                server.base_url, "--t", "0.5", "1", "--samples", "2", "--limit", "3",
+                "--eval-dir", tmp_path / "nonexistent", "--out", tmp_path / "c").refusal()
     assert "--eval-dir" in line and "not an eval run folder" in line
-    assert "is given twice" in _one_line(_cli(
+    assert "is given twice" in _cli(
         "calibrate", "--model", "openai/sim-expert", "--api-base", server.base_url, "--t", "1",
-        "1", "--samples", "2", "--limit", "3", "--out", tmp_path / "c2"))
+        "1", "--samples", "2", "--limit", "3", "--out", tmp_path / "c2").refusal()
     assert _requests(server) == before  # nothing was asked of the provider
     assert not (tmp_path / "s").exists() and not (tmp_path / "c").exists()
 
@@ -87,9 +81,9 @@ def test_a_calibration_profile_is_checked_before_paying(server, tmp_path, _cli):
     other.write_text(json.dumps({**prof, "lam1": 2.0, "model": "openai/another-model"}))
     before = _requests(server)
     args = ("--t", "1", "--n", "1", "3", "--aggregator", "robust", "--out", tmp_path / "r")
-    line = _one_line(_eval(_cli, server, *args, "--calibration", bad))
+    line = _eval(_cli, server, *args, "--calibration", bad).refusal()
     assert str(bad) in line and "λ₁ = -3" in line
-    line = _one_line(_eval(_cli, server, *args, "--calibration", other))
+    line = _eval(_cli, server, *args, "--calibration", other).refusal()
     assert str(other) in line and "openai/another-model" in line
     assert _requests(server) == before
 
@@ -117,19 +111,19 @@ def test_robust_rules_on_your_own_two_choice_data(tmp_path, _cli):
 def test_an_out_folder_holds_one_run(server, run, tmp_path, _cli):
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     asked = _requests(server)
-    line = _one_line(_cli("calibrate", "--model", "openai/sim-expert", "--api-base",
-                          server.base_url, "--t", "1", "--samples", "2", "--limit", "3",
-                          "--out", run))
+    line = _cli("calibrate", "--model", "openai/sim-expert", "--api-base",
+                server.base_url, "--t", "1", "--samples", "2", "--limit", "3",
+                "--out", run).refusal()
     assert str(run) in line and "ensemble eval of boxball with openai/sim-expert" in line
-    line = _one_line(_eval(_cli, server, "--t", "1", "--n", "1", "--out", run, "--model",
-                           "openai/other"))
+    line = _eval(_cli, server, "--t", "1", "--n", "1", "--out", run, "--model",
+                 "openai/other").refusal()
     assert "holds another run" in line
     assert _requests(server) == asked
     after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     assert after == before  # nothing stored is lost or changed
     # a run against itself (or its copy) has no independent difference
-    assert "same run" in _one_line(_cli("compare", run, run))
-    assert ">= 100, got 1" in _one_line(_cli("compare", run, run, "--bootstrap", "1"))
+    assert "same run" in _cli("compare", run, run).refusal()
+    assert ">= 100, got 1" in _cli("compare", run, run, "--bootstrap", "1").refusal()
 
 
 def test_output_fits_80_columns_without_cutting_a_number(server, run, tmp_path, _cli):

@@ -30,12 +30,6 @@ def _calibrate(run_cli, server, out):
                    "--t", "1", "--samples", "2", "--limit", "3", "--out", out)
 
 
-def _one_line(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def _files(folder):
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
 
@@ -48,7 +42,7 @@ def test_a_folder_of_the_users_files_is_refused_and_left_alone(server, tmp_path,
     (mine / "notes.txt").write_text("mine\n")
     before, asked = _files(mine), server.stats.requests
     for r in (_eval(run_cli, server, mine), _calibrate(run_cli, server, mine)):
-        line = _one_line(r)
+        line = r.refusal()
         assert str(mine) in line and "not a run folder" in line and "grid.csv" in line
     assert _files(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(before)
     assert server.stats.requests == asked  # refused before any request
@@ -58,7 +52,7 @@ def test_a_source_checkout_is_refused(server, tmp_path, run_cli):
     checkout = tmp_path / "checkout"
     (checkout / "src").mkdir(parents=True)
     (checkout / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    line = _one_line(_eval(run_cli, server, checkout))
+    line = _eval(run_cli, server, checkout).refusal()
     assert "not a run folder" in line and "give a new or empty folder" in line
     assert sorted(p.name for p in checkout.iterdir()) == ["pyproject.toml", "src"]
 
@@ -70,7 +64,7 @@ def test_a_sqlite_file_of_the_users_is_not_a_store(server, tmp_path, run_cli):
         conn.execute("CREATE TABLE accounts (name TEXT)")
     conn.close()
     before = _files(folder)
-    line = _one_line(_eval(run_cli, server, folder))
+    line = _eval(run_cli, server, folder).refusal()
     assert "not a run folder" in line and "samples.sqlite" in line
     assert _files(folder) == before
 
@@ -105,7 +99,7 @@ def test_view_replaces_only_its_own_page(server, tmp_path, run_cli):
     assert _eval(run_cli, server, run).returncode == 0
     page = tmp_path / "page.html"
     page.write_text("<html>my own page</html>\n")
-    line = _one_line(run_cli("view", run, "--out", page))
+    line = run_cli("view", run, "--out", page).refusal()
     assert str(page) in line and "did not write" in line
     assert page.read_text() == "<html>my own page</html>\n"
     ours = tmp_path / "ours.html"

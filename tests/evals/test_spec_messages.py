@@ -18,12 +18,6 @@ SAME = [{"model": "openai/a", "temperature": 1, "n": 1},
         {"model": "openai/a", "temperature": 1, "n": 2}]
 
 
-def _one_line(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def _spec(tmp_path, **doc) -> str:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps({"task": "boxball", **doc}))
@@ -34,11 +28,11 @@ def _spec(tmp_path, **doc) -> str:
 def test_a_spec_without_members_takes_them_from_the_command_line(members, tmp_path, run_cli):
     doc = {"samples": 2, "limit": 2, "bootstrap": 100, "n": [1]}
     spec = _spec(tmp_path, **doc, **({} if members is None else {"members": members}))
-    line = _one_line(run_cli("eval", "--spec", spec))
+    line = run_cli("eval", "--spec", spec).refusal()
     assert "members" in line and "--model" in line and "--t" in line and "drop" not in line
-    line = _one_line(run_cli("eval", "--spec", spec, "--t", "1"))
+    line = run_cli("eval", "--spec", spec, "--t", "1").refusal()
     assert "--model" in line and "drop" not in line
-    line = _one_line(run_cli("eval", "--spec", spec, "--model", "openai/a"))
+    line = run_cli("eval", "--spec", spec, "--model", "openai/a").refusal()
     assert "--t" in line and "drop" not in line
     with SimulatedServer(lam1=3.0, seed=1) as srv:
         r = run_cli("eval", "--spec", spec, "--model", "openai/sim-expert", "--api-base",
@@ -57,7 +51,7 @@ def test_a_spec_without_members_takes_them_from_the_command_line(members, tmp_pa
 def test_spec_fields_are_named_as_fields(field, value, said, tmp_path, run_cli):
     doc = {"members": [{"model": "openai/a", "temperature": 1}], "n": [1, 3], "samples": 3}
     spec = _spec(tmp_path, **{**doc, field: value})
-    line = _one_line(run_cli("eval", "--spec", spec))
+    line = run_cli("eval", "--spec", spec).refusal()
     assert f"--spec {spec}: {said}" in line, line
     assert "--n " not in line and "--samples" not in line and "--max-n" not in line
 
@@ -68,7 +62,7 @@ def test_spec_fields_are_named_as_fields(field, value, said, tmp_path, run_cli):
 ])
 def test_duplicate_members_name_the_spec_file(members, said, tmp_path, run_cli):
     spec = _spec(tmp_path, members=members)
-    line = _one_line(run_cli("eval", "--spec", spec))
+    line = run_cli("eval", "--spec", spec).refusal()
     assert f"--spec {spec}: {said}" in line and "--ensemble" not in line, line
-    line = _one_line(run_cli("eval", "--ensemble", spec))
+    line = run_cli("eval", "--ensemble", spec).refusal()
     assert f"--ensemble {spec}: {said}" in line, line

@@ -19,17 +19,11 @@ def test_ordinals():
         "111th", "112th"]
 
 
-def _one_line_error(r) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def test_past_the_recording_names_the_sample_counted_from_one(tmp_path, run_cli):
     rec = tmp_path / "rec.jsonl"
     rec.write_text(json.dumps({"prompt": "P?", "samples": [OK]}) + "\n")
-    line = _one_line_error(run_cli("sample", "--model", f"replay/{rec}", "-k", "2",
-                                   "--choices", "yes,no", "P?"))
+    line = run_cli("sample", "--model", f"replay/{rec}", "-k", "2",
+                   "--choices", "yes,no", "P?").refusal()
     assert "holds 1 sample of the prompt 'P?'" in line
     assert "the 2nd sample was asked" in line and "sample 1 was asked" not in line, line
     assert "ask for at most 1 sample" in line
@@ -45,8 +39,8 @@ def _run_folder(folder, indices) -> str:
 
 def test_a_gap_in_a_runs_sample_indices_is_named(tmp_path, run_cli):
     folder = _run_folder(tmp_path, [0, 2, 3])
-    line = _one_line_error(run_cli("sample", "--model", f"replay/{folder}", "--t", "1",
-                                   "-k", "3", "--choices", "yes,no", "P?"))
+    line = run_cli("sample", "--model", f"replay/{folder}", "--t", "1",
+                   "-k", "3", "--choices", "yes,no", "P?").refusal()
     assert """the 2nd sample ("sample": 1) of question id 'q1' at t = 1 is missing""" in line
     assert "(line 2 holds its 3rd)" in line, line  # the file's line just past the gap
     assert "ask for at most 1 sample" in line and "ensemble eval --spec" in line, line
