@@ -27,9 +27,10 @@ def _draw(sampler: Sampler, prompt: str, **params) -> list:
 @pytest.mark.local_model
 def test_n_samples_in_one_request_are_independent_and_counted_each(smollm2_path, monkeypatch):
     pytest.importorskip("xllamacpp", reason="xllamacpp not installed (pip install '.[local]')")
-    # 4 slots in 256 cells: a request of 4 choices of 60 tokens does not fit: split in two
+    # 4 slots in 160 cells: a request of 4 choices of 24 tokens does not fit (the prompt
+    # counted as at most 94): split in two
     monkeypatch.setenv("ENSEMBLE_LOCAL_SLOTS", "4")
-    monkeypatch.setenv("ENSEMBLE_LOCAL_CONTEXT", "256")
+    monkeypatch.setenv("ENSEMBLE_LOCAL_CONTEXT", "160")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     sampler = Sampler(f"local:{smollm2_path}")
@@ -39,10 +40,10 @@ def test_n_samples_in_one_request_are_independent_and_counted_each(smollm2_path,
         assert caps.supports_n and caps.max_n == 4 and caps.max_concurrency == 4
         assert sampler.max_n == 4
         # t > 0: one request (the sampler's), four different samples, each its own tokens
-        row, sent = _draw(sampler, "Name a colour.", temperature=1.0, k=4, max_tokens=60)
+        row, sent = _draw(sampler, "Name a colour.", temperature=1.0, k=4, max_tokens=24)
         assert sent == 1 and len(row) == 4 and all(s.text is not None for s in row)
         assert len({s.text for s in row}) > 1
-        assert all(1 <= s.completion_tokens <= 60 for s in row)
+        assert all(1 <= s.completion_tokens <= 24 for s in row)
         # each choice's tokens are its own: the count of its token logprobs
         row, sent = _draw(sampler, "Name an animal.", temperature=1.0, k=3, max_tokens=12,
                           logprobs=True)

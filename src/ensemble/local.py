@@ -255,7 +255,7 @@ def context_setting(slots: int) -> int:
     f16 cache for SmolLM2-135M; the cache is allocated whole at start)."""
     env = os.environ.get("ENSEMBLE_LOCAL_CONTEXT", "")
     if env.strip().isdigit() and int(env) > 0:
-        return max(256, int(env))
+        return max(128, int(env))
     return max(SEQUENCE_CELLS, 1024 * slots)
 
 
