@@ -42,7 +42,9 @@ async def one(model: str, prompts: list[str], n: int, slots: int, max_tokens: in
     os.environ["ENSEMBLE_LOCAL_SLOTS"] = str(slots)
     before = rss_mb()
     t0 = time.perf_counter()
-    async with Sampler(model, max_concurrency=64) as s:  # the provider caps it at its slots
+    # the provider caps the concurrency at its slots; a loaded machine needs the timeout (one
+    # slot waits --timeout: a 60 s default gave up there at load 15)
+    async with Sampler(model, max_concurrency=64, timeout=900.0) as s:
         start = time.perf_counter() - t0
         mem = rss_mb() - before
         reqs = [SampleRequest.of(p, temperature=0.7, k=n, max_tokens=max_tokens,
