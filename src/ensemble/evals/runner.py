@@ -190,15 +190,10 @@ def summary_of(plan: RunPlan, tables: Tables, drawn: Drawn, *, t1: float) -> Eva
     return EvalSummary(
         schema_version=SUMMARY_VERSION,
         task=plan.task_name, model=plan.model, title=plan.title,
-        metric=tables.metric, estimator=tables.estimator,
-        temperatures=tables.temperatures, ns=tables.ns,
-        samples_per_question=tables.samples_per_question,
-        bootstrap=plan.bootstrap, seed=plan.seed,
-        population=tables.population, intervals=tables.intervals,
-        results=tables.results, contrasts=tables.contrasts,
-        invalid_rate=tables.invalid_rate, invalid_rate_by_t=tables.invalid_rate_by_t,
-        invalid_policy=tables.invalid_policy, warnings=tables.warnings,
-        adaptive=tables.adaptive, ensemble=ensemble, aggregators=rules,
+        # the tables' fields by name (Tables is the part of summary.json scoring computes);
+        # its notes join the draw's below
+        **{name: getattr(tables, name) for name in Tables.model_fields if name != "notes"},
+        bootstrap=plan.bootstrap, seed=plan.seed, ensemble=ensemble, aggregators=rules,
         lam1=plan.lam1, layout=plan.layout,
         **run_facts(drawn, drawn.stats, out=plan.out, t1=t1),
         data=DataNotes(**data_notes(plan.task)),
