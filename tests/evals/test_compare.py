@@ -81,10 +81,7 @@ def _one_line(run_cli):
     """`ensemble ...` in this process (the run_cli fixture of tests/conftest.py)."""
 
     def run(*args):
-        r = run_cli("compare", *map(str, args))
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-        return lines[0]
+        return run_cli("compare", *map(str, args)).refusal()
 
     return run
 

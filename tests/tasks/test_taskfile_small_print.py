@@ -33,9 +33,8 @@ def test_task_file_small_print_is_one_line_naming_the_file(case, tmp_path, run_c
     task.write_text(text)
     r = run_cli("eval", task, "--model", "openai/x", "--api-base", "http://127.0.0.1:9",
                 "--t", "1", "--n", "1", "--dry-run")
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert f"task file {task}" in lines[0] and said in lines[0], lines[0]
+    line = r.refusal()
+    assert f"task file {task}" in line and said in line, line
 
 
 def test_a_json_task_file_with_a_repeated_key_is_refused_too(tmp_path, run_cli):
