@@ -26,15 +26,7 @@ def test_html_escapes_text_and_embeds_images(tmp_path):
         {"t": 0.0, "fit": sep, "posteriors": p, "proportions": (p > 0.5).astype(float)},
         {"t": 1.0, "fit": fit, "posteriors": p, "proportions": p},
     ]
-    paths = write_report(
-        tmp_path,
-        model="<b>evil</b>",
-        fits=[sep, fit],
-        joint=None,
-        panels=panels,
-        recommendation=None,
-        mode="sample",
-    )
+    paths = write_report(tmp_path, model="<b>evil</b>", fits=[sep, fit], panels=panels)
     html = paths["html"].read_text()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert "<b>evil</b>" not in html and "&lt;b&gt;evil" in html
@@ -53,16 +45,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     if exe is None:
         pytest.skip("chromium not installed (apt-get install chromium) - render check skipped")
     fit = FIT
-    p = np.linspace(0, 1, 10)
-    paths = write_report(
-        tmp_path,
-        model="sim",
-        fits=[fit],
-        joint=None,
-        panels=[{"t": 1.0, "fit": fit, "posteriors": p, "proportions": p}],
-        recommendation=None,
-        mode="sample",
-    )
+    paths = write_report(tmp_path, model="sim", fits=[fit])
     shot = tmp_path / "shot.png"
     subprocess.run(
         [
@@ -88,9 +71,12 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 # -- reports a person can act on --------------------------------------------------------------
 
-def write_report(out, *, model, fits, joint, panels, recommendation, mode, meta=None):
+def write_report(out, *, model, fits, joint=None, panels=None, recommendation=None,
+                 mode="sample", meta=None):
     """The calibration report of these fits (`ensemble.evals.report.write_report`), its
-    document built as a calibration builds it: `meta` the run's context, the rest blank."""
+    document built as a calibration builds it: `meta` the run's context, the rest blank;
+    `panels` by default each fit's over ten posteriors (`_panels`)."""
+    panels = _panels(fits) if panels is None else panels
     from ensemble.evals import report
     from ensemble.evals.schemas import (
         CalibrationMeta,
@@ -157,16 +143,7 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
     rec = recommend(
         fits, 3, model="openai/sim", api_base="http://u:sk-key@127.0.0.1:9/v1", choices=("L", "R")
     )
-    paths = write_report(
-        tmp_path,
-        model="openai/sim",
-        fits=fits,
-        joint=None,
-        panels=_panels(fits),
-        recommendation=rec,
-        mode="sample",
-        meta=META,
-    )
+    paths = write_report(tmp_path, model="openai/sim", fits=fits, recommendation=rec, meta=META)
     page = paths["html"].read_text()
     body = page[page.index("<body>") :]
     assert "ψ_λ" not in body and "`" not in body and "ψ<sub>λ</sub>" in body
@@ -200,29 +177,12 @@ def test_report_renders_greek_explains_terms_and_carries_metadata(tmp_path):
 def test_rejected_law_says_what_to_use_and_the_one_in_twenty(tmp_path):
     fits = _fits()
     joint = JointFit(3.2, 0.1, (3.0, 3.4), -0.1, 5.1, 1, 0.024, (0.5, 1.0), False)
-    paths = write_report(
-        tmp_path,
-        model="m",
-        fits=fits,
-        joint=joint,
-        panels=_panels(fits),
-        recommendation=None,
-        mode="sample",
-        meta=META,
-    )
+    paths = write_report(tmp_path, model="m", fits=fits, joint=joint, meta=META)
     text = paths["html"].read_text()
     assert "<b>Rejected</b>" in text and "about 1 calibration in 20" in text
     assert "λ measured at each temperature" in text and "profile.json" in text
     ok = JointFit(3.2, 0.1, (3.0, 3.4), -0.1, 0.3, 1, 0.58, (0.5, 1.0), True)
-    text = write_report(
-        tmp_path,
-        model="m",
-        fits=fits,
-        joint=ok,
-        panels=_panels(fits),
-        recommendation=None,
-        mode="sample",
-    )["html"].read_text()
+    text = write_report(tmp_path, model="m", fits=fits, joint=ok)["html"].read_text()
     assert "<b>Not rejected</b>" in text and "1 calibration in 20" not in text
 
 
@@ -234,8 +194,7 @@ def test_a_rejection_near_005_advises_more_answers_never_another_seed(tmp_path):
     fits = _fits()
     joint = JointFit(3.883, 0.1, (3.7, 4.1), None, 4.4, 1, 0.035, (0.5, 1.0), False,
                      bias_form="per-t", biases=(-0.6, -0.55), boot_seed=12345, gof_reps=999)
-    md = write_report(tmp_path, model="m", fits=fits, joint=joint, panels=_panels(fits),
-                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    md = write_report(tmp_path, model="m", fits=fits, joint=joint, meta=META)["md"].read_text()
     law = md[md.index("## λ across temperatures"):md.index("## Recommendation")]
     assert "about 1 calibration in 20" in law and "p = 0.035 alone is weak evidence" in law
     assert "more `--samples`" in law and "Do not rerun with another `--seed`" in law
@@ -244,8 +203,7 @@ def test_a_rejection_near_005_advises_more_answers_never_another_seed(tmp_path):
     assert "each temperature with its own bias" in law
     strong = JointFit(3.883, 0.1, (3.7, 4.1), None, 14.0, 1, 0.001, (0.5, 1.0), False,
                       gof_reps=999, boot_seed=1)
-    md = write_report(tmp_path, model="m", fits=fits, joint=strong, panels=_panels(fits),
-                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    md = write_report(tmp_path, model="m", fits=fits, joint=strong, meta=META)["md"].read_text()
     assert "fewer than 1 calibration in 100" in md and "weak evidence" not in md
 
 
@@ -255,8 +213,7 @@ def test_the_p_value_columns_say_which_test_they_show(tmp_path):
     explanation naming its own test."""
     a, b = _fits()
     fits = [a, dataclasses.replace(b, gof_pvalue=0.31, deviance_pvalue=0.0123)]
-    md = write_report(tmp_path, model="m", fits=fits, joint=None, panels=_panels(fits),
-                      recommendation=None, mode="sample", meta=META)["md"].read_text()
+    md = write_report(tmp_path, model="m", fits=fits, meta=META)["md"].read_text()
     lines = md.splitlines()
     head = next(x for x in lines if x.startswith("| t |"))
     cols = [c.strip() for c in head.strip("|").split("|")]
