@@ -1,18 +1,11 @@
 """Cost before it is spent: --dry-run sends nothing; --max-cost stops before the cap."""
 
 
-import pytest
 
 from ensemble.jsonio import loads
 from ensemble.testing import SimulatedServer
 
 PRICE = ("--price-per-1k-tokens", "0.5,1.5")
-
-
-@pytest.fixture
-def cli(run_cli):
-    """`ensemble ARGS` in this process (the run_cli fixture of tests/conftest.py)."""
-    return run_cli
 
 
 def boxball(url, out, *extra):
