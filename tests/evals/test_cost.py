@@ -1,7 +1,5 @@
 """Cost before it is spent: --dry-run sends nothing; --max-cost stops before the cap."""
 
-
-
 from ensemble.jsonio import loads
 from ensemble.testing import SimulatedServer
 
