@@ -7,17 +7,12 @@ simulated server (in-process transport); the eval scores with `parse_for` per qu
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 
 from ensemble.sampling.sampler import Sampler
 from ensemble.sampling.types import SampleRequest
 from ensemble.tasks.jsonl import JsonlTask
-from ensemble.testing import OpenAnswers, SimulatedServer
-
-
-def prompt_hash(prompt: str) -> str:
-    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+from ensemble.testing import OpenAnswers, SimulatedServer, prompt_hash
 
 
 def _draw(task: JsonlTask, srv: SimulatedServer, tmp_path) -> tuple[list, int]:

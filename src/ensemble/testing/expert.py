@@ -82,7 +82,7 @@ import numpy as np
 
 from ..boxball import posterior_from_prompt
 from ..errors import InputError
-from .openexpert import OpenAnswers, StructuredPlan
+from .openexpert import OpenAnswers, StructuredPlan, prompt_hash
 from .seeds import seeded_rng
 from .toolexpert import FormatPlan, ToolPlan, forced_tool, tool_call_of
 
@@ -136,11 +136,6 @@ def prompt_key(messages: Any, temperature: float) -> str:
     """The expert's key of a prompt (`ServerStats.served` is keyed by (prompt_key, index))."""
     return hashlib.sha256(json.dumps([messages, float(temperature)], sort_keys=True)
                           .encode()).hexdigest()[:16]
-
-
-def prompt_hash(prompt: str) -> str:
-    """The answer-key entry of a prompt that is not in the MathQA format: "sha256:<hex>"."""
-    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def answer_key_from_questions(questions: Iterable[Any]) -> dict[str, str]:

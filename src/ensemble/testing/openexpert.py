@@ -32,8 +32,8 @@ import numpy as np
 
 from .seeds import seeded_rng
 
-__all__ = ["FORMS", "WORDS", "OpenAnswers", "StructuredPlan", "open_question_text", "write_number",
-           "wrong_value"]
+__all__ = ["FORMS", "WORDS", "OpenAnswers", "StructuredPlan", "open_question_text", "prompt_hash",
+           "write_number", "wrong_value"]
 
 _OPEN_Q = re.compile(r"### Question:\s*(.*?)\s*(?:\n\s*\n|###|$)", re.DOTALL)
 
@@ -46,6 +46,13 @@ def open_question_text(prompt: str) -> str | None:
     """The question of an open prompt ("### Question:" up to the next "###"), normalised."""
     m = _OPEN_Q.search(prompt)
     return " ".join(m.group(1).split()) if m else None
+
+
+def prompt_hash(prompt: str) -> str:
+    """The answer-key entry of a prompt that is not in the MathQA format: "sha256:<hex>"."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def write_number(x: float, form: str) -> str:
@@ -87,12 +94,10 @@ class OpenAnswers:
             raise InputError(f"unknown number forms {bad}; use some of {', '.join(FORMS)}")
 
     def key_of(self, prompt: str) -> str | None:
-        import hashlib
-
         q = open_question_text(prompt)
         if q is not None and q in self.answers:
             return q
-        h = "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()  # `prompt_hash`
+        h = prompt_hash(prompt)
         return h if h in self.answers else None
 
     def truth(self, question: str, seed: int = 0) -> tuple[float, float, tuple[float, ...]]:
