@@ -4,8 +4,8 @@ and the servers' lifecycle (start, share, stop, the thread budget, the slots) ar
 
 n choices in one request. The server decodes up to its `slots` sequences at once, in one batch
 (`ensemble.local.DEFAULT_SLOTS`), so a request asks for its n samples at once (n at most the
-slots: llama.cpp refuses more) and several requests run side by side. What llama.cpp does with
-n, and what this module makes of it:
+slots: llama.cpp refuses more); requests go one at a time (see `LocalProvider.__init__`).
+What llama.cpp does with n, and what this module makes of it:
 - each choice is an independent sample: child j of a request is seeded with the request's seed
   + j (no seed: each its own random seed). A request for samples i.. is sent seed + i, so with
   a seed sample i is seeded seed + i however the samples are split into requests;
@@ -61,8 +61,8 @@ class LocalProvider:
     The server starts on first use (`start`) and stays up until `aclose` (an `Ensemble`
     closes it in `close()`; every server still running stops at interpreter exit), so
     sequential `decide()` calls do not reload the model. Requests go through litellm to the
-    server's OpenAI-compatible API. Declares: as many requests at once as the server has
-    slots, `n` up to the slots (the module docstring), no Batch API.
+    server's OpenAI-compatible API. Declares: one request at a time, `n` up to the server's
+    slots (the module docstring), no Batch API.
     """
 
     name = "local"
@@ -76,12 +76,15 @@ class LocalProvider:
         self.identity: str | None = f"local:sha256:{runtime.weights_digest(self.path)}"
         self.api_base: str | None = None
         slots = runtime.slot_setting()
+        # one request at a time, of up to `slots` choices: requests of other prompts side by
+        # side share one KV cache, and each token then attends over every prompt in it (on 2
+        # idle cores 16 one-sample requests at once drew x0.44 the samples/s of one at a time;
+        # at load 14, x2.5): the slots are for a question's n samples
         # llama.cpp's server returns token logprobs (its own, before its sampling chain: the
         # same at every temperature) and the top alternatives at each token
         self.capabilities = Capabilities(
-            max_concurrency=slots, supports_n=True, max_n=slots, batch_api=None,
-            logprobs=True, logprobs_source="llama.cpp's server",
-            limit_reason=f"the local llama.cpp server decodes {slots} sequences at once")
+            max_concurrency=1, supports_n=True, max_n=slots, batch_api=None,
+            logprobs=True, logprobs_source="llama.cpp's server")
         self._local: runtime.LocalEndpoint | None = None
         self._inner: LiteLLMProvider | None = None
         self._lock = threading.Lock()
