@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=local.DEFAULT_SLOTS)
     ap.add_argument("--max-tokens", type=int, default=48)
     a = ap.parse_args()
+    import litellm  # noqa: F401 - imported once here, not inside the first timed cell (~4 s)
+
     qs = list(get_task("mathqa", data=MATHQA).questions())
     print(f"{a.model}; threads {local.cores.total}; max_tokens {a.max_tokens}; "
           f"{a.samples} samples a cell; load {os.getloadavg()[0]:.1f}", flush=True)
