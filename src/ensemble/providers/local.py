@@ -13,8 +13,9 @@ What llama.cpp does with n, and what this module makes of it:
   own tokens are counted from its token logprobs (asked for, then dropped where the request
   did not ask for them), and the reply's completion tokens are their sum;
 - the prompt is read once for the n choices (its tokens counted once);
-- a request's reply takes longer beside others: it waits --timeout for each of the server's
-  slots;
+- a request's n choices decode in one batch, so its reply takes longer the more choices it
+  holds: it waits --timeout for each of its choices (requests go one at a time, so no other
+  request's sequences share its batch);
 - the KV cache is one pool of cells for every slot: a request takes, before it is sent, its
   prompt's cells and max_tokens for each choice (`cells_for`), so requests beyond the pool
   wait here (`ensemble.local.Seats`) instead of failing in the server; a request that does
@@ -160,18 +161,18 @@ class LocalProvider:
             # one server's requests decode in one batch, under one hold
             await runtime.cores.hold(local.threads, owner=local.path)
             try:
-                # a request shares the server's decoding with up to `slots` sequences (its
-                # own n and other requests'): its reply takes that much longer, so it gets
-                # --timeout per slot (one slot: --timeout itself)
-                wait = timeout * local.slots
+                # a request's n choices decode in one batch (one request at a time: no other
+                # request's sequences beside them), so its reply takes about n times one
+                # sequence's: --timeout per choice (one choice: --timeout itself)
+                wait = timeout * n
                 try:
                     comp = await inner.complete(messages, sent, n=n, first_index=first_index,
                                                 headers=headers, timeout=wait)
                 except ProviderTimeoutError as exc:
                     raise ProviderTimeoutError(
-                        f"no reply from the local model within {wait:g} s (--timeout "
-                        f"{timeout:g} s for each of the {local.slots} sequences its server "
-                        "decodes at once)", model=exc.model, provider=self.name,
+                        f"no reply from the local model within {wait:g} s (--timeout"
+                        + ("" if n == 1 else f" {timeout:g} s for each of the {n} samples "
+                           "it decodes at once") + ")", model=exc.model, provider=self.name,
                         api_base=exc.api_base, reason=exc.reason) from None
             finally:
                 runtime.cores.give(local.threads, owner=local.path)
