@@ -31,8 +31,12 @@ async def test_a_cancelled_decide_stores_its_replies_in_flight_when_the_ensemble
         ens = Ensemble(model="openai/sim-expert", api_base=srv.base_url, n=3, temperature=1.0,
                        choices=["L", "R"], store=store, max_concurrency=4)
         task = asyncio.ensure_future(ens.adecide_many(PROMPTS))
-        await _until(lambda: srv.stats.completions >= 3 and srv.stats.in_flight >= 1,
-                     "3 replies with more in flight")
+        # every one of the 4 slots filled at the server: no request is on the wire, so the
+        # requests counted at the cancel are all the Ensemble sent before it (with only some
+        # in flight, one sent just before the cancel could reach the server after `asked` is
+        # read: this failed once under load 15)
+        await _until(lambda: srv.stats.completions >= 3 and srv.stats.in_flight == 4,
+                     "3 replies with every slot in flight")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
