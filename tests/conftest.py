@@ -86,6 +86,20 @@ def box_parse():
 
 
 @pytest.fixture(scope="module")
+def cheap_and_dear():
+    """Two simulated members over one question set (the same difficulties), each behind its own
+    server: a cheap, weak one (λ₁ 1.5, three options' prior 3:2) and a dear, strong one (λ₁ 6),
+    as the cost rule's tests price them."""
+    from ensemble.testing import SimulatedServer
+    from ensemble.testing.expert import MCModel, SimulatedExpert
+
+    cheap = SimulatedExpert(lam1=1.5, mc_model=MCModel(3, 2), seed=1, difficulty_seed=7)
+    dear = SimulatedExpert(lam1=6.0, mc_model=MCModel(12, 1), seed=2, difficulty_seed=7)
+    with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2:
+        yield s1, s2
+
+
+@pytest.fixture(scope="module")
 def serve_app():
     """`serve_app(app, **runner_options) -> port`: an aiohttp app served on 127.0.0.1 from its
     own event-loop thread (`ensemble._sync.LoopThread`, as the servers use), stopped when the

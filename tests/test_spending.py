@@ -10,19 +10,11 @@ from ensemble import Ensemble, Member
 from ensemble.cost.spec import CostSpec
 from ensemble.errors import InputError
 from ensemble.testing import SimulatedServer
-from ensemble.testing.expert import MCModel, SimulatedExpert
+from ensemble.testing.expert import SimulatedExpert
 
 CHOICES = ["red", "green", "blue"]
 PROMPTS = [f"Question {i}: which colour? Answer with one of: red, green, blue"
            for i in range(30)]
-
-
-@pytest.fixture(scope="module")
-def servers():
-    cheap = SimulatedExpert(lam1=1.5, mc_model=MCModel(3, 2), seed=1, difficulty_seed=7)
-    dear = SimulatedExpert(lam1=6.0, mc_model=MCModel(12, 1), seed=2, difficulty_seed=7)
-    with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2:
-        yield s1, s2
 
 
 def _ensemble(s1, s2, store, *, price=True, **spec):
@@ -36,8 +28,8 @@ def _ensemble(s1, s2, store, *, price=True, **spec):
                     stop=CostSpec(pilot_questions=10, **spec))
 
 
-def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(servers, tmp_path):
-    s1, s2 = servers
+def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(cheap_and_dear, tmp_path):
+    s1, s2 = cheap_and_dear
     before = s1.stats.requests, s2.stats.requests
     with _ensemble(s1, s2, tmp_path / "s.sqlite", value_usd=0.004) as ens:
         ds = ens.decide_many(PROMPTS)
@@ -60,8 +52,8 @@ def test_cost_rule_draws_within_budgets_and_a_rerun_asks_nothing(servers, tmp_pa
     assert sum(d.cost_usd for d in again) == pytest.approx(spent)
 
 
-def test_two_choices_build_a_rule_that_can_decide_the_other_one(servers, tmp_path):
-    s1, s2 = servers
+def test_two_choices_build_a_rule_that_can_decide_the_other_one(cheap_and_dear, tmp_path):
+    s1, s2 = cheap_and_dear
     prompts = [f"Question {i}: which colour? Answer with one of: red, green" for i in range(12)]
     with Ensemble(members=[Member("openai/cheap", api_base=s1.base_url, n=4, temperature=1.0,
                                   lam=1.5, price_per_1k=(0.0, 0.15e-3)),
@@ -75,8 +67,8 @@ def test_two_choices_build_a_rule_that_can_decide_the_other_one(servers, tmp_pat
     assert all(d.decision in ("red", "green") for d in ds)
 
 
-def test_cost_rule_without_a_price_is_one_clear_error(servers, tmp_path):
-    s1, s2 = servers
+def test_cost_rule_without_a_price_is_one_clear_error(cheap_and_dear, tmp_path):
+    s1, s2 = cheap_and_dear
     with _ensemble(s1, s2, None, price=False, value_usd=0.01) as ens, \
             pytest.raises(InputError, match="price_per_1k"):
         ens.decide_many(PROMPTS[:12])
@@ -88,8 +80,8 @@ def test_stop_cost_by_name_takes_the_default_spec():
     assert isinstance(ens.stop_spec, CostSpec) and ens.stop_spec.target_loss is None
 
 
-def test_one_prompt_per_call_reuses_the_rule_until_the_data_grows(servers, tmp_path):
-    s1, s2 = servers
+def test_one_prompt_per_call_reuses_the_rule_until_the_data_grows(cheap_and_dear, tmp_path):
+    s1, s2 = cheap_and_dear
     with _ensemble(s1, s2, tmp_path / "s.sqlite", value_usd=0.004) as ens:
         mem = ens.cost_memory
         ens.decide_many(PROMPTS[:20])

@@ -13,8 +13,6 @@ from ensemble.cost.spec import CostSpec
 from ensemble.errors import InputError
 from ensemble.providers.registry import provider_for
 from ensemble.sampling.online import prompt_tokens
-from ensemble.testing import SimulatedServer
-from ensemble.testing.expert import MCModel, SimulatedExpert
 
 CHOICES = ["red", "green", "blue"]
 PROMPTS = [f"Question {i}: which colour? Answer with one of: red, green, blue"
@@ -22,16 +20,8 @@ PROMPTS = [f"Question {i}: which colour? Answer with one of: red, green, blue"
 CHEAP, DEAR = (0.0, 0.15e-3), (0.5e-3, 2.5e-3)  # USD per 1k (prompt, completion) tokens
 
 
-@pytest.fixture(scope="module")
-def servers():
-    cheap = SimulatedExpert(lam1=1.5, mc_model=MCModel(3, 2), seed=1, difficulty_seed=7)
-    dear = SimulatedExpert(lam1=6.0, mc_model=MCModel(12, 1), seed=2, difficulty_seed=7)
-    with SimulatedServer(expert=cheap) as s1, SimulatedServer(expert=dear) as s2:
-        yield s1, s2
-
-
-def _members(servers, dear_price=DEAR):
-    s1, s2 = servers
+def _members(cheap_and_dear, dear_price=DEAR):
+    s1, s2 = cheap_and_dear
     extra = {} if dear_price is None else {"price_per_1k": dear_price}
     return [Member("openai/cheap", api_base="http://cheap/v1", transport=s1.transport(), n=6,
                    temperature=1.0, lam=1.5, price_per_1k=CHEAP),
@@ -40,9 +30,9 @@ def _members(servers, dear_price=DEAR):
 
 
 def test_a_member_without_pilot_votes_is_priced_at_its_rates_for_the_others_length(
-        servers, tmp_path):
+        cheap_and_dear, tmp_path):
     spec = CostSpec(pilot=(2, 0), pilot_questions=10, value_usd=0.004)
-    with Ensemble(members=_members(servers), choices=CHOICES, store=tmp_path / "s.sqlite",
+    with Ensemble(members=_members(cheap_and_dear), choices=CHOICES, store=tmp_path / "s.sqlite",
                   stop=spec) as ens:
         ds = ens.decide_many(PROMPTS)
         first = ens.cost_memory.rule
@@ -65,13 +55,13 @@ def test_a_member_without_pilot_votes_is_priced_at_its_rates_for_the_others_leng
         assert ens.cost_memory.rule.prices[1] == pytest.approx(own, rel=1e-12)
 
 
-def test_an_unknown_price_or_length_is_one_clear_error(servers, tmp_path):
+def test_an_unknown_price_or_length_is_one_clear_error(cheap_and_dear, tmp_path):
     spec = CostSpec(pilot=(2, 0), pilot_questions=10, value_usd=0.004)
-    with Ensemble(members=_members(servers, dear_price=None), choices=CHOICES,
+    with Ensemble(members=_members(cheap_and_dear, dear_price=None), choices=CHOICES,
                   store=tmp_path / "s.sqlite", stop=spec) as ens, \
             pytest.raises(InputError, match="member 1's price per vote.*price_per_1k"):
         ens.decide_many(PROMPTS)
     # a given prior draws no pilot: nothing tells a vote's length
     given = CostSpec(prior=JointPrior.of([[0.9, 0.95], [0.3, 0.9]]), value_usd=0.004)
     with pytest.raises(InputError, match="given prior draws no pilot.*prices="):
-        Ensemble(members=_members(servers), choices=CHOICES, stop=given)
+        Ensemble(members=_members(cheap_and_dear), choices=CHOICES, stop=given)
